@@ -1,0 +1,85 @@
+#include "server/algorithm/algorithm.h"
+
+#include "server/algorithm/fixed_window.h"
+#include "server/algorithm/gcra.h"
+#include "server/algorithm/leaky_bucket.h"
+#include "server/algorithm/sliding_window_counter.h"
+#include "server/algorithm/sliding_window_log.h"
+#include "server/algorithm/token_bucket.h"
+
+namespace sluice {
+
+namespace {
+
+constexpr Algorithm kAllAlgorithms[] = {
+    Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
+    Algorithm::kTokenBucket, Algorithm::kLeakyBucket,      Algorithm::kGcra,
+};
+
+}  // namespace
+
+absl::string_view AlgorithmName(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kFixedWindow:
+      return "fixed_window";
+    case Algorithm::kSlidingWindowLog:
+      return "sliding_window_log";
+    case Algorithm::kSlidingWindowCounter:
+      return "sliding_window_counter";
+    case Algorithm::kTokenBucket:
+      return "token_bucket";
+    case Algorithm::kLeakyBucket:
+      return "leaky_bucket";
+    case Algorithm::kGcra:
+      return "gcra";
+  }
+  return "unknown";
+}
+
+std::optional<Algorithm> ParseAlgorithm(absl::string_view name) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    if (AlgorithmName(algorithm) == name) {
+      return algorithm;
+    }
+  }
+  return std::nullopt;
+}
+
+AlgorithmState NewState(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kFixedWindow:
+      return FixedWindowState{};
+    case Algorithm::kSlidingWindowLog:
+      return SlidingWindowLogState{};
+    case Algorithm::kSlidingWindowCounter:
+      return SlidingWindowCounterState{};
+    case Algorithm::kTokenBucket:
+      return TokenBucketState{};
+    case Algorithm::kLeakyBucket:
+      return LeakyBucketState{};
+    case Algorithm::kGcra:
+      return GcraState{};
+  }
+  return FixedWindowState{};
+}
+
+Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_us, uint64_t hits) {
+  switch (params.algorithm) {
+    case Algorithm::kFixedWindow:
+      return EvaluateFixedWindow(params, std::get<FixedWindowState>(state), now_us, hits);
+    case Algorithm::kSlidingWindowLog:
+      return EvaluateSlidingWindowLog(params, std::get<SlidingWindowLogState>(state), now_us, hits);
+    case Algorithm::kSlidingWindowCounter:
+      return EvaluateSlidingWindowCounter(params, std::get<SlidingWindowCounterState>(state),
+                                          now_us, hits);
+    case Algorithm::kTokenBucket:
+      return EvaluateTokenBucket(params, std::get<TokenBucketState>(state), now_us, hits);
+    case Algorithm::kLeakyBucket:
+      return EvaluateLeakyBucket(params, std::get<LeakyBucketState>(state), now_us, hits);
+    case Algorithm::kGcra:
+      return EvaluateGcra(params, std::get<GcraState>(state), now_us, hits);
+  }
+  return Decision{};
+}
+
+}  // namespace sluice

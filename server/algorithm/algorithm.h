@@ -1,0 +1,132 @@
+// The six rate-limit algorithms: their parameters, their per-key state and one decision step.
+//
+// Each algorithm is a pure function of (parameters, state, now, hits): it reads the key's state,
+// decides, and writes the new state back. The memory backend runs these functions under a
+// per-shard lock; the Lua scripts in lua/ implement the same arithmetic on Redis, and the shared
+// cases in tests/cases/ hold both to one behaviour. Nothing here is thread-safe by itself: the
+// caller owns the state and serializes access to it.
+//
+// Conventions shared by every algorithm (and by the Lua scripts):
+//   - Time is integer microseconds since the Unix epoch; durations are integer microseconds.
+//   - Admission is all-or-nothing: a request of `hits` is admitted whole or not at all, and a
+//     denied request leaves the state bit for bit as it was (nothing is consumed, nothing is
+//     refilled or rolled over either). An admitted request, hits == 0 included, writes the
+//     state as seen at now.
+//   - hits == 0 checks the limit without consuming. It goes through the same admission test
+//     as any request, so it is admitted when the state is exactly at the limit (e.g. a fixed
+//     window with count == limit: count + 0 <= limit), as envoyproxy/ratelimit treats
+//     hits_addend 0 (INCRBY 0). It is denied only when the state is beyond the limit (which
+//     for GCRA includes a stored arrival time that rounded up past the tolerance; gcra.h).
+//   - limit == 0 admits nothing: hits > 0 is denied and hits == 0 admitted, remaining is 0,
+//     reset_after and a denial's retry_after are one period; the state is untouched.
+//   - Fractional quantities (tokens, water level, GCRA arrival time) are IEEE doubles computed
+//     in a fixed order of operations (each algorithm's header spells it out), durations are
+//     rounded up to whole microseconds and `remaining` down, so Lua and C++ produce identical
+//     bits. Build with -ffp-contract=off: a fused multiply-add would change them.
+//   - retry_after and reset_after are exact: the first whole microsecond at which the request
+//     is admitted (or the state is fresh again), never one early nor one late. Where rounding
+//     can shift the analytic answer, it is corrected by stepping whole microseconds
+//     (algorithm_internal.h).
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <utility>
+#include <variant>
+
+namespace sluice {
+
+enum class Algorithm : uint8_t {
+  kFixedWindow = 0,
+  kSlidingWindowLog = 1,
+  kSlidingWindowCounter = 2,
+  kTokenBucket = 3,
+  kLeakyBucket = 4,
+  kGcra = 5,
+};
+
+// "fixed_window", "sliding_window_log", ... as written in the YAML config.
+absl::string_view AlgorithmName(Algorithm algorithm);
+std::optional<Algorithm> ParseAlgorithm(absl::string_view name);
+
+struct LimitParams {
+  Algorithm algorithm = Algorithm::kFixedWindow;
+  // Requests admitted per period (windows), or tokens refilled / water drained per period
+  // (buckets, GCRA).
+  uint64_t limit = 0;
+  // Window length, or the refill / drain period. REQUIRES: > 0.
+  int64_t period_us = 0;
+  // Capacity of the token or leaky bucket, or the burst GCRA tolerates. Ignored by the windows.
+  uint64_t burst = 0;
+};
+
+struct Decision {
+  bool allowed = false;
+  // How many hits a request could still take right now, after this decision: one of
+  // `remaining + 1` hits would be denied and, if remaining > 0, one of `remaining` admitted.
+  uint64_t remaining = 0;
+  // Denied: how long until this same request (same hits) would be admitted if nothing else
+  // arrives. Never earlier than that moment. Allowed: 0.
+  int64_t retry_after_us = 0;
+  // How long until the limit is fully replenished (state back to a fresh key) if nothing else
+  // arrives. Also bounds how long the state must be kept: 0 means the state already decides
+  // exactly like a fresh key and may be dropped.
+  int64_t reset_after_us = 0;
+  // Leaky bucket, allowed: how long the caller should hold this request so that output leaves
+  // at the drain rate (the time for the water already queued ahead of it to drain). 0 otherwise.
+  int64_t delay_us = 0;
+};
+
+// When a request can never be admitted (hits above the limit for the windows, above the burst
+// for the buckets and GCRA), the decision is a denial with retry_after_us = reset_after_us,
+// since no wait makes it succeed. On a fresh key that is 0: nothing to wait for.
+
+// ---- State per key, one alternative per algorithm. A default-constructed state is a fresh key.
+
+struct FixedWindowState {
+  int64_t window_start_us = 0;  // epoch-aligned: floor(now / period) * period
+  uint64_t count = 0;           // hits admitted in that window
+};
+
+struct SlidingWindowLogState {
+  // (time admitted, hits) of every admission still inside the trailing window, oldest first.
+  std::deque<std::pair<int64_t, uint64_t>> entries;
+  uint64_t total = 0;  // sum of hits in entries
+};
+
+struct SlidingWindowCounterState {
+  int64_t window_start_us = 0;  // epoch-aligned start of the current window
+  uint64_t current = 0;         // hits admitted in the current window
+  uint64_t previous = 0;        // hits admitted in the window before it
+};
+
+struct TokenBucketState {
+  bool initialized = false;  // a fresh bucket is full
+  double tokens = 0;
+  int64_t last_us = 0;       // time of the last refill
+};
+
+struct LeakyBucketState {
+  double level = 0;    // water in the bucket at last_us
+  int64_t last_us = 0;
+};
+
+struct GcraState {
+  double tat_us = 0;  // theoretical arrival time; <= now means a full burst is available
+};
+
+using AlgorithmState =
+    std::variant<FixedWindowState, SlidingWindowLogState, SlidingWindowCounterState,
+                 TokenBucketState, LeakyBucketState, GcraState>;
+
+// A fresh state of the alternative that `algorithm` uses.
+AlgorithmState NewState(Algorithm algorithm);
+
+// Runs one decision of params.algorithm at now_us for `hits`, updating `state`.
+// REQUIRES: state holds the alternative for params.algorithm (see NewState); params.period_us > 0.
+Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_us,
+                  uint64_t hits);
+
+}  // namespace sluice

@@ -1,0 +1,125 @@
+// Helpers shared by the six algorithm implementations; not part of the algorithm API.
+//
+// Every rule here is mirrored by the Lua scripts in lua/, so each helper documents its exact
+// arithmetic. Pure functions; safe from any thread.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "server/algorithm/algorithm.h"
+
+namespace sluice::algorithm_internal {
+
+// ceil(x) as whole microseconds, saturated to the int64 range. Lua: math.ceil(x).
+inline int64_t CeilMicros(double x) {
+  // 2^63 is exactly representable, so the comparisons below are exact.
+  constexpr double kLimit = 9223372036854775808.0;
+  if (!(x < kLimit)) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  if (x <= -kLimit) {
+    return std::numeric_limits<int64_t>::min();
+  }
+  return static_cast<int64_t>(std::ceil(x));
+}
+
+// floor(x) clamped at 0 (and at the uint64 range), for `remaining`.
+// Lua: math.max(0, math.floor(x)).
+inline uint64_t FloorRemaining(double x) {
+  constexpr double kLimit = 18446744073709551616.0;  // 2^64
+  if (!(x > 0)) {
+    return 0;
+  }
+  if (x >= kLimit) {
+    return std::numeric_limits<uint64_t>::max();
+  }
+  return static_cast<uint64_t>(std::floor(x));
+}
+
+// epoch-aligned start of the window of length `period_us` that holds `now_us`, i.e.
+// floor(now_us / period_us) * period_us, also for negative times. Lua computes it with
+// math.floor(now / period) * period, which is exact for |now| < 2^53.
+// REQUIRES: period_us > 0.
+inline int64_t WindowStart(int64_t now_us, int64_t period_us) {
+  int64_t quotient = now_us / period_us;
+  if (now_us % period_us != 0 && now_us < 0) {
+    --quotient;
+  }
+  return quotient * period_us;
+}
+
+// The smallest time t > after_us at which `admits(t)` holds, searched from the analytic
+// estimate `guess_us`. Rounding can move the true answer off the estimate (usually by one
+// microsecond; by thousands when a tiny refill per microsecond is absorbed into a large
+// double), so the search gallops away from the estimate in doubling steps until the answer is
+// bracketed, then bisects. Because the result depends only on `admits`, it is the same whatever
+// rounding the estimate suffered; an exact estimate costs two evaluations.
+// REQUIRES: admits is monotone (once true, true at every later time), eventually true, and
+// false at after_us itself. Lua: the same search, with math.floor for the halving.
+template <typename Predicate>
+int64_t FirstAdmittedTime(int64_t after_us, int64_t guess_us, const Predicate& admits) {
+  // Invariant once bracketed: admits(hi), and lo == after_us or !admits(lo).
+  int64_t hi = guess_us > after_us ? guess_us : after_us + 1;
+  int64_t lo;
+  int64_t step = 1;
+  if (admits(hi)) {
+    lo = hi - step;
+    while (lo > after_us && admits(lo)) {
+      hi = lo;
+      step *= 2;
+      lo = hi - step;
+    }
+    if (lo < after_us) {
+      lo = after_us;
+    }
+  } else {
+    lo = hi;
+    hi = lo + step;
+    while (!admits(hi)) {
+      lo = hi;
+      step *= 2;
+      hi = lo + step;
+    }
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (admits(mid)) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return hi;
+}
+
+// The largest n >= 0 for which `fits(n)` holds, searched from the estimate `guess` (a floor of
+// the exact quotient, which rounding can leave one off): up while n + 1 fits, then down while n
+// does not. This keeps `remaining` consistent with the admission test itself.
+// REQUIRES: fits is monotone (true up to some n, false beyond). Lua: the same two loops.
+template <typename Fits>
+uint64_t MostThatFits(uint64_t guess, const Fits& fits) {
+  uint64_t n = guess;
+  while (fits(n + 1)) {
+    ++n;
+  }
+  while (n > 0 && !fits(n)) {
+    --n;
+  }
+  return n;
+}
+
+// The decision of every algorithm when params.limit == 0: nothing is ever replenished, so a
+// request with hits > 0 is denied and hits == 0 is admitted; remaining is 0. Both retry_after
+// (when denied) and reset_after are one period, so that a client told to wait does not spin.
+// The state is neither read nor written.
+inline Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits) {
+  Decision decision;
+  decision.allowed = hits == 0;
+  decision.reset_after_us = params.period_us;
+  decision.retry_after_us = decision.allowed ? 0 : params.period_us;
+  return decision;
+}
+
+}  // namespace sluice::algorithm_internal

@@ -1,0 +1,26 @@
+// Fixed window: one counter per epoch-aligned window of params.period_us, as
+// envoyproxy/ratelimit counts. Cheap and exact, but a client may get up to 2 * limit through
+// around a window boundary.
+//
+// Not thread-safe: the caller owns `state` and serializes access to it (see algorithm.h).
+//
+// Arithmetic (mirrored by lua/fixed_window.lua), with P = period_us and L = limit:
+//   w = floor(now / P) * P; a state whose window_start_us != w counts 0 (a new window).
+//   allowed   iff count + hits <= L; then count += hits (a denial writes nothing).
+//   remaining = max(0, L - count).
+//   reset     = (w + P) - now if count > 0, else 0.
+//   retry     = (w + P) - now when denied; reset when hits > L (never admitted).
+//   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
+#pragma once
+
+#include <cstdint>
+
+#include "server/algorithm/algorithm.h"
+
+namespace sluice {
+
+// One fixed-window decision at now_us for `hits`. REQUIRES: params.period_us > 0.
+Decision EvaluateFixedWindow(const LimitParams& params, FixedWindowState& state, int64_t now_us,
+                             uint64_t hits);
+
+}  // namespace sluice

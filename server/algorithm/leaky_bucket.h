@@ -1,0 +1,38 @@
+// Leaky bucket (as a meter): a bucket of params.burst capacity that drains params.limit per
+// params.period_us; a request pours in `hits`. Besides admission it reports delay_us, the time
+// the water already queued ahead needs to drain, so a caller that holds each admitted request
+// that long emits requests at the drain rate (the "queue" form of the leaky bucket).
+//
+// Not thread-safe: the caller owns `state` and serializes access to it (see algorithm.h).
+//
+// Arithmetic (mirrored by lua/leaky_bucket.lua), with P = period_us, L = limit, B = burst, all
+// fractional steps in double in exactly this order:
+//   drain(t)  = max(0, level - (max(0, t - last) * L) / P)   [state's level and last]
+//   level     = drain(now); last = max(last, now).
+//   allowed   iff hits <= B and level + hits <= B; then delay = ceil((level * P) / L),
+//             level += hits and {level, last} is written (a denial writes nothing).
+//   remaining = the largest n >= 0 with level + n <= B (level after the decision), searched
+//               from max(0, floor(B - level)) by MostThatFits: near B the subtraction and the
+//               addition can round apart, and the admission test has the last word.
+//   reset     = 0 if level <= 0; else first admitted time of "drain(t) <= 0" from the
+//               estimate last + ceil((level * P) / L), minus now.
+//   retry     = first admitted time of "drain(t) + hits <= B" from the estimate
+//               last + ceil(((level + hits - B) * P) / L), minus now. When hits > B (never
+//               admitted): retry = reset.
+//   "First admitted time" is FirstAdmittedTime in algorithm_internal.h: the analytic estimate
+//   corrected by whole microseconds, so the answer is exact whatever the rounding, and drain
+//   runs on the state as stored after this decision.
+//   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
+#pragma once
+
+#include <cstdint>
+
+#include "server/algorithm/algorithm.h"
+
+namespace sluice {
+
+// One leaky-bucket decision at now_us for `hits`. REQUIRES: params.period_us > 0.
+Decision EvaluateLeakyBucket(const LimitParams& params, LeakyBucketState& state, int64_t now_us,
+                             uint64_t hits);
+
+}  // namespace sluice

@@ -1,0 +1,66 @@
+#include "server/algorithm/sliding_window_log.h"
+
+#include <cstddef>
+
+#include "server/algorithm/algorithm_internal.h"
+
+namespace sluice {
+
+using algorithm_internal::ZeroLimitDecision;
+
+Decision EvaluateSlidingWindowLog(const LimitParams& params, SlidingWindowLogState& state,
+                                  int64_t now_us, uint64_t hits) {
+  const uint64_t limit = params.limit;
+  const int64_t period = params.period_us;
+  if (limit == 0) {
+    return ZeroLimitDecision(params, hits);
+  }
+  auto& entries = state.entries;
+  // Entries [0, first) have expired; they are only dropped when the request is admitted.
+  size_t first = 0;
+  uint64_t expired = 0;
+  while (first < entries.size() && entries[first].first + period <= now_us) {
+    expired += entries[first].second;
+    ++first;
+  }
+  uint64_t total = state.total - expired;
+
+  Decision decision;
+  decision.allowed = hits <= limit && total <= limit - hits;
+  if (decision.allowed) {
+    entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(first));
+    first = 0;
+    if (hits > 0) {
+      if (!entries.empty() && entries.back().first >= now_us) {
+        entries.back().second += hits;
+      } else {
+        entries.emplace_back(now_us, hits);
+      }
+      total += hits;
+    }
+    state.total = total;
+  }
+  const bool any_live = first < entries.size();
+  decision.remaining = total < limit ? limit - total : 0;
+  decision.reset_after_us = any_live ? entries.back().first + period - now_us : 0;
+  if (!decision.allowed) {
+    if (hits > limit) {
+      decision.retry_after_us = decision.reset_after_us;
+    } else {
+      // 0 < need <= total, so the walk ends on a live entry.
+      const uint64_t need = total + hits - limit;
+      uint64_t freed = 0;
+      size_t i = first;
+      for (; i < entries.size(); ++i) {
+        freed += entries[i].second;
+        if (freed >= need) {
+          break;
+        }
+      }
+      decision.retry_after_us = entries[i].first + period - now_us;
+    }
+  }
+  return decision;
+}
+
+}  // namespace sluice

@@ -1,0 +1,33 @@
+// Sliding window log: remembers every admission of the trailing period and admits while their
+// hits stay within the limit. Exact at every instant; memory grows with the limit (at most one
+// entry per admitting microsecond, and never more than `limit` entries while the limit holds).
+//
+// Not thread-safe: the caller owns `state` and serializes access to it (see algorithm.h).
+//
+// Arithmetic (mirrored by lua/sliding_window_log.lua), with P = period_us and L = limit:
+//   An entry (ts, n) has expired at now iff ts + P <= now; total = hits of the live entries.
+//   allowed   iff total + hits <= L; then expired entries are dropped and, if hits > 0,
+//             (now, hits) is appended (a denial writes nothing). An admission in the same
+//             microsecond as the newest entry, or earlier (a clock that stepped back), is
+//             added to the newest entry, so the log stays sorted and an admission never
+//             expires sooner than it would have.
+//   remaining = max(0, L - total), total after the decision.
+//   reset     = newest_ts + P - now, or 0 when no entry is live.
+//   retry     = need = total + hits - L; walk the live entries oldest first, summing their
+//               hits until the sum >= need; retry = that entry's ts + P - now.
+//               When hits > L (never admitted): retry = reset.
+//   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
+#pragma once
+
+#include <cstdint>
+
+#include "server/algorithm/algorithm.h"
+
+namespace sluice {
+
+// One sliding-log decision at now_us for `hits`. REQUIRES: params.period_us > 0; state.entries
+// sorted by time and state.total their sum, as this function leaves them.
+Decision EvaluateSlidingWindowLog(const LimitParams& params, SlidingWindowLogState& state,
+                                  int64_t now_us, uint64_t hits);
+
+}  // namespace sluice

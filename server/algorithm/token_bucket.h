@@ -1,0 +1,36 @@
+// Token bucket: a bucket of params.burst tokens, refilled at params.limit tokens per
+// params.period_us; a request takes `hits` tokens. Allows bursts up to the capacity and a
+// long-run rate of limit per period.
+//
+// Not thread-safe: the caller owns `state` and serializes access to it (see algorithm.h).
+//
+// Arithmetic (mirrored by lua/token_bucket.lua), with P = period_us, L = limit, B = burst, all
+// fractional steps in double in exactly this order:
+//   A fresh state is a full bucket: tokens = B, last = now.
+//   refill(t) = min(B, tokens + (max(0, t - last) * L) / P)   [state's tokens and last]
+//   tokens    = refill(now); last = max(last, now).
+//   allowed   iff hits <= B and tokens >= hits; then tokens -= hits and {tokens, last} is
+//             written (a denial writes nothing).
+//   remaining = max(0, floor(tokens)), tokens after the decision.
+//   reset     = 0 if tokens >= B; else first admitted time of "refill(t) >= B" from the
+//               estimate last + ceil(((B - tokens) * P) / L), minus now.
+//   retry     = first admitted time of "refill(t) >= hits" from the estimate
+//               last + ceil(((hits - tokens) * P) / L), minus now. When hits > B (never
+//               admitted): retry = reset.
+//   "First admitted time" is FirstAdmittedTime in algorithm_internal.h: the analytic estimate
+//   corrected by whole microseconds, so the answer is exact whatever the rounding, and refill
+//   runs on the state as stored after this decision.
+//   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
+#pragma once
+
+#include <cstdint>
+
+#include "server/algorithm/algorithm.h"
+
+namespace sluice {
+
+// One token-bucket decision at now_us for `hits`. REQUIRES: params.period_us > 0.
+Decision EvaluateTokenBucket(const LimitParams& params, TokenBucketState& state, int64_t now_us,
+                             uint64_t hits);
+
+}  // namespace sluice

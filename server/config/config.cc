@@ -1,0 +1,227 @@
+#include "server/config/config.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "server/config/wildcard.h"
+
+namespace sluice {
+
+int64_t UnitSeconds(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kSecond:
+      return 1;
+    case TimeUnit::kMinute:
+      return 60;
+    case TimeUnit::kHour:
+      return 3600;
+    case TimeUnit::kDay:
+      return 86400;
+    case TimeUnit::kWeek:
+      return 7 * 86400;
+    case TimeUnit::kMonth:
+      return 30 * 86400;
+    case TimeUnit::kYear:
+      return 365 * 86400;
+  }
+  return 1;  // unreachable for a valid enumerator
+}
+
+absl::string_view UnitName(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kSecond:
+      return "second";
+    case TimeUnit::kMinute:
+      return "minute";
+    case TimeUnit::kHour:
+      return "hour";
+    case TimeUnit::kDay:
+      return "day";
+    case TimeUnit::kWeek:
+      return "week";
+    case TimeUnit::kMonth:
+      return "month";
+    case TimeUnit::kYear:
+      return "year";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Long enough for nearly every real "key_value"; longer ones fall back to the heap.
+constexpr size_t kCompositeBufferSize = 256;
+
+// The child of `node` that `entry` selects: exact "key_value", then the first wildcard in
+// declaration order, then the key's default.
+const DescriptorNode* FindChild(const DescriptorNode& node, const DescriptorEntryView& entry) {
+  if (!node.exact_children.empty() && !entry.value.empty()) {
+    char buffer[kCompositeBufferSize];
+    std::string heap;
+    absl::string_view composite;
+    const size_t size = entry.key.size() + 1 + entry.value.size();
+    if (size <= sizeof(buffer)) {
+      std::memcpy(buffer, entry.key.data(), entry.key.size());
+      buffer[entry.key.size()] = '_';
+      std::memcpy(buffer + entry.key.size() + 1, entry.value.data(), entry.value.size());
+      composite = absl::string_view(buffer, size);
+    } else {
+      heap = absl::StrCat(entry.key, "_", entry.value);
+      composite = heap;
+    }
+    auto it = node.exact_children.find(composite);
+    // The key check keeps ("a", "b_c") from selecting a child declared as ("a_b", "c"): the
+    // composite string alone cannot tell them apart.
+    if (it != node.exact_children.end() && it->second->key == entry.key) {
+      return it->second.get();
+    }
+  }
+  for (const std::unique_ptr<DescriptorNode>& child : node.wildcard_children) {
+    if (child->key == entry.key && WildcardMatch(child->value, entry.value)) {
+      return child.get();
+    }
+  }
+  auto it = node.default_children.find(entry.key);
+  if (it != node.default_children.end()) {
+    return it->second.get();
+  }
+  return nullptr;
+}
+
+// Children of `node` in declaration order (by line; one domain comes from one file).
+std::vector<const DescriptorNode*> OrderedChildren(const DescriptorNode& node) {
+  std::vector<const DescriptorNode*> children;
+  children.reserve(node.exact_children.size() + node.default_children.size() +
+                   node.wildcard_children.size());
+  for (const auto& [name, child] : node.exact_children) {
+    children.push_back(child.get());
+  }
+  for (const auto& [name, child] : node.default_children) {
+    children.push_back(child.get());
+  }
+  for (const auto& child : node.wildcard_children) {
+    children.push_back(child.get());
+  }
+  std::sort(children.begin(), children.end(),
+            [](const DescriptorNode* a, const DescriptorNode* b) {
+              if (a->line != b->line) {
+                return a->line < b->line;
+              }
+              return a->full_key < b->full_key;
+            });
+  return children;
+}
+
+void DumpRule(const DescriptorNode& node, const RateLimitRule& rule, std::string& out) {
+  absl::StrAppend(&out, node.full_key, ":");
+  if (rule.unlimited) {
+    absl::StrAppend(&out, " unlimited");
+  } else {
+    absl::StrAppend(&out, " requests_per_unit=", rule.requests_per_unit,
+                    " unit=", UnitName(rule.unit));
+    if (rule.unit_multiplier != 1) {
+      absl::StrAppend(&out, " unit_multiplier=", rule.unit_multiplier);
+    }
+    absl::StrAppend(&out, " algorithm=", AlgorithmName(rule.params.algorithm));
+    switch (rule.params.algorithm) {
+      case Algorithm::kTokenBucket:
+      case Algorithm::kLeakyBucket:
+      case Algorithm::kGcra:
+        absl::StrAppend(&out, " burst=", rule.params.burst);
+        break;
+      default:
+        break;
+    }
+    absl::StrAppend(&out, " key_suffix=", rule.key_suffix);
+  }
+  if (!rule.name.empty()) {
+    absl::StrAppend(&out, " name=", rule.name);
+  }
+  if (!rule.replaces.empty()) {
+    absl::StrAppend(&out, " replaces=", absl::StrJoin(rule.replaces, ","));
+  }
+  absl::StrAppend(&out, " shadow_mode=", node.shadow_mode ? "true" : "false");
+  if (node.detailed_metric) {
+    absl::StrAppend(&out, " detailed_metric=true");
+  }
+  absl::StrAppend(&out, " (", node.file, ":", node.line, ")\n");
+}
+
+void DumpNode(const DescriptorNode& node, std::string& out) {
+  for (const RateLimitRule& rule : node.rules) {
+    DumpRule(node, rule, out);
+  }
+  for (const DescriptorNode* child : OrderedChildren(node)) {
+    DumpNode(*child, out);
+  }
+}
+
+size_t CountNodesWithRules(const DescriptorNode& node) {
+  size_t count = node.rules.empty() ? 0 : 1;
+  for (const auto& [name, child] : node.exact_children) {
+    count += CountNodesWithRules(*child);
+  }
+  for (const auto& [name, child] : node.default_children) {
+    count += CountNodesWithRules(*child);
+  }
+  for (const auto& child : node.wildcard_children) {
+    count += CountNodesWithRules(*child);
+  }
+  return count;
+}
+
+}  // namespace
+
+const DescriptorNode* Config::Match(absl::string_view domain,
+                                    absl::Span<const DescriptorEntryView> entries) const {
+  if (entries.empty()) {
+    return nullptr;
+  }
+  auto it = domains_.find(domain);
+  if (it == domains_.end()) {
+    return nullptr;
+  }
+  const DescriptorNode* node = &it->second->root;
+  for (const DescriptorEntryView& entry : entries) {
+    // No backtracking: once a child is chosen, a dead end below it means no limit, even if a
+    // wildcard or default sibling would have led further (envoyproxy/ratelimit does the same).
+    node = FindChild(*node, entry);
+    if (node == nullptr) {
+      return nullptr;
+    }
+  }
+  // Rules on a node passed before the last entry never apply: depth must match exactly.
+  return node->rules.empty() ? nullptr : node;
+}
+
+bool Config::HasDomain(absl::string_view domain) const { return domains_.contains(domain); }
+
+std::string Config::Dump() const {
+  std::vector<const Domain*> domains;
+  domains.reserve(domains_.size());
+  for (const auto& [name, domain] : domains_) {
+    domains.push_back(domain.get());
+  }
+  std::sort(domains.begin(), domains.end(),
+            [](const Domain* a, const Domain* b) { return a->name < b->name; });
+  std::string out;
+  for (const Domain* domain : domains) {
+    DumpNode(domain->root, out);
+  }
+  return out;
+}
+
+size_t Config::RuleCount() const {
+  size_t count = 0;
+  for (const auto& [name, domain] : domains_) {
+    count += CountNodesWithRules(domain->root);
+  }
+  return count;
+}
+
+}  // namespace sluice

@@ -1,0 +1,121 @@
+// The loaded rate-limit configuration: domains, their descriptor trees, and the rules on each
+// node. A Config is immutable once built, so any number of threads may read one concurrently;
+// reloads build a new Config and swap it in (see config_store.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
+#include "server/algorithm/algorithm.h"
+
+namespace sluice {
+
+// Numbered as envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit.
+enum class TimeUnit : int {
+  kSecond = 1,
+  kMinute = 2,
+  kHour = 3,
+  kDay = 4,
+  kMonth = 5,
+  kYear = 6,
+  kWeek = 7,
+};
+
+// Seconds in one unit, as envoyproxy/ratelimit counts them: a month is 30 days, a year 365.
+int64_t UnitSeconds(TimeUnit unit);
+// "second", "minute", ... (lower case).
+absl::string_view UnitName(TimeUnit unit);
+
+// One limit on a descriptor node.
+struct RateLimitRule {
+  std::string name;  // optional; the target of other rules' `replaces`
+  bool unlimited = false;
+  uint32_t requests_per_unit = 0;
+  TimeUnit unit = TimeUnit::kSecond;
+  uint32_t unit_multiplier = 1;
+  LimitParams params;  // derived: algorithm, limit, period = unit * multiplier, burst
+  std::vector<std::string> replaces;
+  // Storage-key suffix that keeps this rule's state apart from the node's other rules and from
+  // an earlier rule of another algorithm or period on the same descriptor.
+  std::string key_suffix;
+};
+
+// One node of a domain's descriptor tree: a `key` (and `value`, if any) in the YAML.
+struct DescriptorNode {
+  std::string key;
+  std::string value;  // empty: matches any value of `key` (the default)
+  // Rules applied when a request's descriptor ends at this node; empty when the node has none.
+  std::vector<RateLimitRule> rules;
+  bool shadow_mode = false;
+  bool detailed_metric = false;
+  // "domain.key_value.key2" in envoyproxy/ratelimit's stat-key form, for metrics.
+  std::string full_key;
+  std::string file;  // where the node was declared
+  int line = 0;
+
+  // Children by exact "key_value" and by "key" alone (default); wildcards are tried in
+  // declaration order after the exact map and before the default. The loader refuses two
+  // children whose "key_value" strings coincide (key "a_b" value "c" and key "a" value "b_c"),
+  // as envoyproxy/ratelimit does, and Match checks the key of an exact hit.
+  absl::flat_hash_map<std::string, std::unique_ptr<DescriptorNode>> exact_children;
+  absl::flat_hash_map<std::string, std::unique_ptr<DescriptorNode>> default_children;
+  std::vector<std::unique_ptr<DescriptorNode>> wildcard_children;  // value contains '*'
+};
+
+struct Domain {
+  std::string name;
+  std::string file;
+  DescriptorNode root;  // key and value empty; children are the top-level descriptors
+};
+
+// A request descriptor entry, as seen by matching (no dependency on the protos).
+struct DescriptorEntryView {
+  absl::string_view key;
+  absl::string_view value;
+};
+
+class Config {
+ public:
+  Config() = default;
+  Config(const Config&) = delete;
+  Config& operator=(const Config&) = delete;
+
+  // envoyproxy/ratelimit matching: walk the domain's tree one entry at a time, at each level
+  // trying the exact key_value, then wildcards, then the key's default, without backtracking.
+  // Returns the node the request's descriptor ends on if that node has rules and the depth
+  // equals entries.size(); otherwise nullptr (no limit applies). Unknown domain or no entries:
+  // nullptr. A returned node may hold an unlimited rule; the caller answers OK for it.
+  // A `*` in a configured value matches any run of characters (see wildcard.h). Does not
+  // allocate unless a "key_value" is longer than 256 bytes. The result lives as long as *this.
+  const DescriptorNode* Match(absl::string_view domain,
+                              absl::Span<const DescriptorEntryView> entries) const;
+
+  // True if `domain` is configured.
+  bool HasDomain(absl::string_view domain) const;
+
+  // Human-readable listing of every rule, one per line, for /config and --check_config:
+  // domains by name, nodes in declaration order, e.g.
+  //   "api.client: requests_per_unit=10 unit=second algorithm=token_bucket burst=20
+  //    key_suffix=tb:1 shadow_mode=false (limits/api.yaml:4)"
+  std::string Dump() const;
+
+  // Number of nodes that carry rules, over all domains.
+  size_t RuleCount() const;
+
+  absl::flat_hash_map<std::string, std::unique_ptr<Domain>>& mutable_domains() {
+    return domains_;
+  }
+  const absl::flat_hash_map<std::string, std::unique_ptr<Domain>>& domains() const {
+    return domains_;
+  }
+
+ private:
+  absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,183 @@
+// sluice: the rate-limit decision server. The only place that builds the real object graph:
+// flags -> config -> backend -> rate limiter -> gRPC and HTTP servers; then waits for signals
+// (SIGHUP reloads the config, SIGTERM/SIGINT drain and exit 0).
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/backend/memory_backend.h"
+#include "server/common/clock.h"
+#include "server/common/env_flags.h"
+#include "server/common/logging.h"
+#include "server/config/config_loader.h"
+#include "server/config/config_store.h"
+#include "server/config/config_watcher.h"
+#include "server/service/grpc_service.h"
+#include "server/service/http_server.h"
+#include "server/service/metrics.h"
+#include "server/service/rate_limiter.h"
+
+ABSL_FLAG(std::string, config, "", "YAML config file, or a directory of *.yaml files (one domain each)");
+ABSL_FLAG(std::string, grpc_address, "0.0.0.0:8081", "gRPC listen address (HOST:PORT)");
+ABSL_FLAG(std::string, http_address, "0.0.0.0:8080",
+          "HTTP listen address for /json, /healthz, /readyz, /config, /metrics (HOST:PORT)");
+ABSL_FLAG(std::string, backend, "memory", "where limits are kept: memory");
+ABSL_FLAG(bool, check_config, false, "validate the config, print the result and exit 0 or 1");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(int32_t, max_descriptors, 64, "most descriptors accepted in one request");
+ABSL_FLAG(int32_t, max_entries, 32, "most entries accepted in one descriptor");
+ABSL_FLAG(int32_t, max_key_bytes, 1024, "longest domain, descriptor key or value accepted");
+ABSL_FLAG(int64_t, memory_max_keys, 1000000, "memory backend: most keys kept at once");
+ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(5),
+          "how often to check the config files for changes (0 disables; SIGHUP always reloads)");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "on SIGTERM, how long in-flight calls may take before they are cancelled");
+
+namespace sluice {
+namespace {
+
+const std::vector<std::string> kFlagNames = {
+    "config",        "grpc_address",  "http_address",         "backend",
+    "check_config",  "log_level",     "max_descriptors",      "max_entries",
+    "max_key_bytes", "memory_max_keys", "config_poll_interval", "shutdown_grace"};
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "sluice: %s\n", message.c_str());
+  std::exit(1);
+}
+
+int Run() {
+  LogLevel level;
+  if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
+    Die(absl::StrCat("--log_level: '", absl::GetFlag(FLAGS_log_level),
+                     "' is not debug, info, warning or error"));
+  }
+  SetMinLogLevel(level);
+
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (config_path.empty()) {
+    Die("--config is required (a YAML file or a directory of them)");
+  }
+  auto loaded = LoadConfigPath(config_path);
+  if (!loaded.ok()) {
+    Die(absl::StrCat("invalid config: ", loaded.status().message()));
+  }
+  std::shared_ptr<const Config> config(std::move(*loaded));
+  if (absl::GetFlag(FLAGS_check_config)) {
+    std::printf("config OK: %zu domains, %zu rules\n%s", config->domains().size(),
+                config->RuleCount(), config->Dump().c_str());
+    return 0;
+  }
+  if (absl::GetFlag(FLAGS_backend) != "memory") {
+    Die(absl::StrCat("--backend: '", absl::GetFlag(FLAGS_backend), "' is not supported (memory)"));
+  }
+  for (auto [name, value] : {std::pair{"max_descriptors", absl::GetFlag(FLAGS_max_descriptors)},
+                             std::pair{"max_entries", absl::GetFlag(FLAGS_max_entries)},
+                             std::pair{"max_key_bytes", absl::GetFlag(FLAGS_max_key_bytes)}}) {
+    if (value < 1) {
+      Die(absl::StrCat("--", name, " must be at least 1"));
+    }
+  }
+
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Clock& clock = RealClock::Get();
+  Metrics metrics;
+  ConfigStore store(config);
+  metrics.SetConfigRules(static_cast<double>(config->RuleCount()));
+  MemoryBackendOptions memory_options;
+  memory_options.max_keys = static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_memory_max_keys)));
+  auto backend = std::make_unique<MemoryBackend>(clock, memory_options);
+
+  RateLimiterOptions limiter_options;
+  limiter_options.max_descriptors = absl::GetFlag(FLAGS_max_descriptors);
+  limiter_options.max_entries = absl::GetFlag(FLAGS_max_entries);
+  limiter_options.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
+  RateLimiter limiter(store, *backend, metrics, limiter_options);
+
+  RateLimitGrpcService service(limiter);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(absl::GetFlag(FLAGS_grpc_address), grpc::InsecureServerCredentials(),
+                           &grpc_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    Die(absl::StrCat("cannot listen on gRPC address ", absl::GetFlag(FLAGS_grpc_address)));
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+
+  HttpServer http(limiter, store, metrics);
+  if (absl::Status s = http.Start(absl::GetFlag(FLAGS_http_address)); !s.ok()) {
+    Die(std::string(s.message()));
+  }
+  SLUICE_LOG(INFO) << "sluice serving: gRPC on port " << grpc_port << ", HTTP on port "
+                   << http.port() << ", backend " << backend->Name() << ", "
+                   << config->RuleCount() << " rules";
+
+  ConfigWatcher watcher(config_path, store, [&metrics](bool ok, const Config* next) {
+    metrics.CountConfigReload(ok);
+    if (next != nullptr) {
+      metrics.SetConfigRules(static_cast<double>(next->RuleCount()));
+    }
+  });
+  const absl::Duration poll = absl::GetFlag(FLAGS_config_poll_interval);
+  while (true) {
+    timespec wait = absl::ToTimespec(poll > absl::ZeroDuration() ? poll : absl::Hours(1));
+    siginfo_t info;
+    int sig = sigtimedwait(&signals, &info, &wait);
+    if (sig == SIGHUP) {
+      watcher.Poll(/*force=*/true);
+    } else if (sig == SIGINT || sig == SIGTERM) {
+      SLUICE_LOG(INFO) << "signal " << sig << ": draining";
+      break;
+    } else if (poll > absl::ZeroDuration()) {
+      watcher.Poll(/*force=*/false);
+    }
+  }
+
+  http.SetDraining();
+  server->GetHealthCheckService()->SetServingStatus(false);
+  // Stop accepting, let in-flight calls finish (up to the grace period), then stop.
+  server->Shutdown(std::chrono::system_clock::now() +
+                   absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_shutdown_grace)));
+  server->Wait();
+  http.Stop();
+  SLUICE_LOG(INFO) << "stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace sluice
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Sluice rate-limit service (Envoy RLS v3).\n"
+      "  sluice --config=PATH [--grpc_address=HOST:PORT] [--http_address=HOST:PORT]\n"
+      "Every flag can also be set as environment variable SLUICE_<FLAG IN UPPER CASE>.");
+  if (absl::Status s = sluice::ApplyFlagsFromEnvironment("SLUICE_", sluice::kFlagNames); !s.ok()) {
+    std::fprintf(stderr, "sluice: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  absl::ParseCommandLine(argc, argv);
+  return sluice::Run();
+}

@@ -1,0 +1,86 @@
+#include "server/service/metrics.h"
+
+#include "absl/strings/string_view.h"
+#include "absl/hash/hash.h"
+#include "prometheus/text_serializer.h"
+
+namespace sluice {
+namespace {
+
+prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& registry,
+                                                       const std::string& name,
+                                                       const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
+}
+
+}  // namespace
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      rule_hits_(CounterFamily(*registry_, "sluice_rule_total_hits",
+                               "Hits evaluated against a rule, by stat key")),
+      rule_over_limit_(CounterFamily(*registry_, "sluice_rule_over_limit",
+                                     "Hits denied by a rule, by stat key")),
+      rule_within_limit_(CounterFamily(*registry_, "sluice_rule_within_limit",
+                                       "Hits admitted by a rule, by stat key")),
+      rule_shadow_mode_(CounterFamily(*registry_, "sluice_rule_shadow_mode",
+                                      "Hits over a shadow-mode rule, answered OK")),
+      requests_(CounterFamily(*registry_, "sluice_requests_total",
+                              "ShouldRateLimit calls by outcome")),
+      backend_failures_(CounterFamily(*registry_, "sluice_backend_failures_total",
+                                      "Batches the backend could not decide in budget, "
+                                      "answered by the failure policy")
+                            .Add({})),
+      config_rules_(prometheus::BuildGauge()
+                        .Name("sluice_config_rules")
+                        .Help("Descriptor nodes with rules in the config in force")
+                        .Register(*registry_)
+                        .Add({})),
+      reloads_(CounterFamily(*registry_, "sluice_config_reloads_total",
+                             "Config reloads by result")),
+      reloads_ok_(reloads_.Add({{"result", "ok"}})),
+      reloads_failed_(reloads_.Add({{"result", "rejected"}})) {}
+
+RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
+  Shard& shard = shards_[absl::HashOf(stat_key) % kShards];
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.rules.find(stat_key);
+  if (it != shard.rules.end()) {
+    return it->second;
+  }
+  std::string key(stat_key);
+  RuleCounters counters{
+      &rule_hits_.Add({{"key", key}}),
+      &rule_over_limit_.Add({{"key", key}}),
+      &rule_within_limit_.Add({{"key", key}}),
+      &rule_shadow_mode_.Add({{"key", key}}),
+  };
+  return shard.rules.emplace(std::move(key), counters).first->second;
+}
+
+void Metrics::CountRequest(absl::string_view outcome) {
+  prometheus::Counter* counter;
+  {
+    absl::MutexLock lock(&requests_mu_);
+    auto it = request_counters_.find(outcome);
+    if (it == request_counters_.end()) {
+      std::string name(outcome);
+      it = request_counters_.emplace(name, &requests_.Add({{"outcome", name}})).first;
+    }
+    counter = it->second;
+  }
+  counter->Increment();
+}
+
+void Metrics::CountBackendFailure() { backend_failures_.Increment(); }
+
+void Metrics::SetConfigRules(double rules) { config_rules_.Set(rules); }
+
+void Metrics::CountConfigReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).Increment(); }
+
+std::string Metrics::Serialize() const {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(registry_->Collect());
+}
+
+}  // namespace sluice

@@ -1,0 +1,70 @@
+// Prometheus metrics of the decision path, served at /metrics. Per-rule counters follow
+// envoyproxy/ratelimit's names (total_hits, over_limit, within_limit, shadow_mode) keyed by the
+// rule's stat key. Thread-safe: counters are atomic, and the per-key lookup is a sharded map
+// whose entries live as long as the Metrics object.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+
+namespace sluice {
+
+struct RuleCounters {
+  prometheus::Counter* total_hits;
+  prometheus::Counter* over_limit;
+  prometheus::Counter* within_limit;
+  prometheus::Counter* shadow_mode;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  // Counters of one stat key ("domain.key_value.key2"); created on first use.
+  RuleCounters& ForRule(absl::string_view stat_key);
+
+  // Requests answered, by overall code ("ok", "over_limit") or error ("invalid_argument", ...).
+  void CountRequest(absl::string_view outcome);
+  // A decision the backend could not make in its budget, answered by the failure policy.
+  void CountBackendFailure();
+  void SetConfigRules(double rules);
+  void CountConfigReload(bool ok);
+
+  // The text exposition format of every metric.
+  std::string Serialize() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& rule_hits_;
+  prometheus::Family<prometheus::Counter>& rule_over_limit_;
+  prometheus::Family<prometheus::Counter>& rule_within_limit_;
+  prometheus::Family<prometheus::Counter>& rule_shadow_mode_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Counter& backend_failures_;
+  prometheus::Gauge& config_rules_;
+  prometheus::Family<prometheus::Counter>& reloads_;
+  prometheus::Counter& reloads_ok_;
+  prometheus::Counter& reloads_failed_;
+
+  static constexpr size_t kShards = 16;
+  struct Shard {
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, RuleCounters> rules ABSL_GUARDED_BY(mu);
+  };
+  Shard shards_[kShards];
+  absl::Mutex requests_mu_;
+  absl::flat_hash_map<std::string, prometheus::Counter*> request_counters_
+      ABSL_GUARDED_BY(requests_mu_);
+};
+
+}  // namespace sluice

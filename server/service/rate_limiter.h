@@ -1,0 +1,63 @@
+// The decision path of one ShouldRateLimit call, independent of transport: validate the request,
+// resolve each descriptor's rules against the config snapshot in force, ask the backend for one
+// batch of decisions, and build the Envoy RLS v3 response. The gRPC service and the HTTP /json
+// endpoint both call it.
+//
+// Thread-safe: one RateLimiter serves every concurrent call; it holds no per-call state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "server/backend/backend.h"
+#include "server/config/config_store.h"
+#include "server/service/metrics.h"
+
+namespace sluice {
+
+enum class FailureMode {
+  kAllow,  // answer OK when the backend cannot decide in its budget
+  kDeny,   // answer OVER_LIMIT
+};
+
+struct RateLimiterOptions {
+  size_t max_descriptors = 64;
+  size_t max_entries = 32;
+  // Longest domain, descriptor key or descriptor value, in bytes.
+  size_t max_key_bytes = 1024;
+  // Prepended to every storage key (lets several deployments share one Redis).
+  std::string key_prefix;
+  FailureMode failure_mode = FailureMode::kAllow;
+};
+
+class RateLimiter {
+ public:
+  using Request = envoy::service::ratelimit::v3::RateLimitRequest;
+  using Response = envoy::service::ratelimit::v3::RateLimitResponse;
+  using DoneCallback = absl::AnyInvocable<void(absl::Status) &&>;
+
+  // `config`, `backend` and `metrics` must outlive the RateLimiter.
+  RateLimiter(const ConfigStore& config, Backend& backend, Metrics& metrics,
+              RateLimiterOptions options);
+
+  // Decides `request` into `*response` and then calls `done` exactly once: OK with the response
+  // filled, or kInvalidArgument with a message naming the offending field (response untouched).
+  // `request` need only live until this returns; `response` must live until `done` runs.
+  // `done` may run inline, on the caller's stack, or later on a backend thread.
+  void ShouldRateLimit(const Request& request, Response* response, DoneCallback done);
+
+  // The validation step alone.
+  absl::Status Validate(const Request& request) const;
+
+ private:
+  const ConfigStore& config_;
+  Backend& backend_;
+  Metrics& metrics_;
+  const RateLimiterOptions options_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,314 @@
+// End-to-end: starts the real build/bin/sluice on free loopback ports with a config written by
+// the test, and talks to it the way Envoy, operators and sluicectl do.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "client/rls_client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ChildProcess;
+using testing::FreePort;
+using testing::TempDir;
+using testing::WaitForPort;
+
+constexpr char kConfig[] = R"(domain: e2e
+descriptors:
+  - key: user
+    rate_limit:
+      unit: hour
+      requests_per_unit: 3
+  - key: bucket
+    rate_limit:
+      algorithm: token_bucket
+      unit: hour
+      requests_per_unit: 1
+      burst: 2
+  - key: shadow
+    shadow_mode: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1
+)";
+
+std::string Bin(const std::string& name) { return std::string(SLUICE_BINARY_DIR) + "/bin/" + name; }
+
+// Runs a command, returns its exit status and stdout+stderr.
+std::pair<int, std::string> RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) {
+    output.append(buf.data(), n);
+  }
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+class ServerE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_path_ = dir_.WriteFile("config/e2e.yaml", kConfig);
+    grpc_port_ = FreePort();
+    http_port_ = FreePort();
+    server_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{Bin("sluice"), "--config=" + dir_.path() + "/config",
+                                 absl::StrCat("--grpc_address=127.0.0.1:", grpc_port_),
+                                 absl::StrCat("--http_address=127.0.0.1:", http_port_),
+                                 "--config_poll_interval=100ms"},
+        dir_.path() + "/sluice.log");
+    ASSERT_TRUE(WaitForPort(grpc_port_, std::chrono::seconds(20))) << server_->ReadLog();
+    ASSERT_TRUE(WaitForPort(http_port_, std::chrono::seconds(20))) << server_->ReadLog();
+    client_ = std::make_unique<RlsClient>(absl::StrCat("127.0.0.1:", grpc_port_));
+  }
+
+  RlsResponse Check(const std::string& descriptor, uint32_t hits = 0) {
+    auto request = BuildRequest("e2e", {descriptor}, hits);
+    EXPECT_TRUE(request.ok());
+    auto response = client_->ShouldRateLimit(*request, absl::Seconds(5));
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : RlsResponse();
+  }
+
+  std::string Http(const std::string& method, const std::string& path, const std::string& body = "") {
+    std::string cmd = absl::StrCat("curl -s -o - -w '\\n%{http_code}' -X ", method,
+                                   " http://127.0.0.1:", http_port_, path);
+    if (!body.empty()) {
+      absl::StrAppend(&cmd, " -H 'Content-Type: application/json' --data '", body, "'");
+    }
+    return RunCommand(cmd).second;
+  }
+
+  TempDir dir_;
+  std::string config_path_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+  std::unique_ptr<ChildProcess> server_;
+  std::unique_ptr<RlsClient> client_;
+};
+
+// Verifies a fixed window admits its limit, then answers OVER_LIMIT with retry-after.
+TEST_F(ServerE2eTest, FixedWindowAdmitsLimitThenRejectsWithRetryAfter) {
+  for (uint32_t expected_remaining : {2u, 1u, 0u}) {
+    RlsResponse r = Check("user=alice");
+    ASSERT_EQ(r.overall_code(), RlsResponse::OK);
+    ASSERT_EQ(r.statuses_size(), 1);
+    EXPECT_EQ(r.statuses(0).limit_remaining(), expected_remaining);
+    EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 3u);
+    EXPECT_EQ(r.statuses(0).current_limit().unit(), RlsResponse::RateLimit::HOUR);
+  }
+  RlsResponse over = Check("user=alice");
+  EXPECT_EQ(over.overall_code(), RlsResponse::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).code(), RlsResponse::OVER_LIMIT);
+  ASSERT_EQ(over.response_headers_to_add_size(), 1);
+  EXPECT_EQ(over.response_headers_to_add(0).key(), "retry-after");
+  int64_t retry = std::stoll(over.response_headers_to_add(0).value());
+  EXPECT_GT(retry, 0);
+  EXPECT_LE(retry, 3600);
+  EXPECT_GE(over.statuses(0).duration_until_reset().seconds() + 1, retry);
+  // Another user has their own counter.
+  EXPECT_EQ(Check("user=bob").overall_code(), RlsResponse::OK);
+}
+
+// Verifies the token bucket extension: a burst of 2, then rejection until refill.
+TEST_F(ServerE2eTest, TokenBucketAllowsBurstThenRejects) {
+  EXPECT_EQ(Check("bucket=b", 2).overall_code(), RlsResponse::OK);
+  RlsResponse over = Check("bucket=b");
+  EXPECT_EQ(over.overall_code(), RlsResponse::OVER_LIMIT);
+  // One token per hour: the wait is about an hour, never less than the refill of one token.
+  EXPECT_GE(over.statuses(0).duration_until_reset().seconds(), 3590);
+}
+
+// Verifies unknown domains and unmatched descriptors answer OK without a limit.
+TEST_F(ServerE2eTest, UnknownDomainAndNoMatchAreOk) {
+  auto request = BuildRequest("nobody", {"user=alice"}, 0);
+  auto response = client_->ShouldRateLimit(*request, absl::Seconds(5));
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(response->overall_code(), RlsResponse::OK);
+  RlsResponse unmatched = Check("color=red");
+  EXPECT_EQ(unmatched.overall_code(), RlsResponse::OK);
+  EXPECT_FALSE(unmatched.statuses(0).has_current_limit());
+}
+
+// Verifies shadow mode counts but never rejects.
+TEST_F(ServerE2eTest, ShadowModeNeverRejects) {
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Check("shadow=s").overall_code(), RlsResponse::OK);
+  }
+}
+
+// Verifies bad requests get INVALID_ARGUMENT with a message naming the problem.
+TEST_F(ServerE2eTest, BadRequestIsInvalidArgument) {
+  RlsRequest request;
+  request.set_domain("e2e");
+  auto response = client_->ShouldRateLimit(request, absl::Seconds(5));
+  ASSERT_FALSE(response.ok());
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(response.status().message()), HasSubstr("descriptors"));
+  request.add_descriptors()->add_entries()->set_value("v");
+  response = client_->ShouldRateLimit(request, absl::Seconds(5));
+  ASSERT_FALSE(response.ok());
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("descriptors[0].entries[0].key must not be empty"));
+}
+
+// Verifies the standard gRPC health service answers SERVING.
+TEST_F(ServerE2eTest, GrpcHealthServiceServes) {
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  // grpc.health.v1.HealthCheckRequest{service: ""} is the empty message.
+  grpc::ByteBuffer request;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::ByteBuffer reply;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status result;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &reply,
+                 [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   result = s;
+                   done = true;
+                   cv.notify_one();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  ASSERT_TRUE(result.ok()) << result.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(reply.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  // HealthCheckResponse{status: SERVING (1)} is field 1, varint 1.
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+// Verifies HTTP /json decides like gRPC, and the operational endpoints answer.
+TEST_F(ServerE2eTest, HttpEndpointsServeJsonHealthConfigAndMetrics) {
+  std::string body = R"({"domain":"e2e","descriptors":[{"entries":[{"key":"user","value":"carol"}]}]})";
+  std::string ok = Http("POST", "/json", body);
+  EXPECT_THAT(ok, HasSubstr("\"overallCode\":\"OK\""));
+  EXPECT_THAT(ok, HasSubstr("\n200"));
+  Http("POST", "/json", body);
+  Http("POST", "/json", body);
+  std::string over = Http("POST", "/json", body);
+  EXPECT_THAT(over, HasSubstr("OVER_LIMIT"));
+  EXPECT_THAT(over, HasSubstr("\n429"));
+  EXPECT_THAT(Http("POST", "/json", "{not json"), HasSubstr("\n400"));
+  EXPECT_THAT(Http("GET", "/healthz"), HasSubstr("OK\n\n200"));
+  EXPECT_THAT(Http("GET", "/config"), HasSubstr("e2e.user"));
+  std::string metrics = Http("GET", "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("sluice_rule_over_limit{key=\"e2e.user\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("sluice_rule_total_hits{key=\"e2e.user\"} 4"));
+}
+
+// Verifies sluicectl prints a table and exits 0 for OK, 2 for OVER_LIMIT, 1 for errors.
+TEST_F(ServerE2eTest, SluicectlExitCodes) {
+  std::string base = absl::StrCat(Bin("sluicectl"), " --server=127.0.0.1:", grpc_port_, " check e2e ");
+  auto [ok_status, ok_out] = RunCommand(base + "user=dave --hits=3");
+  EXPECT_EQ(ok_status, 0) << ok_out;
+  EXPECT_THAT(ok_out, HasSubstr("user=dave"));
+  EXPECT_THAT(ok_out, HasSubstr("3/hour"));
+  auto [over_status, over_out] = RunCommand(base + "user=dave");
+  EXPECT_EQ(over_status, 2) << over_out;
+  EXPECT_THAT(over_out, HasSubstr("OVER_LIMIT"));
+  auto [err_status, err_out] = RunCommand(base + "=oops");
+  EXPECT_EQ(err_status, 1) << err_out;
+  auto [down_status, down_out] = RunCommand(
+      absl::StrCat(Bin("sluicectl"), " --server=127.0.0.1:1 --timeout=1s check e2e user=x"));
+  EXPECT_EQ(down_status, 1) << down_out;
+}
+
+// Verifies a config change is picked up without a restart, and a broken one is rejected while
+// the running config stays in force.
+TEST_F(ServerE2eTest, ReloadsConfigAndRejectsBrokenOne) {
+  dir_.WriteFile("config/e2e.yaml", std::string(kConfig) + R"(  - key: fresh
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1
+)");
+  bool reloaded = false;
+  for (int i = 0; i < 100 && !reloaded; ++i) {
+    reloaded = Check("fresh=1").statuses(0).has_current_limit();
+    if (!reloaded) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ASSERT_TRUE(reloaded) << server_->ReadLog();
+  dir_.WriteFile("config/e2e.yaml", "domain: e2e\ndescriptors:\n  - key: user\n    bogus: 1\n");
+  bool rejected = false;
+  for (int i = 0; i < 100 && !rejected; ++i) {
+    rejected = absl::StrContains(server_->ReadLog(), "config reload rejected");
+    if (!rejected) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ASSERT_TRUE(rejected) << server_->ReadLog();
+  EXPECT_TRUE(Check("fresh=2").statuses(0).has_current_limit());
+}
+
+// Verifies SIGTERM drains and exits 0.
+TEST_F(ServerE2eTest, SigtermExitsZero) {
+  Check("user=erin");
+  int status = server_->Stop(SIGTERM, std::chrono::seconds(20));
+  ASSERT_NE(status, -1);
+  ASSERT_TRUE(WIFEXITED(status)) << server_->ReadLog();
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// Verifies --check_config accepts a good config and rejects a bad one naming file and line.
+TEST(ServerCheckConfigTest, ReportsGoodAndBadConfigs) {
+  TempDir dir;
+  std::string good = dir.WriteFile("good.yaml", kConfig);
+  auto [good_status, good_out] = RunCommand(Bin("sluice") + " --check_config --config=" + good);
+  EXPECT_EQ(good_status, 0) << good_out;
+  EXPECT_THAT(good_out, HasSubstr("config OK"));
+  std::string bad = dir.WriteFile(
+      "bad.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n"
+                  "      requests_per_unit: 1\n");
+  auto [bad_status, bad_out] = RunCommand(Bin("sluice") + " --check_config --config=" + bad);
+  EXPECT_EQ(bad_status, 1) << bad_out;
+  EXPECT_THAT(bad_out, HasSubstr("bad.yaml:5"));
+  EXPECT_THAT(bad_out, HasSubstr("unit"));
+  EXPECT_THAT(bad_out, HasSubstr("fortnight"));
+}
+
+// Verifies flags can come from SLUICE_* environment variables.
+TEST(ServerEnvironmentTest, FlagsFromEnvironment) {
+  TempDir dir;
+  std::string good = dir.WriteFile("good.yaml", kConfig);
+  auto [status, out] = RunCommand("SLUICE_CHECK_CONFIG=true SLUICE_CONFIG=" + good + " " +
+                                  Bin("sluice"));
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("config OK"));
+  auto [bad_status, bad_out] = RunCommand("SLUICE_MAX_ENTRIES=lots " + Bin("sluice"));
+  EXPECT_EQ(bad_status, 1);
+  EXPECT_THAT(bad_out, HasSubstr("SLUICE_MAX_ENTRIES"));
+}
+
+}  // namespace
+}  // namespace sluice

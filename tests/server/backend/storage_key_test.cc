@@ -1,0 +1,49 @@
+#include "server/backend/storage_key.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+std::string Key(std::vector<std::pair<std::string, std::string>> entries) {
+  std::vector<DescriptorEntryView> views;
+  for (const auto& [k, v] : entries) {
+    views.push_back({k, v});
+  }
+  return StorageKey("sl:", "dom", views, "fw:60");
+}
+
+// Verifies the documented layout: prefix, hash tag over the descriptor, rule suffix.
+TEST(StorageKeyTest, LayoutIsPrefixTagSuffix) {
+  EXPECT_EQ(Key({{"user", "alice"}, {"path", "/a"}}), "sl:{dom|user=alice|path=/a}fw:60");
+}
+
+// Verifies hostile values cannot collide with other descriptors or break the hash tag.
+TEST(StorageKeyTest, HostileValuesNeverCollide) {
+  std::vector<std::vector<std::pair<std::string, std::string>>> inputs = {
+      {{"a_b", "c"}}, {{"a", "b_c"}}, {{"a", "b|c=d"}}, {{"a", "b"}, {"c", "d"}},
+      {{"a=b", "c"}}, {{"a", "b=c"}}, {{"a", "}"}},     {{"a", "{"}},
+      {{"a", "%7D"}}, {{"a", "\n"}},  {{"a", "%0A"}},   {{"a", ""}},
+      {{"a", " "}},   {{"a", "|"}},   {{"a", "%"}},     {{"a", std::string(4096, 'x')}},
+      {{"a", std::string(4096, 'x') + "}"}},
+  };
+  std::set<std::string> keys;
+  for (const auto& in : inputs) {
+    std::string key = Key(in);
+    EXPECT_TRUE(keys.insert(key).second) << "collision: " << key;
+    // The hash tag is the text between the first '{' and the first '}' after it: it must be
+    // exactly our braces, so a value can never shorten or move the tag.
+    size_t open = key.find('{');
+    size_t close = key.find('}', open);
+    EXPECT_EQ(open, 3u);
+    EXPECT_EQ(close, key.size() - 6) << key;
+    EXPECT_EQ(key.find('\n'), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,994 @@
+#include "server/config/config_loader.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The test texts start with a newline after R"( so that they can be indented like a file;
+// dropping it makes line 1 of the YAML the first line after R"(.
+std::string Yaml(absl::string_view text) {
+  if (!text.empty() && text[0] == '\n') {
+    text.remove_prefix(1);
+  }
+  return std::string(text);
+}
+
+class ConfigLoaderTest : public ::testing::Test {
+ protected:
+  // Loads `text` as test.yaml; returns the error message, or "" if it loaded.
+  static std::string LoadError(absl::string_view text) {
+    absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigText("test.yaml", Yaml(text));
+    if (config.ok()) {
+      return "";
+    }
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(config.status().message());
+  }
+
+  // Loads `text` as test.yaml, failing the test if it does not load.
+  static std::unique_ptr<Config> Load(absl::string_view text) {
+    absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigText("test.yaml", Yaml(text));
+    EXPECT_TRUE(config.ok()) << config.status();
+    return config.ok() ? *std::move(config) : std::make_unique<Config>();
+  }
+
+  // The node reached from `domain`'s root through exact "key_value" / default "key" names.
+  static const DescriptorNode* Node(const Config& config, absl::string_view domain,
+                                    std::vector<std::string> path) {
+    auto it = config.domains().find(domain);
+    if (it == config.domains().end()) {
+      return nullptr;
+    }
+    const DescriptorNode* node = &it->second->root;
+    for (const std::string& name : path) {
+      if (auto exact = node->exact_children.find(name); exact != node->exact_children.end()) {
+        node = exact->second.get();
+      } else if (auto dflt = node->default_children.find(name);
+                 dflt != node->default_children.end()) {
+        node = dflt->second.get();
+      } else {
+        return nullptr;
+      }
+    }
+    return node;
+  }
+};
+
+// ---- Units.
+
+// Verifies the seconds in each unit, with envoyproxy/ratelimit's 30-day month and 365-day year.
+TEST_F(ConfigLoaderTest, UnitSecondsAndNames) {
+  EXPECT_EQ(UnitSeconds(TimeUnit::kSecond), 1);
+  EXPECT_EQ(UnitSeconds(TimeUnit::kMinute), 60);
+  EXPECT_EQ(UnitSeconds(TimeUnit::kHour), 3600);
+  EXPECT_EQ(UnitSeconds(TimeUnit::kDay), 86400);
+  EXPECT_EQ(UnitSeconds(TimeUnit::kWeek), 604800);
+  EXPECT_EQ(UnitSeconds(TimeUnit::kMonth), 2592000);
+  EXPECT_EQ(UnitSeconds(TimeUnit::kYear), 31536000);
+  EXPECT_EQ(UnitName(TimeUnit::kSecond), "second");
+  EXPECT_EQ(UnitName(TimeUnit::kMinute), "minute");
+  EXPECT_EQ(UnitName(TimeUnit::kHour), "hour");
+  EXPECT_EQ(UnitName(TimeUnit::kDay), "day");
+  EXPECT_EQ(UnitName(TimeUnit::kWeek), "week");
+  EXPECT_EQ(UnitName(TimeUnit::kMonth), "month");
+  EXPECT_EQ(UnitName(TimeUnit::kYear), "year");
+}
+
+// ---- Successful loads.
+
+// Verifies envoyproxy/ratelimit's README example 1 loads with every derived field filled in.
+TEST_F(ConfigLoaderTest, LoadsPlainConfigWithDerivedFields) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: mongo_cps
+descriptors:
+  - key: database
+    value: users
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
+
+  - key: database
+    value: default
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
+)");
+  ASSERT_TRUE(config->HasDomain("mongo_cps"));
+  EXPECT_FALSE(config->HasDomain("mongo"));
+  EXPECT_EQ(config->RuleCount(), 2u);
+  const Domain& domain = *config->domains().at("mongo_cps");
+  EXPECT_EQ(domain.name, "mongo_cps");
+  EXPECT_EQ(domain.file, "test.yaml");
+  EXPECT_EQ(domain.root.exact_children.size(), 2u);
+  EXPECT_TRUE(domain.root.default_children.empty());
+  EXPECT_TRUE(domain.root.wildcard_children.empty());
+
+  const DescriptorNode* users = Node(*config, "mongo_cps", {"database_users"});
+  ASSERT_NE(users, nullptr);
+  EXPECT_EQ(users->key, "database");
+  EXPECT_EQ(users->value, "users");
+  EXPECT_EQ(users->full_key, "mongo_cps.database_users");
+  EXPECT_EQ(users->file, "test.yaml");
+  EXPECT_EQ(users->line, 3);
+  EXPECT_FALSE(users->shadow_mode);
+  EXPECT_FALSE(users->detailed_metric);
+  ASSERT_EQ(users->rules.size(), 1u);
+  const RateLimitRule& rule = users->rules[0];
+  EXPECT_FALSE(rule.unlimited);
+  EXPECT_EQ(rule.requests_per_unit, 500u);
+  EXPECT_EQ(rule.unit, TimeUnit::kSecond);
+  EXPECT_EQ(rule.unit_multiplier, 1u);
+  EXPECT_EQ(rule.params.algorithm, Algorithm::kFixedWindow);
+  EXPECT_EQ(rule.params.limit, 500u);
+  EXPECT_EQ(rule.params.period_us, 1'000'000);
+  EXPECT_EQ(rule.params.burst, 500u);
+  EXPECT_EQ(rule.key_suffix, "fw:1");
+  EXPECT_TRUE(rule.name.empty());
+  EXPECT_TRUE(rule.replaces.empty());
+
+  const DescriptorNode* dflt = Node(*config, "mongo_cps", {"database_default"});
+  ASSERT_NE(dflt, nullptr);
+  EXPECT_EQ(dflt->line, 9);
+}
+
+// Verifies every Sluice extension and every optional envoyproxy/ratelimit field is read.
+TEST_F(ConfigLoaderTest, LoadsAllExtensions) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: api
+descriptors:
+  - key: client
+    shadow_mode: true
+    detailed_metric: true
+    rate_limits:
+      - unit: second
+        requests_per_unit: 10
+        algorithm: token_bucket
+        burst: 20
+      - unit: Day
+        requests_per_unit: 1000
+      - unit: MINUTE
+        requests_per_unit: 50
+        unit_multiplier: 5
+        algorithm: sliding_window_counter
+    descriptors:
+      - key: path
+        value: /v1/*
+        rate_limit:
+          name: v1_paths
+          replaces: [{name: client_default}, {name: other}]
+          unit: hour
+          requests_per_unit: 7
+          algorithm: gcra
+  - key: internal
+    rate_limit:
+      unlimited: true
+      name: internal
+  - key: leaky
+    rate_limit:
+      unit: week
+      requests_per_unit: 3
+      algorithm: leaky_bucket
+  - key: log
+    rate_limit:
+      unit: month
+      requests_per_unit: 4
+      algorithm: sliding_window_log
+  - key: yearly
+    rate_limit:
+      unit: year
+      requests_per_unit: 4294967295
+      unit_multiplier: 2
+)");
+  EXPECT_EQ(config->RuleCount(), 6u);
+
+  const DescriptorNode* client = Node(*config, "api", {"client"});
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(client->shadow_mode);
+  EXPECT_TRUE(client->detailed_metric);
+  EXPECT_EQ(client->full_key, "api.client");
+  ASSERT_EQ(client->rules.size(), 3u);
+  EXPECT_EQ(client->rules[0].params.algorithm, Algorithm::kTokenBucket);
+  EXPECT_EQ(client->rules[0].params.limit, 10u);
+  EXPECT_EQ(client->rules[0].params.burst, 20u);
+  EXPECT_EQ(client->rules[0].params.period_us, 1'000'000);
+  EXPECT_EQ(client->rules[0].key_suffix, "tb:1");
+  EXPECT_EQ(client->rules[1].unit, TimeUnit::kDay);
+  EXPECT_EQ(client->rules[1].params.algorithm, Algorithm::kFixedWindow);
+  EXPECT_EQ(client->rules[1].params.period_us, 86'400'000'000);
+  EXPECT_EQ(client->rules[1].key_suffix, "fw:86400");
+  EXPECT_EQ(client->rules[2].unit, TimeUnit::kMinute);
+  EXPECT_EQ(client->rules[2].unit_multiplier, 5u);
+  EXPECT_EQ(client->rules[2].params.algorithm, Algorithm::kSlidingWindowCounter);
+  EXPECT_EQ(client->rules[2].params.period_us, 300'000'000);
+  EXPECT_EQ(client->rules[2].key_suffix, "swc:300");
+
+  ASSERT_EQ(client->wildcard_children.size(), 1u);
+  const DescriptorNode& path = *client->wildcard_children[0];
+  EXPECT_EQ(path.key, "path");
+  EXPECT_EQ(path.value, "/v1/*");
+  EXPECT_EQ(path.full_key, "api.client.path_/v1/*");
+  EXPECT_EQ(path.line, 18);
+  ASSERT_EQ(path.rules.size(), 1u);
+  EXPECT_EQ(path.rules[0].name, "v1_paths");
+  EXPECT_THAT(path.rules[0].replaces, ::testing::ElementsAre("client_default", "other"));
+  EXPECT_EQ(path.rules[0].params.algorithm, Algorithm::kGcra);
+  EXPECT_EQ(path.rules[0].params.burst, 7u);  // defaults to requests_per_unit
+  EXPECT_EQ(path.rules[0].key_suffix, "gcra:3600");
+
+  const DescriptorNode* internal = Node(*config, "api", {"internal"});
+  ASSERT_NE(internal, nullptr);
+  ASSERT_EQ(internal->rules.size(), 1u);
+  EXPECT_TRUE(internal->rules[0].unlimited);
+  EXPECT_EQ(internal->rules[0].name, "internal");
+
+  const DescriptorNode* leaky = Node(*config, "api", {"leaky"});
+  ASSERT_NE(leaky, nullptr);
+  EXPECT_EQ(leaky->rules[0].params.algorithm, Algorithm::kLeakyBucket);
+  EXPECT_EQ(leaky->rules[0].params.period_us, 604'800'000'000);
+  EXPECT_EQ(leaky->rules[0].params.burst, 3u);
+  EXPECT_EQ(leaky->rules[0].key_suffix, "lb:604800");
+
+  const DescriptorNode* log = Node(*config, "api", {"log"});
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(log->rules[0].params.algorithm, Algorithm::kSlidingWindowLog);
+  EXPECT_EQ(log->rules[0].key_suffix, "swl:2592000");
+
+  const DescriptorNode* yearly = Node(*config, "api", {"yearly"});
+  ASSERT_NE(yearly, nullptr);
+  EXPECT_EQ(yearly->rules[0].requests_per_unit, 4294967295u);
+  EXPECT_EQ(yearly->rules[0].params.period_us, int64_t{2} * 31'536'000 * 1'000'000);
+  EXPECT_EQ(yearly->rules[0].key_suffix, "fw:63072000");
+}
+
+// Verifies the nested full_key uses envoyproxy/ratelimit's stat-key form.
+TEST_F(ConfigLoaderTest, BuildsNestedFullKeys) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: messaging
+descriptors:
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit:
+          unit: day
+          requests_per_unit: 5
+)");
+  const DescriptorNode* placeholder = Node(*config, "messaging", {"message_type_marketing"});
+  ASSERT_NE(placeholder, nullptr);
+  EXPECT_EQ(placeholder->full_key, "messaging.message_type_marketing");
+  EXPECT_TRUE(placeholder->rules.empty());
+  const DescriptorNode* to_number =
+      Node(*config, "messaging", {"message_type_marketing", "to_number"});
+  ASSERT_NE(to_number, nullptr);
+  EXPECT_EQ(to_number->full_key, "messaging.message_type_marketing.to_number");
+  EXPECT_EQ(to_number->line, 6);
+  EXPECT_EQ(config->RuleCount(), 1u);
+}
+
+// Verifies YAML forms that envoyproxy/ratelimit (yaml.v2) accepts: YAML 1.1 booleans, numbers
+// and null as string values, null lists, merge keys, a trailing document marker, comments.
+TEST_F(ConfigLoaderTest, AcceptsYamlFormsThatUpstreamAccepts) {
+  std::unique_ptr<Config> config = Load(R"(
+# comment
+domain: forms
+descriptors:
+  - &first
+    key: code
+    value: 404
+    shadow_mode: yes
+    detailed_metric: Off
+    rate_limit: &limit
+      unit: second
+      requests_per_unit: 3
+  - key: merged
+    rate_limit:
+      <<: *limit
+      requests_per_unit: 4
+  - key: nothing
+    value: ~
+    descriptors:
+  - key: quoted
+    value: "a b"
+    rate_limit: *limit
+---
+)");
+  const DescriptorNode* code = Node(*config, "forms", {"code_404"});
+  ASSERT_NE(code, nullptr);
+  EXPECT_TRUE(code->shadow_mode);
+  EXPECT_FALSE(code->detailed_metric);
+  const DescriptorNode* merged = Node(*config, "forms", {"merged"});
+  ASSERT_NE(merged, nullptr);
+  ASSERT_EQ(merged->rules.size(), 1u);
+  EXPECT_EQ(merged->rules[0].unit, TimeUnit::kSecond);
+  EXPECT_EQ(merged->rules[0].requests_per_unit, 4u);  // the map's own key beats the merged one
+  const DescriptorNode* nothing = Node(*config, "forms", {"nothing"});
+  ASSERT_NE(nothing, nullptr);
+  EXPECT_TRUE(nothing->value.empty());
+  EXPECT_TRUE(nothing->rules.empty());
+  const DescriptorNode* quoted = Node(*config, "forms", {"quoted_a b"});
+  ASSERT_NE(quoted, nullptr);
+  EXPECT_EQ(quoted->rules[0].requests_per_unit, 3u);
+}
+
+// Verifies a file with a domain and no descriptors is a valid, empty domain.
+TEST_F(ConfigLoaderTest, LoadsDomainWithoutDescriptors) {
+  std::unique_ptr<Config> config = Load("domain: empty\n");
+  EXPECT_TRUE(config->HasDomain("empty"));
+  EXPECT_EQ(config->RuleCount(), 0u);
+  EXPECT_EQ(config->Dump(), "");
+}
+
+// Verifies Dump lists every rule once, in declaration order, with the fields an operator needs.
+TEST_F(ConfigLoaderTest, DumpListsEveryRule) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: dump
+descriptors:
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: a
+    value: x
+    shadow_mode: true
+    rate_limits:
+      - {unit: second, requests_per_unit: 1, algorithm: token_bucket, burst: 2, name: n}
+      - {unit: hour, requests_per_unit: 9, unit_multiplier: 2, replaces: [{name: m}]}
+  - key: u
+    rate_limit: {unlimited: true}
+)");
+  EXPECT_EQ(config->Dump(),
+            "dump.b: requests_per_unit=5 unit=minute algorithm=fixed_window key_suffix=fw:60 "
+            "shadow_mode=false (test.yaml:3)\n"
+            "dump.a_x: requests_per_unit=1 unit=second algorithm=token_bucket burst=2 "
+            "key_suffix=tb:1 name=n shadow_mode=true (test.yaml:5)\n"
+            "dump.a_x: requests_per_unit=9 unit=hour unit_multiplier=2 algorithm=fixed_window "
+            "key_suffix=fw:7200 replaces=m shadow_mode=true (test.yaml:5)\n"
+            "dump.u: unlimited shadow_mode=false (test.yaml:11)\n");
+}
+
+// Verifies several sources load into one Config, one domain each.
+TEST_F(ConfigLoaderTest, LoadsSeveralSources) {
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigSources(
+      {{"a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+                  "requests_per_unit: 1}\n"},
+       {"b.yaml", "domain: b\n"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE((*config)->HasDomain("a"));
+  EXPECT_TRUE((*config)->HasDomain("b"));
+  EXPECT_EQ((*config)->domains().at("b")->file, "b.yaml");
+  EXPECT_EQ((*config)->RuleCount(), 1u);
+}
+
+// ---- Errors: the file as a whole.
+
+// Verifies a YAML syntax error names the file and the line yaml-cpp reports.
+TEST_F(ConfigLoaderTest, RejectsYamlSyntaxError) {
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors: [{key: a
+)"),
+            "test.yaml:3: YAML syntax error: end of map flow not found (column 1)");
+  EXPECT_EQ(LoadError(R"(
+domain: a
+ descriptors: []
+)"),
+            "test.yaml:2: YAML syntax error: illegal map value (column 13)");
+}
+
+// Verifies an empty file, or one holding only comments, is refused.
+TEST_F(ConfigLoaderTest, RejectsEmptyFile) {
+  const std::string expected =
+      "test.yaml:1: file is empty (expected a map with 'domain' and 'descriptors')";
+  EXPECT_EQ(LoadError(""), expected);
+  EXPECT_EQ(LoadError("# nothing here\n"), expected);
+  EXPECT_EQ(LoadError("~\n"), expected);
+}
+
+// Verifies a file whose top level is not a map is refused.
+TEST_F(ConfigLoaderTest, RejectsTopLevelThatIsNotMap) {
+  EXPECT_EQ(LoadError("- domain: a\n"),
+            "test.yaml:1: expected a map with 'domain' and 'descriptors' at the top of the "
+            "file, got a list");
+  EXPECT_EQ(LoadError("# comment\n\njust text\n"),
+            "test.yaml:3: expected a map with 'domain' and 'descriptors' at the top of the "
+            "file, got 'just text'");
+}
+
+// Verifies a second YAML document in a file is refused rather than silently ignored.
+TEST_F(ConfigLoaderTest, RejectsSecondDocument) {
+  EXPECT_EQ(LoadError("domain: a\n---\ndomain: b\n"),
+            "test.yaml:3: more than one YAML document in the file (one file holds one domain)");
+}
+
+// ---- Errors: domain.
+
+// Verifies a missing, empty or non-string domain is refused.
+TEST_F(ConfigLoaderTest, RejectsMissingOrEmptyDomain) {
+  EXPECT_EQ(LoadError("descriptors: []\n"),
+            "test.yaml:1: domain: missing (every file needs a non-empty domain)");
+  EXPECT_EQ(LoadError("# comment\ndomain: \"\"\n"), "test.yaml:2: domain: must not be empty");
+  EXPECT_EQ(LoadError("domain:\n"), "test.yaml:1: domain: must not be empty");
+  EXPECT_EQ(LoadError("domain: [a]\n"), "test.yaml:1: domain: expected a string, got a list");
+}
+
+// Verifies two files with one domain are refused, naming both files.
+TEST_F(ConfigLoaderTest, RejectsDuplicateDomainAcrossFiles) {
+  absl::StatusOr<std::unique_ptr<Config>> config =
+      LoadConfigSources({{"a.yaml", "domain: x\n"}, {"b.yaml", "# b\ndomain: x\n"}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(config.status().message(),
+            "b.yaml:2: domain: duplicate domain 'x' (first defined in a.yaml)");
+}
+
+// ---- Errors: keys of maps.
+
+// Verifies an unknown key is refused at every level, with its path and the keys allowed there.
+TEST_F(ConfigLoaderTest, RejectsUnknownKeys) {
+  EXPECT_EQ(LoadError("domain: a\nversion: 2\n"),
+            "test.yaml:2: version: unknown key (expected domain, descriptors)");
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    limit: 5
+)"),
+            "test.yaml:4: descriptors[0].limit: unknown key (expected key, value, rate_limit, "
+            "rate_limits, shadow_mode, detailed_metric, descriptors)");
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+      per: second
+)"),
+            "test.yaml:7: descriptors[0].rate_limit.per: unknown key (expected unit, "
+            "requests_per_unit, unlimited, name, replaces, algorithm, burst, unit_multiplier)");
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+      replaces:
+        - name: x
+          why: because
+)"),
+            "test.yaml:9: descriptors[0].rate_limit.replaces[0].why: unknown key (expected "
+            "name)");
+}
+
+// Verifies a key given twice in one map is refused, with both lines.
+TEST_F(ConfigLoaderTest, RejectsDuplicateMapKey) {
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    value: v
+    value: w
+)"),
+            "test.yaml:5: descriptors[0].value: duplicate key (first given at line 4)");
+}
+
+// Verifies a map key that is not a string is refused.
+TEST_F(ConfigLoaderTest, RejectsNonStringMapKey) {
+  EXPECT_EQ(LoadError("domain: a\n? [x]\n: 1\n"),
+            "test.yaml:2: map keys must be strings, got a list");
+}
+
+// Verifies a merge key must merge maps.
+TEST_F(ConfigLoaderTest, RejectsBadMergeKey) {
+  EXPECT_EQ(LoadError("domain: a\n<<: 5\n"),
+            "test.yaml:2: <<: expected a map or a list of maps, got '5'");
+}
+
+// ---- Errors: descriptors.
+
+// Verifies descriptors must be a list of maps.
+TEST_F(ConfigLoaderTest, RejectsDescriptorsThatAreNotListOfMaps) {
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  key: k\n"),
+            "test.yaml:2: descriptors: expected a list of descriptors, got a map");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n  - k2\n"),
+            "test.yaml:4: descriptors[1]: expected a map with 'key', got 'k2'");
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    descriptors: k2
+)"),
+            "test.yaml:4: descriptors[0].descriptors: expected a list of descriptors, got 'k2'");
+}
+
+// Verifies a descriptor needs a non-empty string key.
+TEST_F(ConfigLoaderTest, RejectsMissingOrEmptyKey) {
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - value: v\n"),
+            "test.yaml:3: descriptors[0].key: missing (every descriptor needs a key)");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: ''\n"),
+            "test.yaml:3: descriptors[0].key: must not be empty");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: {a: b}\n"),
+            "test.yaml:3: descriptors[0].key: expected a string, got a map");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    value: [v]\n"),
+            "test.yaml:4: descriptors[0].value: expected a string, got a list");
+}
+
+// Verifies two descriptors with the same key and value under one parent are refused, naming
+// both lines, for exact, default and wildcard values, at any depth.
+TEST_F(ConfigLoaderTest, RejectsDuplicateDescriptors) {
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: database
+    value: users
+  - key: database
+    value: users
+)"),
+            "test.yaml:5: descriptors[1]: duplicate descriptor: key 'database' value 'users' "
+            "is already defined at line 3");
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: to_number
+  - key: to_number
+    value: ""
+)"),
+            "test.yaml:4: descriptors[1]: duplicate descriptor: key 'to_number' without a "
+            "value is already defined at line 3");
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: service
+    descriptors:
+      - key: path
+        value: /v1/*
+      - key: path
+        value: /v2/*
+      - key: path
+        value: /v1/*
+)"),
+            "test.yaml:9: descriptors[0].descriptors[2]: duplicate descriptor: key 'path' "
+            "value '/v1/*' is already defined at line 5");
+}
+
+// Verifies the same key and value under different parents is not a duplicate.
+TEST_F(ConfigLoaderTest, AcceptsSameDescriptorUnderDifferentParents) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: a
+descriptors:
+  - key: p
+    value: "1"
+    descriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]
+  - key: p
+    value: "2"
+    descriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 2}}]
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 3}
+)");
+  EXPECT_EQ(config->RuleCount(), 3u);
+}
+
+// Verifies two descriptors whose "key_value" names coincide are refused, as upstream does.
+TEST_F(ConfigLoaderTest, RejectsCompositeKeyCollision) {
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: a_b
+    value: c
+  - key: a
+    value: b_c
+)"),
+            "test.yaml:5: descriptors[1]: descriptor key 'a' value 'b_c' has the same "
+            "composite key 'a_b_c' as key 'a_b' value 'c' at line 3");
+}
+
+// Verifies recursion through a self-referencing alias stops with an error.
+TEST_F(ConfigLoaderTest, RejectsDescriptorsNestedTooDeeply) {
+  EXPECT_THAT(LoadError("domain: a\ndescriptors: &d\n  - key: k\n    descriptors: *d\n"),
+              HasSubstr("descriptors nested more than 64 levels deep"));
+}
+
+// Verifies shadow_mode and detailed_metric must be booleans.
+TEST_F(ConfigLoaderTest, RejectsNonBooleanFlags) {
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    shadow_mode: maybe\n"),
+            "test.yaml:4: descriptors[0].shadow_mode: expected true or false, got 'maybe'");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    detailed_metric: \"true\"\n"),
+            "test.yaml:4: descriptors[0].detailed_metric: expected true or false, got the "
+            "quoted string 'true'");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    shadow_mode:\n"),
+            "test.yaml:4: descriptors[0].shadow_mode: expected true or false, got nothing");
+}
+
+// ---- Errors: rate_limit and rate_limits.
+
+// Verifies rate_limit and rate_limits on one descriptor are refused.
+TEST_F(ConfigLoaderTest, RejectsRateLimitAndRateLimitsTogether) {
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 1}
+    rate_limits: [{unit: minute, requests_per_unit: 10}]
+)"),
+            "test.yaml:5: descriptors[0]: rate_limit and rate_limits are mutually exclusive "
+            "(put every rule in rate_limits)");
+}
+
+// Verifies rate_limits must be a non-empty list of maps.
+TEST_F(ConfigLoaderTest, RejectsBadRateLimitsList) {
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limits: []\n"),
+            "test.yaml:4: descriptors[0].rate_limits: expected a non-empty list of rate "
+            "limits, got an empty list");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limits: {unit: day}\n"),
+            "test.yaml:4: descriptors[0].rate_limits: expected a non-empty list of rate "
+            "limits, got a map");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limits:\n      - 5\n"),
+            "test.yaml:5: descriptors[0].rate_limits[0]: expected a map, got '5'");
+}
+
+// Verifies rate_limit must be a map.
+TEST_F(ConfigLoaderTest, RejectsRateLimitThatIsNotMap) {
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit: 5/second\n"),
+            "test.yaml:4: descriptors[0].rate_limit: expected a map, got '5/second'");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"),
+            "test.yaml:4: descriptors[0].rate_limit: expected a map, got nothing");
+}
+
+// Verifies two rules of one algorithm and period on one node are refused, even when the period
+// is written differently (60 seconds and 1 minute), since they would share one counter.
+TEST_F(ConfigLoaderTest, RejectsRulesWithSameAlgorithmAndPeriod) {
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    rate_limits:
+      - unit: second
+        requests_per_unit: 100
+        unit_multiplier: 60
+      - unit: day
+        requests_per_unit: 1000
+      - unit: minute
+        requests_per_unit: 10
+)"),
+            "test.yaml:10: descriptors[0].rate_limits[2]: same algorithm (fixed_window) and "
+            "period (60s) as descriptors[0].rate_limits[0] at line 5; two such rules would "
+            "share one counter");
+  // Same period, different algorithms: fine.
+  std::unique_ptr<Config> config = Load(R"(
+domain: a
+descriptors:
+  - key: k
+    rate_limits:
+      - {unit: minute, requests_per_unit: 10}
+      - {unit: minute, requests_per_unit: 10, algorithm: token_bucket}
+)");
+  EXPECT_EQ(config->RuleCount(), 1u);
+}
+
+// Verifies an unlimited rule cannot share its descriptor with other rules.
+TEST_F(ConfigLoaderTest, RejectsUnlimitedAmongSeveralRules) {
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    rate_limits:
+      - {unit: minute, requests_per_unit: 10}
+      - {unlimited: true}
+)"),
+            "test.yaml:6: descriptors[0].rate_limits[1]: an unlimited rule must be the only "
+            "rule of its descriptor");
+}
+
+// Verifies the unit is required and must be one of the seven names, case-insensitively.
+TEST_F(ConfigLoaderTest, RejectsMissingOrInvalidUnit) {
+  EXPECT_EQ(LoadError(R"(
+domain: api
+descriptors:
+  - key: service
+    value: users
+    descriptors:
+      - key: method
+        value: GET
+        rate_limit: {unit: SeCoNd, requests_per_unit: 5}
+      - key: method
+        value: POST
+        rate_limit:
+          unit: fortnight
+          requests_per_unit: 5
+)"),
+            "test.yaml:12: descriptors[0].descriptors[1].rate_limit.unit: invalid unit "
+            "'fortnight' (expected second, minute, hour, day, week, month or year)");
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    rate_limit:
+      requests_per_unit: 5
+)"),
+            "test.yaml:4: descriptors[0].rate_limit.unit: missing (expected second, minute, "
+            "hour, day, week, month or year)");
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    rate_limit: {unit: unknown, requests_per_unit: 5}
+)"),
+            "test.yaml:4: descriptors[0].rate_limit.unit: invalid unit 'unknown' (expected "
+            "second, minute, hour, day, week, month or year)");
+}
+
+// Verifies requests_per_unit is required and must be an unsigned 32-bit integer.
+TEST_F(ConfigLoaderTest, RejectsBadRequestsPerUnit) {
+  auto error = [](absl::string_view value) {
+    return LoadError(absl::StrCat(
+        "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+        "      requests_per_unit: ",
+        value, "\n"));
+  };
+  const std::string prefix = "test.yaml:6: descriptors[0].rate_limit.requests_per_unit: ";
+  EXPECT_EQ(error("abc"), prefix + "expected an unsigned 32-bit integer, got 'abc'");
+  EXPECT_EQ(error("-1"), prefix + "expected an unsigned 32-bit integer, got '-1'");
+  EXPECT_EQ(error("1.5"), prefix + "expected an unsigned 32-bit integer, got '1.5'");
+  EXPECT_EQ(error("1e3"), prefix + "expected an unsigned 32-bit integer, got '1e3'");
+  EXPECT_EQ(error("4294967296"), prefix + "4294967296 is out of range (at most 4294967295)");
+  EXPECT_EQ(error("99999999999999999999999"),
+            prefix + "99999999999999999999999 is out of range (at most 4294967295)");
+  EXPECT_EQ(error("\"500\""),
+            prefix + "expected an unsigned 32-bit integer, got the quoted string '500'");
+  EXPECT_EQ(error("0500"), prefix +
+                               "expected an unsigned 32-bit integer, got '0500' (a leading zero "
+                               "means octal in YAML 1.1)");
+  EXPECT_EQ(error("[5]"), prefix + "expected an unsigned 32-bit integer, got a list");
+  EXPECT_EQ(error(""), prefix + "expected an unsigned 32-bit integer, got nothing");
+  EXPECT_EQ(error("0"), "");  // upstream's README blocks an IP with 0 per second
+  EXPECT_EQ(error("4294967295"), "");
+  EXPECT_EQ(error("+7"), "");
+
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n"),
+            "test.yaml:4: descriptors[0].rate_limit.requests_per_unit: missing");
+}
+
+// Verifies unlimited takes a boolean and excludes every field that describes a limit.
+TEST_F(ConfigLoaderTest, RejectsUnlimitedWithLimitFields) {
+  auto error = [](absl::string_view field) {
+    return LoadError(absl::StrCat(
+        "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n      ",
+        field, "\n"));
+  };
+  EXPECT_EQ(error("unit: second"),
+            "test.yaml:6: descriptors[0].rate_limit.unit: must not be set when unlimited is "
+            "true");
+  EXPECT_EQ(error("requests_per_unit: 5"),
+            "test.yaml:6: descriptors[0].rate_limit.requests_per_unit: must not be set when "
+            "unlimited is true");
+  EXPECT_EQ(error("algorithm: gcra"),
+            "test.yaml:6: descriptors[0].rate_limit.algorithm: must not be set when unlimited "
+            "is true");
+  EXPECT_EQ(error("burst: 5"),
+            "test.yaml:6: descriptors[0].rate_limit.burst: must not be set when unlimited is "
+            "true");
+  EXPECT_EQ(error("unit_multiplier: 2"),
+            "test.yaml:6: descriptors[0].rate_limit.unit_multiplier: must not be set when "
+            "unlimited is true");
+  EXPECT_EQ(error("name: free"), "");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"
+                      "      unlimited: sometimes\n"),
+            "test.yaml:5: descriptors[0].rate_limit.unlimited: expected true or false, got "
+            "'sometimes'");
+  // unlimited: false is an ordinary rule, which needs its unit.
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"
+                      "      unlimited: false\n"),
+            "test.yaml:4: descriptors[0].rate_limit.unit: missing (expected second, minute, "
+            "hour, day, week, month or year)");
+}
+
+// Verifies replaces must be a list of maps, each naming another rule.
+TEST_F(ConfigLoaderTest, RejectsBadReplaces) {
+  auto error = [](absl::string_view replaces) {
+    return LoadError(absl::StrCat(
+        "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+        "      requests_per_unit: 5\n      name: mine\n      replaces: ",
+        replaces, "\n"));
+  };
+  const std::string prefix = "test.yaml:8: descriptors[0].rate_limit.replaces";
+  EXPECT_EQ(error("other"), prefix + ": expected a list of {name: ...} maps, got 'other'");
+  EXPECT_EQ(error("[other]"), prefix + "[0]: expected a map with 'name', got 'other'");
+  EXPECT_EQ(error("[{}]"), prefix + "[0].name: must be a non-empty rule name");
+  EXPECT_EQ(error("[{name: ''}]"), prefix + "[0].name: must be a non-empty rule name");
+  EXPECT_EQ(error("[{name: other}, {name: mine}]"),
+            prefix + "[1].name: a rule cannot replace itself ('mine')");
+  EXPECT_EQ(error("[{name: other}]"), "");
+}
+
+// Verifies the algorithm must be one of the six names.
+TEST_F(ConfigLoaderTest, RejectsUnknownAlgorithm) {
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: k
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+      algorithm: leaky
+)"),
+            "test.yaml:7: descriptors[0].rate_limit.algorithm: invalid algorithm 'leaky' "
+            "(expected fixed_window, sliding_window_log, sliding_window_counter, token_bucket, "
+            "leaky_bucket or gcra)");
+}
+
+// Verifies burst is refused on the window algorithms and must be at least 1 on the others.
+TEST_F(ConfigLoaderTest, RejectsBadBurst) {
+  auto error = [](absl::string_view algorithm, absl::string_view burst) {
+    return LoadError(absl::StrCat(
+        "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+        "      requests_per_unit: 5\n",
+        algorithm.empty() ? "" : absl::StrCat("      algorithm: ", algorithm, "\n"),
+        "      burst: ", burst, "\n"));
+  };
+  const std::string prefix = "test.yaml:";
+  EXPECT_EQ(error("", "10"),
+            "test.yaml:7: descriptors[0].rate_limit.burst: not allowed with algorithm "
+            "fixed_window (only token_bucket, leaky_bucket and gcra have a burst)");
+  EXPECT_EQ(error("sliding_window_log", "10"),
+            "test.yaml:8: descriptors[0].rate_limit.burst: not allowed with algorithm "
+            "sliding_window_log (only token_bucket, leaky_bucket and gcra have a burst)");
+  EXPECT_EQ(error("sliding_window_counter", "10"),
+            "test.yaml:8: descriptors[0].rate_limit.burst: not allowed with algorithm "
+            "sliding_window_counter (only token_bucket, leaky_bucket and gcra have a burst)");
+  EXPECT_EQ(error("token_bucket", "0"),
+            "test.yaml:8: descriptors[0].rate_limit.burst: must be at least 1");
+  EXPECT_EQ(error("gcra", "lots"),
+            "test.yaml:8: descriptors[0].rate_limit.burst: expected an unsigned 32-bit "
+            "integer, got 'lots'");
+  EXPECT_EQ(error("leaky_bucket", "1"), "");
+}
+
+// Verifies unit_multiplier must be at least 1 and keep the period within int64 microseconds.
+TEST_F(ConfigLoaderTest, RejectsBadUnitMultiplier) {
+  auto error = [](absl::string_view unit, absl::string_view multiplier) {
+    return LoadError(absl::StrCat(
+        "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: ", unit,
+        "\n      requests_per_unit: 5\n      unit_multiplier: ", multiplier, "\n"));
+  };
+  EXPECT_EQ(error("second", "0"),
+            "test.yaml:7: descriptors[0].rate_limit.unit_multiplier: must be at least 1");
+  EXPECT_EQ(error("year", "4294967295"),
+            "test.yaml:7: descriptors[0].rate_limit.unit_multiplier: period too long: at most "
+            "292471 years");
+  EXPECT_EQ(error("year", "292471"), "");
+  EXPECT_EQ(error("second", "-2"),
+            "test.yaml:7: descriptors[0].rate_limit.unit_multiplier: expected an unsigned "
+            "32-bit integer, got '-2'");
+}
+
+// ---- Loading from the file system.
+
+class ConfigLoaderPathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("sluice_config_loader_test_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void Write(const std::filesystem::path& relative, absl::string_view text) {
+    std::filesystem::create_directories((dir_ / relative).parent_path());
+    std::ofstream out(dir_ / relative, std::ios::binary);
+    out << text;
+  }
+
+  std::filesystem::path dir_;
+};
+
+// Verifies a directory loads every *.yaml and *.yml file directly inside it, in name order,
+// skipping dot files, other extensions and subdirectories, and following symlinked files
+// as a Kubernetes ConfigMap mount lays them out.
+TEST_F(ConfigLoaderPathTest, LoadsDirectory) {
+  Write("b.yml", "domain: beta\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+                 "requests_per_unit: 2}\n");
+  Write("a.yaml", "domain: alpha\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+                  "requests_per_unit: 1}\n");
+  // Each of these would fail the load if it were read.
+  Write(".hidden.yaml", "not: valid: yaml: [\n");
+  Write("README.md", "domain: [\n");
+  Write("sub/c.yaml", "domain: alpha\n");
+  Write("..2024_01_01/gamma.yaml", "domain: gamma\n");
+  std::filesystem::create_directory_symlink(dir_ / "..2024_01_01", dir_ / "..data");
+  std::filesystem::create_symlink(dir_ / "..data" / "gamma.yaml", dir_ / "gamma.yaml");
+
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigPath(dir_.string());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ((*config)->domains().size(), 3u);
+  ASSERT_TRUE((*config)->HasDomain("alpha"));
+  ASSERT_TRUE((*config)->HasDomain("beta"));
+  ASSERT_TRUE((*config)->HasDomain("gamma"));
+  EXPECT_EQ((*config)->domains().at("alpha")->file, (dir_ / "a.yaml").string());
+  EXPECT_EQ((*config)->domains().at("beta")->file, (dir_ / "b.yml").string());
+  EXPECT_EQ((*config)->domains().at("gamma")->file, (dir_ / "gamma.yaml").string());
+  EXPECT_EQ((*config)->RuleCount(), 2u);
+}
+
+// Verifies files are loaded in name order: the later file is the one named as the duplicate.
+TEST_F(ConfigLoaderPathTest, LoadsDirectoryInNameOrder) {
+  Write("z.yaml", "domain: same\n");
+  Write("m.yaml", "domain: same\n");
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigPath(dir_.string());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            absl::StrCat((dir_ / "z.yaml").string(), ":1: domain: duplicate domain 'same' "
+                         "(first defined in ", (dir_ / "m.yaml").string(), ")"));
+}
+
+// Verifies an error in one file of a directory names that file.
+TEST_F(ConfigLoaderPathTest, NamesFileOfErrorInDirectory) {
+  Write("a.yaml", "domain: a\n");
+  Write("b.yaml", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: eon}\n");
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigPath(dir_.string());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            absl::StrCat((dir_ / "b.yaml").string(),
+                         ":4: descriptors[0].rate_limit.unit: invalid unit 'eon' (expected "
+                         "second, minute, hour, day, week, month or year)"));
+}
+
+// Verifies a single file path loads that file, whatever its extension.
+TEST_F(ConfigLoaderPathTest, LoadsSingleFile) {
+  Write("limits.conf", "domain: single\n");
+  absl::StatusOr<std::unique_ptr<Config>> config =
+      LoadConfigPath((dir_ / "limits.conf").string());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE((*config)->HasDomain("single"));
+  EXPECT_EQ((*config)->domains().at("single")->file, (dir_ / "limits.conf").string());
+}
+
+// Verifies a path that does not exist is refused, saying so.
+TEST_F(ConfigLoaderPathTest, RejectsMissingPath) {
+  const std::string missing = (dir_ / "nope").string();
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigPath(missing);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(config.status().message(), missing + ": no such file or directory");
+}
+
+// Verifies a directory without any YAML file is refused, saying so.
+TEST_F(ConfigLoaderPathTest, RejectsDirectoryWithoutYaml) {
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigPath(dir_.string());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            dir_.string() + ": directory has no *.yaml or *.yml files");
+  Write(".hidden.yaml", "domain: hidden\n");
+  Write("notes.txt", "domain: notes\n");
+  config = LoadConfigPath(dir_.string());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            dir_.string() + ": directory has no *.yaml or *.yml files");
+}
+
+// Verifies a symlinked file whose target is gone is reported, not silently skipped.
+TEST_F(ConfigLoaderPathTest, RejectsDanglingSymlink) {
+  Write("a.yaml", "domain: a\n");
+  std::filesystem::create_symlink(dir_ / "gone.txt", dir_ / "b.yaml");
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigPath(dir_.string());
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr((dir_ / "b.yaml").string()));
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,320 @@
+#include "server/service/rate_limiter.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/backend/memory_backend.h"
+#include "server/common/fake_clock.h"
+#include "server/config/config_loader.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+using Response = RateLimiter::Response;
+using Request = RateLimiter::Request;
+
+constexpr char kConfig[] = R"(domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      name: per_user
+      unit: minute
+      requests_per_unit: 2
+  - key: user
+    value: vip
+    rate_limit:
+      unit: minute
+      requests_per_unit: 5
+  - key: plan
+    value: gold
+    rate_limit:
+      name: gold
+      unit: minute
+      requests_per_unit: 100
+      replaces:
+        - name: per_user
+  - key: health
+    rate_limit:
+      unlimited: true
+  - key: beta
+    shadow_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+  - key: both
+    rate_limits:
+      - unit: second
+        requests_per_unit: 2
+      - unit: hour
+        requests_per_unit: 3
+        algorithm: sliding_window_log
+  - key: leaky
+    rate_limit:
+      algorithm: leaky_bucket
+      unit: second
+      requests_per_unit: 10
+      burst: 5
+)";
+
+// A backend that can never answer, for the failure policy.
+class UnavailableBackend final : public Backend {
+ public:
+  void Evaluate(absl::Span<const LimitCheck>, EvaluateCallback done) override {
+    std::move(done)(absl::UnavailableError("redis down"), {});
+  }
+  absl::string_view Name() const override { return "unavailable"; }
+};
+
+class RateLimiterTest : public ::testing::Test {
+ protected:
+  RateLimiterTest() : store_(Load()), backend_(clock_) { Rebuild(RateLimiterOptions()); }
+
+  static std::shared_ptr<const Config> Load() {
+    auto config = LoadConfigText("api.yaml", kConfig);
+    EXPECT_TRUE(config.ok()) << config.status();
+    return std::shared_ptr<const Config>(std::move(*config));
+  }
+
+  void Rebuild(RateLimiterOptions options, Backend* backend = nullptr) {
+    limiter_ = std::make_unique<RateLimiter>(store_, backend ? *backend : backend_, metrics_,
+                                             options);
+  }
+
+  static Request MakeRequest(std::vector<std::vector<std::pair<std::string, std::string>>> ds,
+                             uint32_t hits = 0) {
+    Request r;
+    r.set_domain("api");
+    r.set_hits_addend(hits);
+    for (const auto& d : ds) {
+      auto* descriptor = r.add_descriptors();
+      for (const auto& [k, v] : d) {
+        auto* e = descriptor->add_entries();
+        e->set_key(k);
+        e->set_value(v);
+      }
+    }
+    return r;
+  }
+
+  absl::StatusOr<Response> Decide(const Request& request) {
+    Response response;
+    absl::Status result = absl::InternalError("callback never ran");
+    limiter_->ShouldRateLimit(request, &response, [&](absl::Status s) { result = s; });
+    if (!result.ok()) {
+      return result;
+    }
+    return response;
+  }
+
+  Response MustDecide(const Request& request) {
+    auto r = Decide(request);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : Response();
+  }
+
+  FakeClock clock_{1700006400000000};
+  ConfigStore store_;
+  MemoryBackend backend_;
+  Metrics metrics_;
+  std::unique_ptr<RateLimiter> limiter_;
+};
+
+// Verifies the limit is enforced per descriptor value and statuses keep request order.
+TEST_F(RateLimiterTest, EnforcesPerValueLimitsInRequestOrder) {
+  Request r = MakeRequest({{{"user", "a"}}, {{"color", "red"}}, {{"user", "b"}}});
+  Response first = MustDecide(r);
+  ASSERT_EQ(first.statuses_size(), 3);
+  EXPECT_EQ(first.statuses(0).limit_remaining(), 1u);
+  EXPECT_FALSE(first.statuses(1).has_current_limit());
+  EXPECT_EQ(first.statuses(2).limit_remaining(), 1u);
+  MustDecide(r);
+  Response third = MustDecide(r);
+  EXPECT_EQ(third.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(third.statuses(0).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(third.statuses(1).code(), Response::OK);
+  EXPECT_EQ(third.statuses(2).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(third.statuses(0).current_limit().name(), "per_user");
+}
+
+// Verifies an exact value beats the default for its key.
+TEST_F(RateLimiterTest, ExactValueOverridesDefault) {
+  Response r = MustDecide(MakeRequest({{{"user", "vip"}}}));
+  EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 5u);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 4u);
+}
+
+// Verifies over limit: remaining 0, reset at the window end, retry-after rounded up.
+TEST_F(RateLimiterTest, OverLimitReportsWaitAndRetryAfterHeader) {
+  clock_.AdvanceMicros(59'500'000);  // 0.5 s before the minute ends
+  Request r = MakeRequest({{{"user", "a"}}}, 2);
+  EXPECT_EQ(MustDecide(r).overall_code(), Response::OK);
+  Response over = MustDecide(MakeRequest({{{"user", "a"}}}));
+  EXPECT_EQ(over.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(over.statuses(0).duration_until_reset().seconds(), 0);
+  EXPECT_EQ(over.statuses(0).duration_until_reset().nanos(), 500'000'000);
+  ASSERT_EQ(over.response_headers_to_add_size(), 1);
+  EXPECT_EQ(over.response_headers_to_add(0).key(), "retry-after");
+  EXPECT_EQ(over.response_headers_to_add(0).value(), "1");
+}
+
+// Verifies a descriptor's hits_addend wins over the request's, and 0 checks without consuming.
+TEST_F(RateLimiterTest, DescriptorHitsAddendWinsAndZeroDoesNotConsume) {
+  Request r = MakeRequest({{{"user", "z"}}}, 2);
+  r.mutable_descriptors(0)->mutable_hits_addend()->set_value(0);
+  for (int i = 0; i < 5; ++i) {
+    Response peek = MustDecide(r);
+    EXPECT_EQ(peek.overall_code(), Response::OK);
+    EXPECT_EQ(peek.statuses(0).limit_remaining(), 2u);
+  }
+  r.mutable_descriptors(0)->mutable_hits_addend()->set_value(1);
+  EXPECT_EQ(MustDecide(r).statuses(0).limit_remaining(), 1u);
+}
+
+// Verifies a rule that replaces another removes it from the decision.
+TEST_F(RateLimiterTest, ReplacesDropsTheNamedRule) {
+  Request r = MakeRequest({{{"user", "r"}}, {{"plan", "gold"}}});
+  for (int i = 0; i < 5; ++i) {
+    Response resp = MustDecide(r);
+    EXPECT_EQ(resp.overall_code(), Response::OK) << i;
+    EXPECT_FALSE(resp.statuses(0).has_current_limit());
+    EXPECT_EQ(resp.statuses(1).current_limit().name(), "gold");
+  }
+}
+
+// Verifies unlimited rules answer OK without a limit.
+TEST_F(RateLimiterTest, UnlimitedIsOkWithoutLimit) {
+  for (int i = 0; i < 10; ++i) {
+    Response r = MustDecide(MakeRequest({{{"health", "x"}}}));
+    EXPECT_EQ(r.overall_code(), Response::OK);
+    EXPECT_FALSE(r.statuses(0).has_current_limit());
+  }
+}
+
+// Verifies shadow mode answers OK but still counts the hit as over the limit.
+TEST_F(RateLimiterTest, ShadowModeIsOkButCounted) {
+  MustDecide(MakeRequest({{{"beta", "x"}}}));
+  Response r = MustDecide(MakeRequest({{{"beta", "x"}}}));
+  EXPECT_EQ(r.overall_code(), Response::OK);
+  EXPECT_EQ(r.statuses(0).code(), Response::OK);
+  EXPECT_TRUE(r.response_headers_to_add().empty());
+  EXPECT_THAT(metrics_.Serialize(), HasSubstr("sluice_rule_shadow_mode{key=\"api.beta\"} 1"));
+}
+
+// Verifies several rules on one descriptor: all must admit, a denial consumes from none, and
+// the status reports the most restrictive rule.
+TEST_F(RateLimiterTest, SeveralRulesAllMustAdmitAndDenialConsumesNothing) {
+  Request r = MakeRequest({{{"both", "x"}}});
+  Response first = MustDecide(r);
+  EXPECT_EQ(first.statuses(0).current_limit().unit(), Response::RateLimit::SECOND);
+  EXPECT_EQ(first.statuses(0).limit_remaining(), 1u);
+  MustDecide(r);
+  Response denied = MustDecide(r);  // the per-second rule denies
+  EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(denied.statuses(0).current_limit().unit(), Response::RateLimit::SECOND);
+  clock_.AdvanceMicros(1'000'000);
+  // The hourly log saw only the two admitted hits, so one is left.
+  Response third = MustDecide(r);
+  EXPECT_EQ(third.overall_code(), Response::OK);
+  EXPECT_EQ(third.statuses(0).current_limit().unit(), Response::RateLimit::HOUR);
+  EXPECT_EQ(third.statuses(0).limit_remaining(), 0u);
+  clock_.AdvanceMicros(1'000'000);
+  Response fourth = MustDecide(r);
+  EXPECT_EQ(fourth.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(fourth.statuses(0).current_limit().unit(), Response::RateLimit::HOUR);
+  EXPECT_GT(fourth.statuses(0).duration_until_reset().seconds(), 3500);
+}
+
+// Verifies a request-supplied limit override is used instead of the config.
+TEST_F(RateLimiterTest, RequestLimitOverride) {
+  Request r = MakeRequest({{{"user", "o"}}});
+  auto* limit = r.mutable_descriptors(0)->mutable_limit();
+  limit->set_requests_per_unit(1);
+  limit->set_unit(envoy::type::v3::SECOND);
+  Response first = MustDecide(r);
+  EXPECT_EQ(first.statuses(0).current_limit().requests_per_unit(), 1u);
+  EXPECT_EQ(first.statuses(0).current_limit().unit(), Response::RateLimit::SECOND);
+  EXPECT_EQ(MustDecide(r).overall_code(), Response::OVER_LIMIT);
+}
+
+// Verifies the leaky bucket reports the shaping delay in dynamic metadata.
+TEST_F(RateLimiterTest, LeakyBucketReportsDelay) {
+  Request r = MakeRequest({{{"leaky", "x"}}}, 2);
+  Response first = MustDecide(r);
+  EXPECT_FALSE(first.has_dynamic_metadata());
+  Response second = MustDecide(r);
+  ASSERT_TRUE(second.has_dynamic_metadata());
+  // Two units queued ahead, draining at 10 per second: 200 ms.
+  EXPECT_DOUBLE_EQ(second.dynamic_metadata().fields().at("sluice.delay_ms").number_value(), 200.0);
+}
+
+// Verifies unknown domains answer OK with a status per descriptor.
+TEST_F(RateLimiterTest, UnknownDomainIsOk) {
+  Request r = MakeRequest({{{"user", "a"}}, {{"user", "b"}}});
+  r.set_domain("other");
+  Response resp = MustDecide(r);
+  EXPECT_EQ(resp.overall_code(), Response::OK);
+  ASSERT_EQ(resp.statuses_size(), 2);
+  EXPECT_FALSE(resp.statuses(0).has_current_limit());
+}
+
+// Verifies each validation rule, by message.
+TEST_F(RateLimiterTest, RejectsInvalidRequestsWithClearMessages) {
+  RateLimiterOptions options;
+  options.max_descriptors = 2;
+  options.max_entries = 2;
+  options.max_key_bytes = 8;
+  Rebuild(options);
+  auto message_of = [&](const Request& r) {
+    auto result = Decide(r);
+    EXPECT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(result.status().message());
+  };
+  Request r = MakeRequest({{{"user", "a"}}});
+  r.set_domain("");
+  EXPECT_EQ(message_of(r), "domain must not be empty");
+  EXPECT_EQ(message_of(MakeRequest({})), "descriptors must not be empty");
+  EXPECT_EQ(message_of(MakeRequest({{{"a", "1"}}, {{"b", "2"}}, {{"c", "3"}}})),
+            "too many descriptors: 3 (at most 2)");
+  EXPECT_EQ(message_of(MakeRequest({{{"a", "1"}, {"b", "2"}, {"c", "3"}}})),
+            "descriptors[0]: too many entries: 3 (at most 2)");
+  EXPECT_EQ(message_of(MakeRequest({{{"a", "1"}}, {{"", "2"}}})),
+            "descriptors[1].entries[0].key must not be empty");
+  EXPECT_EQ(message_of(MakeRequest({{{"a", "123456789"}}})),
+            "descriptors[0].entries[0].value is 9 bytes (at most 8)");
+  Request empty_descriptor = MakeRequest({{}});
+  EXPECT_EQ(message_of(empty_descriptor), "descriptors[0].entries must not be empty");
+  Request big_hits = MakeRequest({{{"a", "1"}}});
+  big_hits.mutable_descriptors(0)->mutable_hits_addend()->set_value(1ull << 40);
+  EXPECT_THAT(message_of(big_hits), HasSubstr("descriptors[0].hits_addend is 1099511627776"));
+  Request bad_unit = MakeRequest({{{"a", "1"}}});
+  bad_unit.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(1);
+  EXPECT_THAT(message_of(bad_unit), HasSubstr("descriptors[0].limit.unit must be"));
+}
+
+// Verifies the failure policy: allow answers OK, deny answers OVER_LIMIT, and both are counted.
+TEST_F(RateLimiterTest, FailurePolicyWhenBackendCannotAnswer) {
+  UnavailableBackend down;
+  RateLimiterOptions allow;
+  Rebuild(allow, &down);
+  Request r = MakeRequest({{{"user", "a"}}, {{"color", "red"}}});
+  Response allowed = MustDecide(r);
+  EXPECT_EQ(allowed.overall_code(), Response::OK);
+  RateLimiterOptions deny;
+  deny.failure_mode = FailureMode::kDeny;
+  Rebuild(deny, &down);
+  Response denied = MustDecide(r);
+  EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(denied.statuses(0).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(denied.statuses(1).code(), Response::OK);  // no rule, nothing to deny
+  EXPECT_THAT(metrics_.Serialize(), HasSubstr("sluice_backend_failures_total 2"));
+}
+
+}  // namespace
+}  // namespace sluice

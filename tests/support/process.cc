@@ -1,0 +1,184 @@
+#include "tests/support/process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace sluice::testing {
+namespace {
+
+bool CanBind(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    return false;
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+int FreePort() {
+  // Redis Cluster also uses port + 10000 for its bus, so stay below 55535 and check both.
+  static std::atomic<int> next{20000 + (::getpid() * 37) % 30000};
+  for (int attempt = 0; attempt < 20000; ++attempt) {
+    int port = next.fetch_add(1);
+    if (port >= 55000) {
+      next.store(20000);
+      continue;
+    }
+    if (CanBind(port) && CanBind(port + 10000)) {
+      return port;
+    }
+  }
+  std::abort();
+}
+
+bool WaitForPort(int port, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (ok) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+ChildProcess::ChildProcess(std::vector<std::string> argv, std::string log_path,
+                           std::vector<std::string> env)
+    : log_path_(std::move(log_path)) {
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      ::close(fd);
+    }
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, STDIN_FILENO);
+      ::close(null_fd);
+    }
+    for (const std::string& kv : env) {
+      ::putenv(const_cast<char*>(kv.c_str()));
+    }
+    std::vector<char*> args;
+    for (std::string& a : argv) {
+      args.push_back(a.data());
+    }
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !reaped_) {
+    if (Stop(SIGTERM, std::chrono::seconds(5)) == -1) {
+      Kill();
+    }
+  }
+}
+
+bool ChildProcess::running() {
+  if (pid_ <= 0 || reaped_) {
+    return false;
+  }
+  int status = 0;
+  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    reaped_ = true;
+    exit_status_ = status;
+    return false;
+  }
+  return true;
+}
+
+int ChildProcess::Stop(int signal, std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) {
+    return -1;
+  }
+  if (reaped_) {
+    return exit_status_;
+  }
+  ::kill(pid_, signal);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      reaped_ = true;
+      exit_status_ = status;
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+void ChildProcess::Kill() {
+  if (pid_ <= 0 || reaped_) {
+    return;
+  }
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  reaped_ = true;
+  exit_status_ = status;
+}
+
+std::string ChildProcess::ReadLog() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sluice-test-XXXXXX";
+  char* made = ::mkdtemp(tmpl.data());
+  if (made == nullptr) {
+    std::abort();
+  }
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::WriteFile(const std::string& name, const std::string& content) const {
+  std::string full = path_ + "/" + name;
+  std::filesystem::create_directories(std::filesystem::path(full).parent_path());
+  std::ofstream out(full, std::ios::binary);
+  out << content;
+  return full;
+}
+
+}  // namespace sluice::testing

@@ -1,0 +1,63 @@
+// Test helpers for running real servers (redis-server, sluice) as child processes on loopback.
+// Not thread-safe per object; distinct objects may be used from different threads.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace sluice::testing {
+
+// A TCP port on 127.0.0.1 that was free when asked. Ports are handed out from a per-process
+// sequence offset by the pid, and each is checked by binding it, so concurrent test binaries
+// rarely collide.
+int FreePort();
+
+// True once something accepts TCP connections on 127.0.0.1:port, polling until `timeout`.
+bool WaitForPort(int port, std::chrono::milliseconds timeout);
+
+// A child process whose stdout and stderr go to a log file. The destructor sends SIGTERM,
+// waits up to five seconds, then SIGKILLs, so a failing test never leaks a server.
+class ChildProcess {
+ public:
+  // Starts argv[0] (searched in PATH) with the given arguments; `log_path` receives its output.
+  ChildProcess(std::vector<std::string> argv, std::string log_path,
+               std::vector<std::string> env = {});
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool running();
+  // Sends `signal` and waits for the exit; returns the exit status as from waitpid, or -1 on
+  // timeout.
+  int Stop(int signal, std::chrono::milliseconds timeout);
+  // Kills the process at once (SIGKILL) and reaps it.
+  void Kill();
+  // The whole log so far.
+  std::string ReadLog() const;
+  const std::string& log_path() const { return log_path_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int exit_status_ = 0;
+  std::string log_path_;
+};
+
+// A fresh empty directory under $TMPDIR (or /tmp), removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  // Writes `content` to path()/name and returns the full path.
+  std::string WriteFile(const std::string& name, const std::string& content) const;
+
+ private:
+  std::string path_;
+};
+
+}  // namespace sluice::testing
