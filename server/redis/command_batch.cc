@@ -1,0 +1,46 @@
+#include "server/redis/command_batch.h"
+
+namespace sluice {
+
+void CommandBatch::Reserve(size_t commands, size_t bytes) {
+  entries_.reserve(commands);
+  buffer_.reserve(bytes);
+}
+
+CommandBatch& CommandBatch::Add(absl::Span<const std::string_view> args) {
+  size_t start = buffer_.size();
+  AppendRespCommand(args, &buffer_);
+  Commit(start, nullptr);
+  return *this;
+}
+
+CommandBatch& CommandBatch::AddEvalSha(const RedisScript& script,
+                                       absl::Span<const std::string_view> keys,
+                                       absl::Span<const std::string_view> args) {
+  size_t start = buffer_.size();
+  AppendEvalShaCommand(script.sha1(), keys, args, &buffer_);
+  Commit(start, &script);
+  return *this;
+}
+
+CommandBatch& CommandBatch::Add(const RedisCommand& command) {
+  return AddFormatted(command.resp(), command.script());
+}
+
+CommandBatch& CommandBatch::AddFormatted(std::string_view resp, const RedisScript* script) {
+  size_t start = buffer_.size();
+  buffer_.append(resp);
+  Commit(start, script);
+  return *this;
+}
+
+void CommandBatch::Clear() {
+  buffer_.clear();
+  entries_.clear();
+}
+
+void CommandBatch::Commit(size_t start, const RedisScript* script) {
+  entries_.push_back(Entry{start, buffer_.size() - start, script});
+}
+
+}  // namespace sluice

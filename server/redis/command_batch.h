@@ -1,0 +1,85 @@
+// The unit of work a RedisClient executes: commands that are written back-to-back on one
+// connection (so pipelined, and so that e.g. [ASKING, EVALSHA ...] stays together) and answered
+// together. All commands live in one buffer, already in RESP form, plus one small entry each:
+// a batch of N commands costs two allocations, not N.
+//
+// A plain value type: movable and copyable, not synchronized. Build it on one thread, then
+// hand it to RedisClient::Execute, which takes ownership.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "server/redis/command.h"
+#include "server/redis/reply.h"
+#include "server/redis/script_cache.h"
+
+namespace sluice {
+
+// Receives the outcome of one batch, exactly once. On OK, `replies` has one reply per command,
+// in command order; a command Redis refused is an error reply there (e.g. WRONGTYPE, or MOVED
+// for a cluster layer to handle), never NOSCRIPT. On error (kUnavailable, kDeadlineExceeded,
+// ...) `replies` is empty. The span is valid only during the call; the callee may move replies
+// out of it.
+using BatchCallback =
+    absl::AnyInvocable<void(absl::Status status, absl::Span<RedisReply> replies) &&>;
+
+class CommandBatch {
+ public:
+  CommandBatch() = default;
+
+  // Preallocates room for `commands` commands of `bytes` RESP bytes in total.
+  void Reserve(size_t commands, size_t bytes);
+
+  // Appends the command `args` (name first). REQUIRES: !args.empty().
+  // Example: batch.Add({"SET", key, value}).
+  CommandBatch& Add(absl::Span<const std::string_view> args);
+
+  // Appends EVALSHA of `script`; NOSCRIPT is healed by the connection. `script` must outlive
+  // the batch's execution (scripts live as long as their ScriptCache).
+  CommandBatch& AddEvalSha(const RedisScript& script, absl::Span<const std::string_view> keys,
+                           absl::Span<const std::string_view> args);
+
+  // Appends a copy of a pre-formatted command.
+  CommandBatch& Add(const RedisCommand& command);
+
+  // Appends a command already in RESP form, e.g. resp(i) of another batch when a cluster layer
+  // retries one command elsewhere after MOVED. `script` is the script an EVALSHA runs, else
+  // nullptr. REQUIRES: `resp` is exactly one complete RESP command.
+  CommandBatch& AddFormatted(std::string_view resp, const RedisScript* script);
+
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  // Total RESP bytes.
+  size_t bytes() const { return buffer_.size(); }
+
+  // The i-th command in RESP form. REQUIRES: i < size().
+  std::string_view resp(size_t i) const {
+    return std::string_view(buffer_).substr(entries_[i].offset, entries_[i].length);
+  }
+  // The script the i-th command runs with EVALSHA, or nullptr. REQUIRES: i < size().
+  const RedisScript* script(size_t i) const { return entries_[i].script; }
+
+  void Clear();
+
+ private:
+  struct Entry {
+    size_t offset;
+    size_t length;
+    const RedisScript* script;
+  };
+
+  // Records the command appended to buffer_ since `start`.
+  void Commit(size_t start, const RedisScript* script);
+
+  std::string buffer_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace sluice

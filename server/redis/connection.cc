@@ -1,0 +1,578 @@
+#include "server/redis/connection.h"
+
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/logging.h"
+#include "server/redis/command.h"
+
+// The adapter is a header of static functions; this is its only includer.
+#include <hiredis/adapters/libevent.h>
+
+namespace sluice {
+namespace {
+
+// An EVALSHA that keeps meeting NOSCRIPT although its script was loaded right before it is
+// failed after this many resends rather than retried forever.
+constexpr int kMaxNoScriptRetries = 3;
+
+// Handshake replies carry one of these addresses as privdata, to say which step they answer.
+char kAuthTag;
+char kSelectTag;
+char kPingTag;
+
+std::string_view ReplyText(const redisReply* reply) {
+  return reply->str != nullptr ? std::string_view(reply->str, reply->len) : std::string_view();
+}
+
+bool IsNoScript(const redisReply* reply) {
+  return reply->type == REDIS_REPLY_ERROR && ReplyText(reply).starts_with("NOSCRIPT");
+}
+
+RedisConnection* OwnerOf(const redisAsyncContext* ac) {
+  return static_cast<RedisConnection*>(ac->data);
+}
+
+}  // namespace
+
+// Per (connection, script): when the script was last loaded on this connection and how that
+// went. hiredis holds a pointer to it as the privdata of SCRIPT LOAD.
+struct RedisConnection::ScriptState {
+  RedisConnection* owner = nullptr;
+  const RedisScript* script = nullptr;
+  // sent_seq_ of the latest SCRIPT LOAD written; 0 if none yet.
+  uint64_t last_load_seq = 0;
+  // The error of the latest failed SCRIPT LOAD, empty after a success.
+  std::string last_error;
+};
+
+RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options,
+                                 const Clock& clock, std::shared_ptr<const ScriptCache> scripts,
+                                 RandomFn random,
+                                 absl::AnyInvocable<void(bool ready)> on_ready_change)
+    : loop_(loop),
+      options_(std::move(options)),
+      address_(absl::StrCat(options_.host, ":", options_.port)),
+      clock_(clock),
+      scripts_(std::move(scripts)),
+      on_ready_change_(std::move(on_ready_change)),
+      backoff_(options_.backoff_min_us, options_.backoff_max_us, std::move(random)),
+      connect_timer_(loop,
+                     [this] {
+                       if (state_ == State::kConnecting) {
+                         Drop(absl::StrCat("no connection and handshake within ",
+                                           options_.connect_timeout_us / 1000, " ms"));
+                       }
+                     }),
+      reconnect_timer_(loop, [this] { StartConnect(); }),
+      stall_timer_(loop, [this] { OnStallCheck(); }) {}
+
+RedisConnection::~RedisConnection() {
+  Close();
+  for (event* timer : free_timers_) {
+    event_free(timer);
+  }
+}
+
+void RedisConnection::Start() {
+  if (state_ == State::kIdle) {
+    StartConnect();
+  }
+}
+
+RedisConnectionStats RedisConnection::stats() const {
+  RedisConnectionStats stats;
+  stats.connects = connects_.load(std::memory_order_relaxed);
+  stats.disconnects = disconnects_.load(std::memory_order_relaxed);
+  stats.script_loads = script_loads_.load(std::memory_order_relaxed);
+  stats.noscript_retries = noscript_retries_.load(std::memory_order_relaxed);
+  stats.deadline_exceeded = deadline_exceeded_.load(std::memory_order_relaxed);
+  stats.late_replies = late_replies_.load(std::memory_order_relaxed);
+  return stats;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connecting and reconnecting.
+
+void RedisConnection::StartConnect() {
+  if (state_ == State::kClosed) {
+    return;
+  }
+  state_ = State::kConnecting;
+  redisAsyncContext* ac = redisAsyncConnect(options_.host.c_str(), options_.port);
+  if (ac == nullptr || ac->err != 0) {
+    last_error_ = ac == nullptr ? "cannot allocate a hiredis context" : ac->errstr;
+    if (ac != nullptr) {
+      redisAsyncFree(ac);  // never attached: frees at once, no callbacks
+    }
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
+        << "redis " << address_ << ": connect failed: " << last_error_;
+    ScheduleReconnect();
+    return;
+  }
+  ac->data = this;
+  redisLibeventAttach(ac, loop_.base());
+  redisAsyncSetConnectCallback(ac, &RedisConnection::OnConnect);
+  redisAsyncSetDisconnectCallback(ac, &RedisConnection::OnDisconnect);
+  redisEnableKeepAlive(&ac->c);
+  ac_ = ac;
+
+  // The handshake is pipelined behind the connect: hiredis writes it once the socket is up.
+  // PING goes last, so its reply means every step before it is done.
+  bool queued = true;
+  if (!options_.password.empty()) {
+    if (options_.username.empty()) {
+      queued = queued && SendHandshakeCommand({"AUTH", options_.password}, &kAuthTag);
+    } else {
+      queued =
+          queued && SendHandshakeCommand({"AUTH", options_.username, options_.password}, &kAuthTag);
+    }
+  }
+  if (options_.db != 0) {
+    std::string db = absl::StrCat(options_.db);
+    queued = queued && SendHandshakeCommand({"SELECT", db}, &kSelectTag);
+  }
+  // Loading every known script up front spares the first batches a NOSCRIPT round trip.
+  for (const RedisScript* script : scripts_->All()) {
+    queued = queued && SendScriptLoad(StateFor(*script));
+  }
+  queued = queued && SendHandshakeCommand({"PING"}, &kPingTag);
+  if (!queued) {
+    Drop("cannot queue the handshake");
+    return;
+  }
+  connect_timer_.Arm(options_.connect_timeout_us);
+}
+
+bool RedisConnection::SendHandshakeCommand(std::initializer_list<std::string_view> args,
+                                           void* tag) {
+  std::string resp;
+  AppendRespCommand(args, &resp);
+  if (redisAsyncFormattedCommand(ac_, &RedisConnection::OnHandshakeReply, tag, resp.data(),
+                                 resp.size()) != REDIS_OK) {
+    return false;
+  }
+  NoteCommandSent();
+  return true;
+}
+
+void RedisConnection::OnConnect(const redisAsyncContext* ac, int status) {
+  RedisConnection* self = OwnerOf(ac);
+  if (ac != self->ac_ || status == REDIS_OK) {
+    return;  // connected: the handshake replies take it from here
+  }
+  // hiredis frees the context right after this returns (failing the queued handshake), so
+  // forget it without freeing it.
+  self->last_error_ = ac->errstr;
+  SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
+      << "redis " << self->address_ << ": connect failed: " << self->last_error_;
+  self->ForgetContext();
+  self->ScheduleReconnect();
+}
+
+void RedisConnection::OnDisconnect(const redisAsyncContext* ac, int status) {
+  RedisConnection* self = OwnerOf(ac);
+  if (ac != self->ac_) {
+    return;  // a context this connection dropped itself
+  }
+  // hiredis has already failed the pending commands and frees the context after this returns.
+  self->last_error_ = ac->err != 0 ? ac->errstr : "connection closed";
+  if (self->state_ == State::kReady) {
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 5)
+        << "redis " << self->address_ << ": connection lost: " << self->last_error_;
+  }
+  self->ForgetContext();
+  self->ScheduleReconnect();
+}
+
+void RedisConnection::OnHandshakeReply(redisAsyncContext* ac, void* reply, void* privdata) {
+  RedisConnection* self = OwnerOf(ac);
+  --self->outstanding_;
+  if (reply == nullptr || ac != self->ac_) {
+    return;  // the context is going away; whoever drops it handles the state
+  }
+  ++self->replies_seen_;
+  auto* r = static_cast<redisReply*>(reply);
+  if (r->type == REDIS_REPLY_ERROR) {
+    const char* step = privdata == &kAuthTag ? "AUTH" : privdata == &kSelectTag ? "SELECT" : "PING";
+    std::string error = absl::StrCat(step, " failed: ", std::string(ReplyText(r)));
+    SLUICE_LOG_EVERY_SECONDS(ERROR, 10) << "redis " << self->address_ << ": " << error;
+    self->last_error_ = error;
+    self->Drop(std::move(error));
+    return;
+  }
+  if (privdata == &kPingTag) {
+    self->BecomeReady();
+  }
+}
+
+void RedisConnection::BecomeReady() {
+  connect_timer_.Cancel();
+  backoff_.Reset();
+  state_ = State::kReady;
+  Bump(connects_);
+  SLUICE_LOG_EVERY_SECONDS(INFO, 5) << "redis " << address_ << ": connected";
+  SetReady(true);
+}
+
+void RedisConnection::Drop(std::string reason) {
+  if (ac_ == nullptr) {
+    return;
+  }
+  redisAsyncContext* ac = ac_;
+  drop_reason_ = std::move(reason);
+  if (state_ == State::kReady) {
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 5)
+        << "redis " << address_ << ": dropping connection: " << drop_reason_;
+  }
+  ForgetContext();
+  // Runs every pending callback with a NULL reply, which fails their batches; from inside a
+  // hiredis callback, hiredis does this as soon as that callback returns.
+  redisAsyncFree(ac);
+  ScheduleReconnect();
+}
+
+void RedisConnection::ForgetContext() {
+  ac_ = nullptr;
+  SetReady(false);
+  connect_timer_.Cancel();
+  stall_timer_.Cancel();
+}
+
+void RedisConnection::ScheduleReconnect() {
+  if (state_ == State::kClosed) {
+    return;
+  }
+  state_ = State::kDown;
+  reconnect_timer_.Arm(backoff_.NextDelayMicros());
+}
+
+void RedisConnection::SetReady(bool ready) {
+  if (ready_.load(std::memory_order_relaxed) == ready) {
+    return;
+  }
+  ready_.store(ready, std::memory_order_release);
+  if (!ready) {
+    Bump(disconnects_);
+  }
+  if (on_ready_change_) {
+    on_ready_change_(ready);
+  }
+}
+
+void RedisConnection::NoteCommandSent() {
+  ++sent_seq_;
+  if (outstanding_++ == 0 && options_.stall_timeout_us > 0 && !stall_timer_.armed()) {
+    replies_at_stall_check_ = replies_seen_;
+    stall_timer_.Arm(options_.stall_timeout_us);
+  }
+}
+
+void RedisConnection::OnStallCheck() {
+  if (outstanding_ == 0 || ac_ == nullptr) {
+    return;
+  }
+  if (replies_seen_ == replies_at_stall_check_) {
+    Drop(absl::StrCat("no reply for ", options_.stall_timeout_us / 1000, " ms with ", outstanding_,
+                      " commands outstanding"));
+    return;
+  }
+  replies_at_stall_check_ = replies_seen_;
+  stall_timer_.Arm(options_.stall_timeout_us);
+}
+
+void RedisConnection::Close() {
+  if (state_ == State::kClosed) {
+    return;
+  }
+  state_ = State::kClosed;
+  reconnect_timer_.Cancel();
+  redisAsyncContext* ac = ac_;
+  ForgetContext();
+  if (ac != nullptr) {
+    drop_reason_ = "redis client stopped";
+    redisAsyncFree(ac);
+  }
+  for (PendingBatch* batch = submissions_.Close(); batch != nullptr;) {
+    PendingBatch* next = batch->next;
+    Complete(batch, absl::UnavailableError(absl::StrCat("redis ", address_, ": client stopped")));
+    MaybeFree(batch);
+    batch = next;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batches.
+
+void RedisConnection::Submit(CommandBatch batch, int64_t deadline_us, BatchCallback done) {
+  auto* pending = new PendingBatch;
+  pending->owner = this;
+  pending->commands = std::move(batch);
+  pending->done = std::move(done);
+  pending->deadline_us = deadline_us;
+  switch (submissions_.Push(pending)) {
+    case decltype(submissions_)::PushResult::kWasEmpty:
+      // One drain task per burst: everything pushed until it runs goes out in the same write.
+      loop_.Post([this] { DrainSubmissions(); });
+      return;
+    case decltype(submissions_)::PushResult::kQueued:
+      return;
+    case decltype(submissions_)::PushResult::kClosed: {
+      BatchCallback callback = std::move(pending->done);
+      delete pending;
+      std::move(callback)(
+          absl::UnavailableError(absl::StrCat("redis ", address_, ": client stopped")), {});
+      return;
+    }
+  }
+}
+
+void RedisConnection::DrainSubmissions() {
+  for (PendingBatch* batch = submissions_.TakeAll(); batch != nullptr;) {
+    PendingBatch* next = batch->next;
+    batch->next = nullptr;
+    Dispatch(batch);
+    MaybeFree(batch);
+    batch = next;
+  }
+}
+
+void RedisConnection::Dispatch(PendingBatch* batch) {
+  if (state_ != State::kReady || ac_ == nullptr) {
+    Complete(batch, absl::UnavailableError(absl::StrCat(
+                        "redis ", address_, ": not connected",
+                        last_error_.empty() ? "" : absl::StrCat(" (", last_error_, ")"))));
+    return;
+  }
+  size_t n = batch->commands.size();
+  if (n == 0) {
+    Complete(batch, absl::OkStatus());
+    return;
+  }
+  int64_t remaining_us = batch->deadline_us - clock_.MonotonicMicros();
+  if (remaining_us <= 0) {
+    Bump(deadline_exceeded_);
+    Complete(batch, absl::DeadlineExceededError(
+                        absl::StrCat("redis ", address_, ": deadline passed before sending")));
+    return;
+  }
+  if (outstanding_ + n > options_.max_pending_commands) {
+    Complete(batch, absl::UnavailableError(absl::StrCat("redis ", address_, ": ", outstanding_,
+                                                        " commands already in flight")));
+    return;
+  }
+  batch->replies.resize(n);
+  batch->slots = std::make_unique<CommandSlot[]>(n);
+  batch->remaining = n;
+  batch->timer = AcquireTimer(batch);
+  timeval tv;
+  MicrosToTimeval(remaining_us, &tv);
+  event_add(batch->timer, &tv);
+  for (size_t i = 0; i < n; ++i) {
+    batch->slots[i].batch = batch;
+    if (!SendCommand(batch, i)) {
+      // Commands already queued keep their slots until hiredis calls back; they are dropped then.
+      Complete(batch,
+               absl::UnavailableError(absl::StrCat("redis ", address_, ": cannot queue command")));
+      return;
+    }
+  }
+}
+
+bool RedisConnection::SendCommand(PendingBatch* batch, size_t i) {
+  std::string_view resp = batch->commands.resp(i);
+  CommandSlot* slot = &batch->slots[i];
+  if (ac_ == nullptr || redisAsyncFormattedCommand(ac_, &RedisConnection::OnCommandReply, slot,
+                                                   resp.data(), resp.size()) != REDIS_OK) {
+    return false;
+  }
+  NoteCommandSent();
+  slot->sent_seq = sent_seq_;
+  ++batch->refs;
+  return true;
+}
+
+bool RedisConnection::SendScriptLoad(ScriptState* state) {
+  std::string resp;
+  AppendRespCommand({"SCRIPT", "LOAD", state->script->source()}, &resp);
+  if (ac_ == nullptr || redisAsyncFormattedCommand(ac_, &RedisConnection::OnScriptLoaded, state,
+                                                   resp.data(), resp.size()) != REDIS_OK) {
+    return false;
+  }
+  NoteCommandSent();
+  state->last_load_seq = sent_seq_;
+  return true;
+}
+
+RedisConnection::ScriptState* RedisConnection::StateFor(const RedisScript& script) {
+  auto id = static_cast<size_t>(script.id());
+  if (script_states_.size() <= id) {
+    script_states_.resize(id + 1);
+  }
+  if (script_states_[id] == nullptr) {
+    script_states_[id] = std::make_unique<ScriptState>();
+    script_states_[id]->owner = this;
+    script_states_[id]->script = &script;
+  }
+  return script_states_[id].get();
+}
+
+void RedisConnection::OnScriptLoaded(redisAsyncContext* ac, void* reply, void* privdata) {
+  auto* state = static_cast<ScriptState*>(privdata);
+  RedisConnection* self = state->owner;
+  --self->outstanding_;
+  if (reply == nullptr) {
+    return;
+  }
+  ++self->replies_seen_;
+  auto* r = static_cast<redisReply*>(reply);
+  if (r->type == REDIS_REPLY_ERROR) {
+    // The EVALSHAs behind it meet NOSCRIPT again and end with this error once out of retries.
+    state->last_error = std::string(ReplyText(r));
+    SLUICE_LOG_EVERY_SECONDS(ERROR, 10)
+        << "redis " << self->address_ << ": SCRIPT LOAD of '" << state->script->name()
+        << "' failed: " << state->last_error;
+  } else if (ReplyText(r) != state->script->sha1()) {
+    state->last_error = absl::StrCat("Redis named the script ", std::string(ReplyText(r)),
+                                     ", expected ", state->script->sha1());
+    SLUICE_LOG_EVERY_SECONDS(ERROR, 10) << "redis " << self->address_ << ": script '"
+                                        << state->script->name() << "': " << state->last_error;
+  } else {
+    state->last_error.clear();
+  }
+}
+
+void RedisConnection::OnCommandReply(redisAsyncContext* ac, void* reply, void* privdata) {
+  auto* slot = static_cast<CommandSlot*>(privdata);
+  PendingBatch* batch = slot->batch;
+  RedisConnection* self = batch->owner;
+  --self->outstanding_;
+  --batch->refs;
+  auto* r = static_cast<redisReply*>(reply);
+  if (r != nullptr) {
+    ++self->replies_seen_;
+  }
+  if (batch->completed) {
+    if (r != nullptr) {
+      Bump(self->late_replies_);  // its deadline passed: nobody waits for it any more
+    }
+  } else if (r == nullptr) {
+    self->Complete(batch, self->LostStatus(ac));
+  } else {
+    size_t i = static_cast<size_t>(slot - batch->slots.get());
+    if (batch->commands.script(i) != nullptr && IsNoScript(r)) {
+      self->HealNoScript(batch, i);
+    } else {
+      batch->replies[i] = RedisReply::FromHiredis(*r);
+      if (--batch->remaining == 0) {
+        self->Complete(batch, absl::OkStatus());
+      }
+    }
+  }
+  self->MaybeFree(batch);
+}
+
+void RedisConnection::HealNoScript(PendingBatch* batch, size_t i) {
+  CommandSlot& slot = batch->slots[i];
+  ScriptState* state = StateFor(*batch->commands.script(i));
+  if (++slot.noscript_retries > kMaxNoScriptRetries) {
+    std::string message =
+        absl::StrCat("redis ", address_, ": cannot run script '", state->script->name(), "': ");
+    // Redis refusing the script is a defect, not weather; a script that keeps vanishing is.
+    Complete(batch, state->last_error.empty()
+                        ? absl::UnavailableError(absl::StrCat(message, "it keeps disappearing"))
+                        : absl::InternalError(absl::StrCat(message, state->last_error)));
+    return;
+  }
+  // Redis runs one connection's commands in order. If a SCRIPT LOAD went out after this
+  // EVALSHA, it is ahead of the resend; only an EVALSHA sent after the latest load proves the
+  // script is gone again. So a pipeline of EVALSHAs that all fail after SCRIPT FLUSH costs one
+  // load, and the resends follow it at once instead of waiting a round trip for its reply.
+  if (state->last_load_seq < slot.sent_seq) {
+    if (!SendScriptLoad(state)) {
+      Complete(batch, absl::UnavailableError(
+                          absl::StrCat("redis ", address_, ": cannot queue SCRIPT LOAD")));
+      return;
+    }
+    Bump(script_loads_);
+  }
+  if (!SendCommand(batch, i)) {
+    Complete(batch, absl::UnavailableError(absl::StrCat("redis ", address_, ": connection lost")));
+    return;
+  }
+  Bump(noscript_retries_);
+}
+
+void RedisConnection::OnBatchDeadline(int fd, short events, void* arg) {
+  auto* batch = static_cast<PendingBatch*>(arg);
+  RedisConnection* self = batch->owner;
+  int64_t remaining_us = batch->deadline_us - self->clock_.MonotonicMicros();
+  if (remaining_us > 0) {
+    // libevent's clock ran ahead of the injected one; wait for the latter.
+    timeval tv;
+    MicrosToTimeval(remaining_us, &tv);
+    event_add(batch->timer, &tv);
+    return;
+  }
+  Bump(self->deadline_exceeded_);
+  self->Complete(batch, absl::DeadlineExceededError(absl::StrCat(
+                            "redis ", self->address_, ": no reply before the deadline")));
+  self->MaybeFree(batch);
+}
+
+void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
+  if (batch->completed) {
+    return;
+  }
+  batch->completed = true;
+  if (batch->timer != nullptr) {
+    ReleaseTimer(batch->timer);
+    batch->timer = nullptr;
+  }
+  BatchCallback done = std::move(batch->done);
+  if (status.ok()) {
+    std::move(done)(std::move(status), absl::MakeSpan(batch->replies));
+  } else {
+    std::move(done)(std::move(status), {});
+  }
+  // Late replies need only the slots; let the rest go now rather than when they come.
+  batch->commands = CommandBatch();
+  batch->replies = std::vector<RedisReply>();
+}
+
+void RedisConnection::MaybeFree(PendingBatch* batch) {
+  if (batch->completed && batch->refs == 0) {
+    delete batch;
+  }
+}
+
+absl::Status RedisConnection::LostStatus(const redisAsyncContext* ac) const {
+  const char* why = ac->err != 0           ? ac->errstr
+                    : drop_reason_.empty() ? "connection closed"
+                                           : drop_reason_.c_str();
+  return absl::UnavailableError(absl::StrCat("redis ", address_, ": connection lost: ", why));
+}
+
+event* RedisConnection::AcquireTimer(PendingBatch* batch) {
+  event* timer;
+  if (free_timers_.empty()) {
+    timer = event_new(loop_.base(), -1, 0, &RedisConnection::OnBatchDeadline, batch);
+  } else {
+    timer = free_timers_.back();
+    free_timers_.pop_back();
+    event_assign(timer, loop_.base(), -1, 0, &RedisConnection::OnBatchDeadline, batch);
+  }
+  return timer;
+}
+
+void RedisConnection::ReleaseTimer(event* timer) {
+  event_del(timer);
+  free_timers_.push_back(timer);
+}
+
+}  // namespace sluice

@@ -1,0 +1,286 @@
+#include "server/redis/redis_client.h"
+
+#include <algorithm>
+#include <charconv>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/logging.h"
+
+namespace sluice {
+namespace {
+
+// Splits "host:port" or "[v6-address]:port".
+absl::Status ParseAddress(const std::string& address, std::string* host, int* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis address '", address, "' is not host:port"));
+  }
+  std::string_view host_part = std::string_view(address).substr(0, colon);
+  if (host_part.front() == '[') {
+    if (host_part.size() < 3 || host_part.back() != ']') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis address '", address, "' has a malformed [IPv6] host"));
+    }
+    host_part = host_part.substr(1, host_part.size() - 2);
+  }
+  std::string_view port_part = std::string_view(address).substr(colon + 1);
+  int value = 0;
+  auto [end, error] = std::from_chars(port_part.data(), port_part.data() + port_part.size(), value);
+  if (error != std::errc() || end != port_part.data() + port_part.size() || value <= 0 ||
+      value > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis address '", address, "' has an invalid port"));
+  }
+  *host = std::string(host_part);
+  *port = value;
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const RedisClientOptions& options, bool own_loops) {
+  if (own_loops && options.io_threads < 1) {
+    return absl::InvalidArgumentError("redis io_threads must be at least 1");
+  }
+  if (options.connections_per_thread < 1) {
+    return absl::InvalidArgumentError("redis connections_per_thread must be at least 1");
+  }
+  if (options.db < 0) {
+    return absl::InvalidArgumentError("redis db must not be negative");
+  }
+  if (options.connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("redis connect_timeout must be positive");
+  }
+  if (options.backoff_min <= absl::ZeroDuration() || options.backoff_max < options.backoff_min) {
+    return absl::InvalidArgumentError("redis backoff needs 0 < backoff_min <= backoff_max");
+  }
+  if (options.stall_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("redis stall_timeout must not be negative");
+  }
+  if (options.max_pending_commands < 1) {
+    return absl::InvalidArgumentError("redis max_pending_commands must be at least 1");
+  }
+  if (!options.username.empty() && options.password.empty()) {
+    return absl::InvalidArgumentError("a redis username needs a password");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOptions options,
+                                                                 const Clock& clock,
+                                                                 RedisClientResources resources) {
+  if (absl::Status status = Validate(options, resources.loops.empty()); !status.ok()) {
+    return status;
+  }
+  RedisConnectionOptions connection_options;
+  if (absl::Status status =
+          ParseAddress(options.address, &connection_options.host, &connection_options.port);
+      !status.ok()) {
+    return status;
+  }
+  connection_options.username = options.username;
+  connection_options.password = options.password;
+  connection_options.db = options.db;
+  connection_options.connect_timeout_us = absl::ToInt64Microseconds(options.connect_timeout);
+  connection_options.backoff_min_us = absl::ToInt64Microseconds(options.backoff_min);
+  connection_options.backoff_max_us = absl::ToInt64Microseconds(options.backoff_max);
+  connection_options.stall_timeout_us = absl::ToInt64Microseconds(options.stall_timeout);
+  connection_options.max_pending_commands = options.max_pending_commands;
+
+  std::unique_ptr<RedisClient> client(new RedisClient(std::move(options), clock));
+  if (absl::Status status = client->Start(std::move(resources), std::move(connection_options));
+      !status.ok()) {
+    return status;
+  }
+  return client;
+}
+
+RedisClient::RedisClient(RedisClientOptions options, const Clock& clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+absl::Status RedisClient::Start(RedisClientResources resources,
+                                RedisConnectionOptions connection_options) {
+  scripts_ =
+      resources.scripts != nullptr ? std::move(resources.scripts) : std::make_shared<ScriptCache>();
+  RandomFn random = resources.random ? std::move(resources.random) : DefaultRandom();
+  if (resources.loops.empty()) {
+    for (int i = 0; i < options_.io_threads; ++i) {
+      absl::StatusOr<std::unique_ptr<EventLoop>> loop =
+          EventLoop::Create(absl::StrCat("redis-io-", i));
+      if (!loop.ok()) {
+        return loop.status();
+      }
+      loops_.push_back(loop->get());
+      owned_loops_.push_back(*std::move(loop));
+    }
+  } else {
+    loops_ = std::move(resources.loops);
+  }
+
+  // Connections are built on their own loop's thread: from then on nothing else touches them.
+  size_t per_loop = static_cast<size_t>(options_.connections_per_thread);
+  connections_.resize(loops_.size() * per_loop);
+  RunOnEachLoop([&](size_t loop_index) {
+    for (size_t k = 0; k < per_loop; ++k) {
+      auto connection =
+          std::make_unique<RedisConnection>(*loops_[loop_index], connection_options, clock_,
+                                            std::shared_ptr<const ScriptCache>(scripts_), random,
+                                            [this](bool ready) { OnReadyChange(ready); });
+      connection->Start();
+      connections_[loop_index * per_loop + k] = std::move(connection);
+    }
+  });
+  return absl::OkStatus();
+}
+
+RedisClient::~RedisClient() {
+  Stop();
+  // Closed connections have nothing registered on their loop any more, but their timers still
+  // belong to it: release them there.
+  RunOnEachLoop([&](size_t loop_index) {
+    for (auto* connection : ConnectionsOn(loop_index)) {
+      connection->reset();
+    }
+  });
+  owned_loops_.clear();
+}
+
+void RedisClient::RunOnEachLoop(const std::function<void(size_t loop_index)>& work) {
+  std::mutex mu;
+  std::condition_variable finished;
+  size_t remaining = loops_.size();
+  for (size_t i = 0; i < loops_.size(); ++i) {
+    auto run = [&, i] {
+      work(i);
+      std::lock_guard<std::mutex> lock(mu);
+      if (--remaining == 0) {
+        finished.notify_all();
+      }
+    };
+    if (!loops_[i]->Post(run)) {
+      run();  // the loop has stopped, so its thread is gone: this thread may act for it
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  finished.wait(lock, [&] { return remaining == 0; });
+}
+
+void RedisClient::Execute(CommandBatch batch, int64_t deadline_monotonic_us, BatchCallback done) {
+  // seq_cst pairs with Stop: either Stop sees this call in executing_ and waits for it, or this
+  // call sees stopped_.
+  executing_.fetch_add(1, std::memory_order_seq_cst);
+  if (stopped_.load(std::memory_order_seq_cst)) {
+    executing_.fetch_sub(1, std::memory_order_release);
+    std::move(done)(
+        absl::UnavailableError(absl::StrCat("redis ", options_.address, ": client stopped")), {});
+    return;
+  }
+  Pick()->Submit(std::move(batch), deadline_monotonic_us, std::move(done));
+  executing_.fetch_sub(1, std::memory_order_release);
+}
+
+std::vector<std::unique_ptr<RedisConnection>*> RedisClient::ConnectionsOn(size_t loop_index) {
+  std::vector<std::unique_ptr<RedisConnection>*> on_loop;
+  size_t per_loop = static_cast<size_t>(options_.connections_per_thread);
+  for (size_t k = loop_index * per_loop; k < (loop_index + 1) * per_loop; ++k) {
+    // Fewer if Create failed half-way.
+    if (k < connections_.size() && connections_[k] != nullptr) {
+      on_loop.push_back(&connections_[k]);
+    }
+  }
+  return on_loop;
+}
+
+RedisConnection* RedisClient::Pick() {
+  size_t n = connections_.size();
+  size_t start = static_cast<size_t>(next_connection_.fetch_add(1, std::memory_order_relaxed));
+  for (size_t k = 0; k < n; ++k) {
+    RedisConnection* connection = connections_[(start + k) % n].get();
+    if (connection->ready()) {
+      return connection;
+    }
+  }
+  // None ready: this one fails the batch at once on its thread.
+  return connections_[start % n].get();
+}
+
+absl::StatusOr<const RedisScript*> RedisClient::RegisterScript(std::string_view name,
+                                                               std::string_view source) {
+  return scripts_->Register(name, source);
+}
+
+void RedisClient::OnReadyChange(bool ready) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ready_count_ += ready ? 1 : -1;
+  changed_.notify_all();
+}
+
+bool RedisClient::WaitUntilReady(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  int all = static_cast<int>(connections_.size());
+  // Clamped so that an infinite timeout does not overflow the clock arithmetic.
+  changed_.wait_for(
+      lock, absl::ToChronoMicroseconds(std::min(timeout, absl::Hours(24 * 365))),
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || ready_count_ == all; });
+  return !stopping_ && ready_count_ == all;
+}
+
+int RedisClient::ready_connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ready_count_;
+}
+
+RedisClientStats RedisClient::stats() const {
+  RedisClientStats stats;
+  stats.connections = static_cast<int>(connections_.size());
+  stats.ready_connections = ready_connections();
+  for (const auto& connection : connections_) {
+    RedisConnectionStats one = connection->stats();
+    stats.totals.connects += one.connects;
+    stats.totals.disconnects += one.disconnects;
+    stats.totals.script_loads += one.script_loads;
+    stats.totals.noscript_retries += one.noscript_retries;
+    stats.totals.deadline_exceeded += one.deadline_exceeded;
+    stats.totals.late_replies += one.late_replies;
+  }
+  return stats;
+}
+
+void RedisClient::Stop() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_) {
+      changed_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_done_; });
+      return;
+    }
+    stopping_ = true;
+    changed_.notify_all();  // WaitUntilReady gives up
+  }
+  for (EventLoop* loop : loops_) {
+    if (loop->IsLoopThread()) {
+      SLUICE_LOG(FATAL) << "RedisClient::Stop called on one of its I/O threads";
+    }
+  }
+  stopped_.store(true, std::memory_order_seq_cst);
+  // Short: an Execute in this window is only pushing onto a queue.
+  while (executing_.load(std::memory_order_seq_cst) != 0) {
+    std::this_thread::yield();
+  }
+  // Every Submit has now posted its drain task, so each loop runs those before this Close.
+  RunOnEachLoop([&](size_t loop_index) {
+    for (auto* connection : ConnectionsOn(loop_index)) {
+      (*connection)->Close();
+    }
+  });
+  for (auto& loop : owned_loops_) {
+    loop->Stop();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_done_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace sluice

@@ -1,0 +1,181 @@
+// The asynchronous, pipelined client of one Redis server (standalone, or one node of a
+// cluster). Callers hand it a CommandBatch with a deadline and return at once; the batch's
+// callback runs later on an I/O thread with all replies in order, or with an error status.
+//
+//   auto client = RedisClient::Create({.address = "127.0.0.1:6379"}, RealClock::Get());
+//   const RedisScript* script = *(*client)->RegisterScript("token_bucket", source);
+//   CommandBatch batch;
+//   batch.AddEvalSha(*script, {key}, {"10", "1"});
+//   (*client)->Execute(std::move(batch), clock.MonotonicMicros() + 10000,
+//                      [](absl::Status status, absl::Span<RedisReply> replies) { ... });
+//
+// Shape: `io_threads` EventLoops, each owning `connections_per_thread` RedisConnections. Execute
+// picks a ready connection round-robin and pushes the batch onto its lock-free queue; the
+// first push of a burst wakes the loop, which writes the whole burst in one go (pipelining comes
+// from batching, never from waiting). Transient trouble never blocks a caller: a batch with no
+// ready connection fails at once with kUnavailable, one without replies in time fails at its
+// deadline with kDeadlineExceeded (its late replies are dropped), NOSCRIPT is healed inside.
+//
+// For a cluster layer: the client knows nothing of slots. MOVED/ASK/TRYAGAIN come back as error
+// replies in the batch; a cluster client keeps one RedisClient per node address, all sharing
+// one set of loops and one ScriptCache (RedisClientResources), and re-sends commands with
+// CommandBatch::AddFormatted. A batch goes out back-to-back on one connection, so
+// [ASKING, command] stays a pair.
+//
+// Thread-safety: every method is safe from any thread. Callbacks run on the client's I/O
+// threads (or, after Stop, inline on the caller's stack) and must not block; they may call
+// Execute. Stop and the destructor must not be called from a callback.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/common/clock.h"
+#include "server/redis/backoff.h"
+#include "server/redis/command_batch.h"
+#include "server/redis/connection.h"
+#include "server/redis/event_loop.h"
+#include "server/redis/reply.h"
+#include "server/redis/script_cache.h"
+
+namespace sluice {
+
+struct RedisClientOptions {
+  // "host:port" or "[ipv6]:port". A host name is resolved at every connect, on the I/O thread.
+  std::string address{};
+  // AUTH: `password` alone for requirepass, `username` and `password` for an ACL user.
+  std::string username{};
+  std::string password{};
+  int db = 0;
+  // Ignored when RedisClientResources::loops is given.
+  int io_threads = 1;
+  int connections_per_thread = 1;
+  // TCP connect plus AUTH/SELECT/SCRIPT LOAD/PING.
+  absl::Duration connect_timeout = absl::Seconds(1);
+  // Reconnect delays: doubling from min to max, each jittered into the upper half of its step.
+  absl::Duration backoff_min = absl::Milliseconds(20);
+  absl::Duration backoff_max = absl::Seconds(2);
+  // A connection with commands outstanding that reads nothing for this long is dropped and
+  // reconnected (hung server, silent network loss). Zero disables.
+  absl::Duration stall_timeout = absl::Seconds(3);
+  // Per connection: a batch that would exceed this many commands on the wire fails fast.
+  size_t max_pending_commands = 65536;
+};
+
+// Collaborators several clients may share, e.g. the per-node clients of a cluster client.
+// Every field is optional.
+struct RedisClientResources {
+  // Run the connections on these loops (connections_per_thread on each) instead of starting
+  // io_threads loops of the client's own. They must keep running until the client is destroyed.
+  std::vector<EventLoop*> loops{};
+  // Scripts to load on connect and to heal NOSCRIPT with; default: a cache of the client's own.
+  std::shared_ptr<ScriptCache> scripts{};
+  // Jitter for reconnect delays; called on I/O threads, possibly concurrently.
+  // Default: DefaultRandom().
+  RandomFn random{};
+};
+
+// Totals over the client's connections; see RedisConnectionStats.
+struct RedisClientStats {
+  int connections = 0;
+  int ready_connections = 0;
+  RedisConnectionStats totals;
+};
+
+class RedisClient {
+ public:
+  // Validates `options`, starts the loops and begins connecting; returns without waiting for
+  // Redis (see WaitUntilReady). kInvalidArgument for bad options. `clock` (whose
+  // MonotonicMicros deadlines are measured in) must outlive the client.
+  static absl::StatusOr<std::unique_ptr<RedisClient>> Create(RedisClientOptions options,
+                                                             const Clock& clock,
+                                                             RedisClientResources resources = {});
+
+  // Stop()s, then releases the connections and the client's own loops.
+  ~RedisClient();
+
+  RedisClient(const RedisClient&) = delete;
+  RedisClient& operator=(const RedisClient&) = delete;
+
+  // Sends every command of `batch`, pipelined, on one connection. Never blocks. `done` runs
+  // exactly once, on an I/O thread:
+  //   OK                 with one reply per command, in order (Redis errors such as WRONGTYPE,
+  //                      MOVED or ASK are error replies; NOSCRIPT never is);
+  //   kUnavailable       at once if no connection is ready, or when the connection is lost,
+  //                      or when too many commands are in flight;
+  //   kDeadlineExceeded  when `deadline_monotonic_us` (clock.MonotonicMicros()) passes first;
+  //                      replies that come later are dropped;
+  //   kInternal          if Redis refuses to load a script the batch runs (SCRIPT LOAD error).
+  // After Stop, `done` runs inline, before Execute returns, with kUnavailable.
+  // A batch must not contain commands that change the connection's mode or state for later
+  // batches (SUBSCRIBE, MONITOR, SELECT, blocking commands such as BLPOP).
+  void Execute(CommandBatch batch, int64_t deadline_monotonic_us, BatchCallback done);
+
+  // Registers a Lua script for EVALSHA (see ScriptCache::Register). Connections up already
+  // load it on first use; later connections load it during their handshake.
+  absl::StatusOr<const RedisScript*> RegisterScript(std::string_view name, std::string_view source);
+  ScriptCache& scripts() const { return *scripts_; }
+
+  // Blocks until every connection is ready, up to `timeout`; true if they are. For start-up
+  // and tests, never for a request path. REQUIRES: not on an I/O thread.
+  bool WaitUntilReady(absl::Duration timeout);
+
+  // Connections ready right now.
+  int ready_connections() const;
+  RedisClientStats stats() const;
+
+  // Closes every connection (pending batches complete with kUnavailable) and stops the
+  // client's own loops; later Executes fail inline. Blocks until done; idempotent.
+  // REQUIRES: not on one of the client's I/O threads.
+  void Stop();
+
+  const std::string& address() const { return options_.address; }
+  const RedisClientOptions& options() const { return options_; }
+
+ private:
+  RedisClient(RedisClientOptions options, const Clock& clock);
+
+  absl::Status Start(RedisClientResources resources, RedisConnectionOptions connection_options);
+  RedisConnection* Pick();
+  // The (non-null) connections of loops_[loop_index].
+  std::vector<std::unique_ptr<RedisConnection>*> ConnectionsOn(size_t loop_index);
+  void OnReadyChange(bool ready);
+  // Runs `work(i)` for each loop i on that loop's thread (inline if the loop is not running)
+  // and waits for all of them.
+  void RunOnEachLoop(const std::function<void(size_t loop_index)>& work);
+
+  const RedisClientOptions options_;
+  const Clock& clock_;
+  std::shared_ptr<ScriptCache> scripts_;
+  std::vector<std::unique_ptr<EventLoop>> owned_loops_;
+  std::vector<EventLoop*> loops_;
+  // connections_[loop * connections_per_thread + k] lives on loops_[loop]. Fixed after Create;
+  // each is created, closed and destroyed on its loop's thread.
+  std::vector<std::unique_ptr<RedisConnection>> connections_;
+  std::atomic<uint64_t> next_connection_{0};
+  // Execute calls between their stopped_ check and the end of their push; Stop waits for them
+  // to drain so that nothing reaches a connection after it is closed.
+  std::atomic<int64_t> executing_{0};
+  std::atomic<bool> stopped_{false};
+
+  // Not absl::Mutex: see the note in event_loop.h.
+  mutable std::mutex mu_;
+  std::condition_variable changed_;  // ready_count_ or stop_done_ changed
+  int ready_count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace sluice

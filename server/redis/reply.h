@@ -1,0 +1,76 @@
+// An owned Redis reply (RESP2: nil, status, error, integer, bulk string, array), converted from
+// hiredis' redisReply so that nothing above this layer sees hiredis types or their lifetimes.
+// A plain value type: copyable, movable, no shared state; distinct objects may be used from
+// different threads, one object needs external synchronization like any std container.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+struct redisReply;  // hiredis/hiredis.h
+
+namespace sluice {
+
+class RedisReply {
+ public:
+  enum class Type : uint8_t { kNil, kStatus, kError, kInteger, kString, kArray };
+
+  // A nil reply.
+  RedisReply() = default;
+
+  static RedisReply Nil() { return RedisReply(); }
+  static RedisReply Status(std::string text) { return RedisReply(Type::kStatus, std::move(text)); }
+  // `text` is the whole error line without the leading '-', e.g. "NOSCRIPT No matching script".
+  static RedisReply Error(std::string text) { return RedisReply(Type::kError, std::move(text)); }
+  static RedisReply String(std::string bytes) {
+    return RedisReply(Type::kString, std::move(bytes));
+  }
+  static RedisReply Integer(int64_t value);
+  static RedisReply Array(std::vector<RedisReply> elements);
+
+  // A deep copy of a hiredis reply; `reply` keeps its owner (hiredis frees it after the callback).
+  static RedisReply FromHiredis(const redisReply& reply);
+
+  Type type() const { return type_; }
+  bool is_nil() const { return type_ == Type::kNil; }
+  bool is_status() const { return type_ == Type::kStatus; }
+  bool is_error() const { return type_ == Type::kError; }
+  bool is_integer() const { return type_ == Type::kInteger; }
+  bool is_string() const { return type_ == Type::kString; }
+  bool is_array() const { return type_ == Type::kArray; }
+
+  // REQUIRES: is_integer(). Otherwise 0.
+  int64_t integer() const { return integer_; }
+  // The text of a status or error, or the bytes of a bulk string; empty for other types.
+  const std::string& str() const { return str_; }
+  // The elements of an array; empty for other types.
+  const std::vector<RedisReply>& elements() const { return elements_; }
+  std::vector<RedisReply>& mutable_elements() { return elements_; }
+
+  // The first word of an error reply ("NOSCRIPT", "MOVED", "ASK", "WRONGTYPE", "ERR"), which
+  // is how Redis names its errors; empty if this is not an error.
+  std::string_view ErrorCode() const;
+
+  // A compact, readable rendering for logs and test failures, e.g. [1, "a", (nil), -ERR x].
+  std::string DebugString() const;
+
+  friend bool operator==(const RedisReply& a, const RedisReply& b);
+  friend bool operator!=(const RedisReply& a, const RedisReply& b) { return !(a == b); }
+
+ private:
+  RedisReply(Type type, std::string str) : type_(type), str_(std::move(str)) {}
+
+  Type type_ = Type::kNil;
+  int64_t integer_ = 0;
+  std::string str_;
+  std::vector<RedisReply> elements_;
+};
+
+// For gtest and logs.
+void PrintTo(const RedisReply& reply, std::ostream* os);
+
+}  // namespace sluice

@@ -1,0 +1,196 @@
+#include "tests/support/redis_server.h"
+
+#include <hiredis/hiredis.h>
+#include <signal.h>
+
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace sluice::testing {
+namespace {
+
+struct ContextDeleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+timeval ToTimeval(std::chrono::milliseconds ms) {
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
+  return tv;
+}
+
+std::string Render(const redisReply& reply) {
+  switch (reply.type) {
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_ERROR:
+      return std::string(reply.str, reply.len);
+    case REDIS_REPLY_INTEGER:
+      return absl::StrCat(reply.integer);
+    case REDIS_REPLY_ARRAY: {
+      std::vector<std::string> parts;
+      for (size_t i = 0; i < reply.elements; ++i) {
+        parts.push_back(Render(*reply.element[i]));
+      }
+      return absl::StrJoin(parts, "\n");
+    }
+    default:
+      return "(nil)";
+  }
+}
+
+// Sends `args` and reads the reply. kUnavailable on I/O failure, kUnknown on an error reply.
+absl::StatusOr<std::string> RunOn(redisContext* c, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  for (const std::string& arg : args) {
+    argv.push_back(arg.data());
+    lengths.push_back(arg.size());
+  }
+  ReplyPtr reply(static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data())));
+  if (reply == nullptr) {
+    return absl::UnavailableError(absl::StrCat("redis I/O error: ", c->errstr));
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return absl::UnknownError(Render(*reply));
+  }
+  return Render(*reply);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions options) {
+  std::unique_ptr<RedisServer> server(new RedisServer(std::move(options)));
+  if (absl::Status status = server->Launch(); !status.ok()) {
+    return status;
+  }
+  return server;
+}
+
+RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(options)) {
+  port_ = options_.port != 0 ? options_.port : FreePort();
+  std::string config = absl::StrCat("port ", port_,
+                                    "\n"
+                                    "bind 127.0.0.1\n"
+                                    "save \"\"\n"
+                                    "appendonly no\n"
+                                    "daemonize no\n"
+                                    "logfile \"\"\n"
+                                    "dir ",
+                                    dir_.path(), "\n");
+  if (!options_.password.empty()) {
+    absl::StrAppend(&config, "requirepass ", options_.password, "\n");
+  }
+  for (const std::string& user : options_.acl_users) {
+    absl::StrAppend(&config, "user ", user, "\n");
+  }
+  for (const std::string& line : options_.extra_config) {
+    absl::StrAppend(&config, line, "\n");
+  }
+  config_path_ = dir_.WriteFile("redis.conf", config);
+}
+
+RedisServer::~RedisServer() {
+  if (paused_) {
+    Resume();
+  }
+  process_.reset();
+}
+
+std::string RedisServer::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+pid_t RedisServer::pid() const { return process_ != nullptr ? process_->pid() : -1; }
+
+bool RedisServer::running() { return process_ != nullptr && process_->running(); }
+
+absl::Status RedisServer::Launch() {
+  paused_ = false;
+  process_ = std::make_unique<ChildProcess>(std::vector<std::string>{options_.binary, config_path_},
+                                            dir_.path() + "/redis.log");
+  auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  absl::Status last = absl::UnavailableError("not started yet");
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!process_->running()) {
+      return absl::InternalError(
+          absl::StrCat("redis-server exited during start-up; log:\n", ReadLog()));
+    }
+    absl::StatusOr<std::string> pong = Command({"PING"}, std::chrono::milliseconds(500));
+    if (pong.ok()) {
+      return absl::OkStatus();
+    }
+    last = pong.status();
+    // Polling for the server to come up: there is no event to wait on.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "redis-server on port ", port_, " did not answer: ", last.ToString(), "; log:\n", ReadLog()));
+}
+
+absl::Status RedisServer::Restart() {
+  if (paused_) {
+    Resume();
+  }
+  if (process_ != nullptr && process_->running()) {
+    if (process_->Stop(SIGTERM, std::chrono::seconds(10)) == -1) {
+      process_->Kill();
+    }
+  }
+  return Launch();
+}
+
+void RedisServer::Kill() {
+  if (process_ != nullptr) {
+    if (paused_) {
+      Resume();
+    }
+    process_->Kill();
+  }
+}
+
+void RedisServer::Pause() {
+  if (process_ != nullptr && !paused_) {
+    ::kill(process_->pid(), SIGSTOP);
+    paused_ = true;
+  }
+}
+
+void RedisServer::Resume() {
+  if (process_ != nullptr && paused_) {
+    ::kill(process_->pid(), SIGCONT);
+    paused_ = false;
+  }
+}
+
+absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>& args,
+                                                 std::chrono::milliseconds timeout) {
+  ContextPtr c(redisConnectWithTimeout("127.0.0.1", port_, ToTimeval(timeout)));
+  if (c == nullptr || c->err != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to 127.0.0.1:", port_, ": ",
+                                               c != nullptr ? c->errstr : "out of memory"));
+  }
+  redisSetTimeout(c.get(), ToTimeval(timeout));
+  if (!options_.password.empty()) {
+    absl::StatusOr<std::string> auth = RunOn(c.get(), {"AUTH", options_.password});
+    if (!auth.ok()) {
+      return auth.status();
+    }
+  }
+  return RunOn(c.get(), args);
+}
+
+std::string RedisServer::ReadLog() const {
+  return process_ != nullptr ? process_->ReadLog() : std::string();
+}
+
+}  // namespace sluice::testing
