@@ -25,8 +25,8 @@
 //     bits. Build with -ffp-contract=off: a fused multiply-add would change them.
 //   - retry_after and reset_after are exact: the first whole microsecond at which the request
 //     is admitted (or the state is fresh again), never one early nor one late. Where rounding
-//     can shift the analytic answer, it is corrected by stepping whole microseconds
-//     (algorithm_internal.h).
+//     can shift the analytic answer, it is corrected by searching whole microseconds around
+//     it (algorithm_internal.h). Every reported duration saturates at 2^53 us (285 years).
 #pragma once
 
 #include "absl/strings/string_view.h"

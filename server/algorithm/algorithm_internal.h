@@ -12,15 +12,20 @@
 
 namespace sluice::algorithm_internal {
 
-// ceil(x) as whole microseconds, saturated to the int64 range. Lua: math.ceil(x).
+// The longest duration any decision reports, 2^53 us (about 285 years): every duration and
+// time then stays exact in a double, which is all Lua has, and no sum of a time and a duration
+// can overflow. A limit so slow that it needs longer reports this instead.
+inline constexpr int64_t kMaxDurationUs = int64_t{1} << 53;
+
+// ceil(x) as whole microseconds, saturated to [-kMaxDurationUs, kMaxDurationUs].
+// Lua: math.min(math.max(math.ceil(x), -2^53), 2^53).
 inline int64_t CeilMicros(double x) {
-  // 2^63 is exactly representable, so the comparisons below are exact.
-  constexpr double kLimit = 9223372036854775808.0;
+  constexpr double kLimit = static_cast<double>(kMaxDurationUs);
   if (!(x < kLimit)) {
-    return std::numeric_limits<int64_t>::max();
+    return kMaxDurationUs;
   }
   if (x <= -kLimit) {
-    return std::numeric_limits<int64_t>::min();
+    return -kMaxDurationUs;
   }
   return static_cast<int64_t>(std::ceil(x));
 }
@@ -38,7 +43,7 @@ inline uint64_t FloorRemaining(double x) {
   return static_cast<uint64_t>(std::floor(x));
 }
 
-// epoch-aligned start of the window of length `period_us` that holds `now_us`, i.e.
+// The epoch-aligned start of the window of length `period_us` that holds `now_us`, i.e.
 // floor(now_us / period_us) * period_us, also for negative times. Lua computes it with
 // math.floor(now / period) * period, which is exact for |now| < 2^53.
 // REQUIRES: period_us > 0.
@@ -50,18 +55,20 @@ inline int64_t WindowStart(int64_t now_us, int64_t period_us) {
   return quotient * period_us;
 }
 
-// The smallest time t > after_us at which `admits(t)` holds, searched from the analytic
-// estimate `guess_us`. Rounding can move the true answer off the estimate (usually by one
+// The smallest time t in (after_us, after_us + kMaxDurationUs] at which `admits(t)` holds, or
+// after_us + kMaxDurationUs if there is none that early, searched from the analytic estimate
+// `guess_us`. Rounding can move the true answer off the estimate (usually by one
 // microsecond; by thousands when a tiny refill per microsecond is absorbed into a large
 // double), so the search gallops away from the estimate in doubling steps until the answer is
 // bracketed, then bisects. Because the result depends only on `admits`, it is the same whatever
 // rounding the estimate suffered; an exact estimate costs two evaluations.
-// REQUIRES: admits is monotone (once true, true at every later time), eventually true, and
-// false at after_us itself. Lua: the same search, with math.floor for the halving.
+// REQUIRES: admits is monotone (once true, true at every later time) and false at after_us
+// itself; |after_us| <= 2^62. Lua: the same search, with math.floor for the halving.
 template <typename Predicate>
 int64_t FirstAdmittedTime(int64_t after_us, int64_t guess_us, const Predicate& admits) {
+  const int64_t latest = after_us + kMaxDurationUs;
   // Invariant once bracketed: admits(hi), and lo == after_us or !admits(lo).
-  int64_t hi = guess_us > after_us ? guess_us : after_us + 1;
+  int64_t hi = guess_us <= after_us ? after_us + 1 : guess_us > latest ? latest : guess_us;
   int64_t lo;
   int64_t step = 1;
   if (admits(hi)) {
@@ -75,13 +82,14 @@ int64_t FirstAdmittedTime(int64_t after_us, int64_t guess_us, const Predicate& a
       lo = after_us;
     }
   } else {
-    lo = hi;
-    hi = lo + step;
-    while (!admits(hi)) {
+    do {
+      if (hi == latest) {
+        return latest;
+      }
       lo = hi;
+      hi = lo + step > latest ? latest : lo + step;
       step *= 2;
-      hi = lo + step;
-    }
+    } while (!admits(hi));
   }
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;

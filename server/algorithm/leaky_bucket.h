@@ -19,9 +19,9 @@
 //   retry     = first admitted time of "drain(t) + hits <= B" from the estimate
 //               last + ceil(((level + hits - B) * P) / L), minus now. When hits > B (never
 //               admitted): retry = reset.
-//   "First admitted time" is FirstAdmittedTime in algorithm_internal.h: the analytic estimate
-//   corrected by whole microseconds, so the answer is exact whatever the rounding, and drain
-//   runs on the state as stored after this decision.
+//   "First admitted time" is FirstAdmittedTime in algorithm_internal.h: a search around the
+//   analytic estimate, so the answer is exact whatever the rounding (and capped at 2^53 us);
+//   drain runs on the state as stored after this decision.
 //   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
 #pragma once
 

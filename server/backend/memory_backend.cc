@@ -74,7 +74,7 @@ void MemoryBackend::EvaluateGroup(absl::Span<const LimitCheck> checks,
   std::sort(shard_ids.begin(), shard_ids.end());
   shard_ids.erase(std::unique(shard_ids.begin(), shard_ids.end()), shard_ids.end());
   for (size_t s : shard_ids) {
-    shards_[s].mu.Lock();
+    shards_[s].mu.lock();
   }
 
   // Decide on copies first; commit only if every check admits.
@@ -84,7 +84,6 @@ void MemoryBackend::EvaluateGroup(absl::Span<const LimitCheck> checks,
   bool all_allowed = true;
   for (size_t i : group) {
     Shard& shard = shards_[ShardIndex(checks[i].key)];
-    shard.mu.AssertHeld();
     Entry& entry = EntryFor(shard, checks[i], now_us, held);
     held.push_back(checks[i].key);
     entries.push_back(&entry);
@@ -101,7 +100,7 @@ void MemoryBackend::EvaluateGroup(absl::Span<const LimitCheck> checks,
   }
 
   for (auto it = shard_ids.rbegin(); it != shard_ids.rend(); ++it) {
-    shards_[*it].mu.Unlock();
+    shards_[*it].mu.unlock();
   }
 }
 
@@ -115,7 +114,7 @@ void MemoryBackend::EvaluateInto(absl::Span<const LimitCheck> checks,
                    (i + 1 < checks.size() && checks[i + 1].group == checks[i].group);
     if (!grouped) {
       Shard& shard = shards_[ShardIndex(checks[i].key)];
-      absl::MutexLock lock(&shard.mu);
+      std::lock_guard<std::mutex> lock(shard.mu);
       Entry& entry = EntryFor(shard, checks[i], now_us);
       Decision& d = (*decisions)[i];
       d = ::sluice::Evaluate(checks[i].params, entry.state, now_us, checks[i].hits);
@@ -142,7 +141,7 @@ void MemoryBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallba
 size_t MemoryBackend::KeyCount() const {
   size_t n = 0;
   for (size_t s = 0; s < std::max<size_t>(1, options_.shards); ++s) {
-    absl::MutexLock lock(&shards_[s].mu);
+    std::lock_guard<std::mutex> lock(shards_[s].mu);
     n += shards_[s].entries.size();
   }
   return n;
@@ -151,7 +150,7 @@ size_t MemoryBackend::KeyCount() const {
 uint64_t MemoryBackend::EvictionCount() const {
   uint64_t n = 0;
   for (size_t s = 0; s < std::max<size_t>(1, options_.shards); ++s) {
-    absl::MutexLock lock(&shards_[s].mu);
+    std::lock_guard<std::mutex> lock(shards_[s].mu);
     n += shards_[s].evictions;
   }
   return n;

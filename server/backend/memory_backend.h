@@ -10,13 +10,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/node_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "server/algorithm/algorithm.h"
 #include "server/backend/backend.h"
 #include "server/common/clock.h"
@@ -55,8 +55,10 @@ class MemoryBackend final : public Backend {
     Algorithm algorithm;
     int64_t expires_at_us = 0;
   };
+  // std::mutex rather than absl::Mutex: Debian's abseil is not built with sanitizer hooks, so
+  // ThreadSanitizer cannot see absl::Mutex and would report false races.
   struct Shard {
-    mutable absl::Mutex mu;
+    mutable std::mutex mu;
     // Node-based so that an Entry& stays valid while a group inserts its other keys.
     absl::node_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
     int64_t next_sweep_us ABSL_GUARDED_BY(mu) = 0;

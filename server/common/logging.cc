@@ -78,6 +78,13 @@ LogMessage::~LogMessage() {
   }
 }
 
+std::string SuppressedNote(uint64_t suppressed) {
+  if (suppressed == 0) {
+    return std::string();
+  }
+  return "(" + std::to_string(suppressed) + " similar suppressed) ";
+}
+
 bool LogRateLimiter::Admit(uint64_t* suppressed) {
   int64_t now = RealClock::Get().MonotonicMicros();
   int64_t next = next_us_.load(std::memory_order_relaxed);

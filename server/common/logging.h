@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <sstream>
+#include <string>
 
 namespace sluice {
 
@@ -51,6 +52,9 @@ class LogRateLimiter {
   std::atomic<uint64_t> suppressed_{0};
 };
 
+// "(N similar suppressed) ", or "" when N is 0.
+std::string SuppressedNote(uint64_t suppressed);
+
 struct Voidify {
   void operator&(std::ostream&) {}
 };
@@ -80,6 +84,4 @@ struct Voidify {
                   return limiter.Admit(&sluice_suppressed_) ? 1u : 0u;                   \
                 }();                                                                     \
        sluice_once_ != 0; sluice_once_ = 0)                                              \
-  SLUICE_LOG(level) << (sluice_suppressed_ ? "(" + std::to_string(sluice_suppressed_) +  \
-                                                 " similar suppressed) "                 \
-                                           : std::string())
+  SLUICE_LOG(level) << ::sluice::logging_internal::SuppressedNote(sluice_suppressed_)

@@ -43,7 +43,7 @@ Metrics::Metrics()
 
 RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
   Shard& shard = shards_[absl::HashOf(stat_key) % kShards];
-  absl::MutexLock lock(&shard.mu);
+  std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.rules.find(stat_key);
   if (it != shard.rules.end()) {
     return it->second;
@@ -61,7 +61,7 @@ RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
 void Metrics::CountRequest(absl::string_view outcome) {
   prometheus::Counter* counter;
   {
-    absl::MutexLock lock(&requests_mu_);
+    std::lock_guard<std::mutex> lock(requests_mu_);
     auto it = request_counters_.find(outcome);
     if (it == request_counters_.end()) {
       std::string name(outcome);

@@ -6,12 +6,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/strings/string_view.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -58,11 +58,11 @@ class Metrics {
 
   static constexpr size_t kShards = 16;
   struct Shard {
-    absl::Mutex mu;
+    std::mutex mu;  // not absl::Mutex: see memory_backend.h
     absl::flat_hash_map<std::string, RuleCounters> rules ABSL_GUARDED_BY(mu);
   };
   Shard shards_[kShards];
-  absl::Mutex requests_mu_;
+  std::mutex requests_mu_;
   absl::flat_hash_map<std::string, prometheus::Counter*> request_counters_
       ABSL_GUARDED_BY(requests_mu_);
 };

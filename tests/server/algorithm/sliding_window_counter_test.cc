@@ -64,6 +64,27 @@ TEST_F(SlidingWindowCounterTest, RetryCrossesIntoNextWindow) {
   EXPECT_TRUE(EvaluateSlidingWindowCounter(params, state, kCaseBaseUs + 1'100'000, 1).allowed);
 }
 
+// Verifies that retry_after stays exact when the weight of one previous hit per microsecond is
+// below the rounding of the limit (1e6 per day), so the doubles admit a few microseconds before
+// the analytic answer.
+TEST_F(SlidingWindowCounterTest, RetryExactWhenWeightIsBelowRounding) {
+  const LimitParams params = Params(1'000'000, 86'400'000'000);
+  SlidingWindowCounterState state;
+  const int64_t now = kCaseBaseUs + 3'600'000'000;
+  ASSERT_TRUE(EvaluateSlidingWindowCounter(params, state, now, 1).allowed);
+  const Decision decision = EvaluateSlidingWindowCounter(params, state, now, 1'000'000);
+  ASSERT_FALSE(decision.allowed);
+  // Exactly, the full limit fits only once the lone hit has left the trailing day: at 2P.
+  EXPECT_LT(decision.retry_after_us, 2 * 86'400'000'000 - 3'600'000'000);
+  SlidingWindowCounterState copy = state;
+  EXPECT_TRUE(
+      EvaluateSlidingWindowCounter(params, copy, now + decision.retry_after_us, 1'000'000).allowed);
+  copy = state;
+  EXPECT_FALSE(
+      EvaluateSlidingWindowCounter(params, copy, now + decision.retry_after_us - 1, 1'000'000)
+          .allowed);
+}
+
 // Verifies that a state two or more windows old counts as empty.
 TEST_F(SlidingWindowCounterTest, StaleStateIsForgotten) {
   SlidingWindowCounterState state;

@@ -71,6 +71,21 @@ TEST_F(TokenBucketTest, ClockSteppingBackDoesNotRefill) {
   EXPECT_TRUE(EvaluateTokenBucket(params, state, kCaseBaseUs + 2'000'000, 1).allowed);
 }
 
+// Verifies that a refill longer than 2^53 us (285 years) reports that cap instead of
+// overflowing or searching forever.
+TEST_F(TokenBucketTest, AbsurdlySlowRefillSaturatesDurations) {
+  constexpr int64_t kCap = int64_t{1} << 53;
+  TokenBucketState state;
+  const LimitParams params = Params(1, 86'400'000'000, 1'000'000'000);
+  const Decision first = EvaluateTokenBucket(params, state, kCaseBaseUs, 1'000'000'000);
+  EXPECT_TRUE(first.allowed);
+  EXPECT_EQ(first.reset_after_us, kCap);
+  const Decision second = EvaluateTokenBucket(params, state, kCaseBaseUs + 1, 2);
+  EXPECT_FALSE(second.allowed);
+  EXPECT_EQ(second.retry_after_us, 2 * 86'400'000'000 - 1);
+  EXPECT_EQ(second.reset_after_us, kCap);
+}
+
 // Verifies that a bucket idle for a very long time is simply full, not overflowing.
 TEST_F(TokenBucketTest, LongIdleRefillsToBurstOnly) {
   TokenBucketState state;
