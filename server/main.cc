@@ -18,12 +18,14 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/backend/memory_backend.h"
+#include "server/backend/redis_backend.h"
 #include "server/common/clock.h"
 #include "server/common/env_flags.h"
 #include "server/common/logging.h"
 #include "server/config/config_loader.h"
 #include "server/config/config_store.h"
 #include "server/config/config_watcher.h"
+#include "server/service/grpc_options.h"
 #include "server/service/grpc_service.h"
 #include "server/service/http_server.h"
 #include "server/service/metrics.h"
@@ -33,7 +35,22 @@ ABSL_FLAG(std::string, config, "", "YAML config file, or a directory of *.yaml f
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:8081", "gRPC listen address (HOST:PORT)");
 ABSL_FLAG(std::string, http_address, "0.0.0.0:8080",
           "HTTP listen address for /json, /healthz, /readyz, /config, /metrics (HOST:PORT)");
-ABSL_FLAG(std::string, backend, "memory", "where limits are kept: memory");
+ABSL_FLAG(std::string, backend, "memory",
+          "where limits are kept: memory (in process) or redis (shared by every replica)");
+ABSL_FLAG(std::string, redis_addresses, "127.0.0.1:6379", "Redis server, HOST:PORT");
+ABSL_FLAG(std::string, redis_username, "", "Redis ACL user (with --redis_password)");
+ABSL_FLAG(std::string, redis_password, "", "Redis password (AUTH)");
+ABSL_FLAG(int32_t, redis_db, 0, "Redis database number (standalone only)");
+ABSL_FLAG(std::string, redis_key_prefix, "sluice:", "prefix of every key Sluice writes");
+ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(10),
+          "per-decision budget; past it the decision follows --failure_mode");
+ABSL_FLAG(std::string, redis_clock, "redis",
+          "redis: the scripts read Redis TIME (one clock for all replicas); local: this "
+          "process's clock is passed in");
+ABSL_FLAG(int32_t, redis_io_threads, 1, "Redis I/O threads");
+ABSL_FLAG(int32_t, redis_connections, 2, "Redis connections per I/O thread");
+ABSL_FLAG(std::string, failure_mode, "allow",
+          "when the backend cannot answer in budget: allow (answer OK) or deny (OVER_LIMIT)");
 ABSL_FLAG(bool, check_config, false, "validate the config, print the result and exit 0 or 1");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 ABSL_FLAG(int32_t, max_descriptors, 64, "most descriptors accepted in one request");
@@ -49,9 +66,12 @@ namespace sluice {
 namespace {
 
 const std::vector<std::string> kFlagNames = {
-    "config",        "grpc_address",  "http_address",         "backend",
-    "check_config",  "log_level",     "max_descriptors",      "max_entries",
-    "max_key_bytes", "memory_max_keys", "config_poll_interval", "shutdown_grace"};
+    "config",          "grpc_address",      "http_address",      "backend",
+    "check_config",    "log_level",         "max_descriptors",   "max_entries",
+    "max_key_bytes",   "memory_max_keys",   "config_poll_interval", "shutdown_grace",
+    "redis_addresses", "redis_username",    "redis_password",    "redis_db",
+    "redis_key_prefix", "redis_timeout",    "redis_clock",       "redis_io_threads",
+    "redis_connections", "failure_mode"};
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "sluice: %s\n", message.c_str());
@@ -80,8 +100,20 @@ int Run() {
                 config->RuleCount(), config->Dump().c_str());
     return 0;
   }
-  if (absl::GetFlag(FLAGS_backend) != "memory") {
-    Die(absl::StrCat("--backend: '", absl::GetFlag(FLAGS_backend), "' is not supported (memory)"));
+  const std::string backend_name = absl::GetFlag(FLAGS_backend);
+  if (backend_name != "memory" && backend_name != "redis") {
+    Die(absl::StrCat("--backend: '", backend_name, "' is not memory or redis"));
+  }
+  const std::string failure_mode = absl::GetFlag(FLAGS_failure_mode);
+  if (failure_mode != "allow" && failure_mode != "deny") {
+    Die(absl::StrCat("--failure_mode: '", failure_mode, "' is not allow or deny"));
+  }
+  const std::string redis_clock = absl::GetFlag(FLAGS_redis_clock);
+  if (redis_clock != "redis" && redis_clock != "local") {
+    Die(absl::StrCat("--redis_clock: '", redis_clock, "' is not redis or local"));
+  }
+  if (absl::GetFlag(FLAGS_redis_timeout) <= absl::ZeroDuration()) {
+    Die("--redis_timeout must be positive");
   }
   for (auto [name, value] : {std::pair{"max_descriptors", absl::GetFlag(FLAGS_max_descriptors)},
                              std::pair{"max_entries", absl::GetFlag(FLAGS_max_entries)},
@@ -103,19 +135,49 @@ int Run() {
   Metrics metrics;
   ConfigStore store(config);
   metrics.SetConfigRules(static_cast<double>(config->RuleCount()));
-  MemoryBackendOptions memory_options;
-  memory_options.max_keys = static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_memory_max_keys)));
-  auto backend = std::make_unique<MemoryBackend>(clock, memory_options);
+  std::unique_ptr<Backend> backend;
+  RedisBackend* redis = nullptr;
+  if (backend_name == "memory") {
+    MemoryBackendOptions memory_options;
+    memory_options.max_keys =
+        static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_memory_max_keys)));
+    backend = std::make_unique<MemoryBackend>(clock, memory_options);
+  } else {
+    RedisBackendOptions options;
+    options.client.address = absl::GetFlag(FLAGS_redis_addresses);
+    options.client.username = absl::GetFlag(FLAGS_redis_username);
+    options.client.password = absl::GetFlag(FLAGS_redis_password);
+    options.client.db = absl::GetFlag(FLAGS_redis_db);
+    options.client.io_threads = absl::GetFlag(FLAGS_redis_io_threads);
+    options.client.connections_per_thread = absl::GetFlag(FLAGS_redis_connections);
+    options.timeout = absl::GetFlag(FLAGS_redis_timeout);
+    options.use_caller_clock = redis_clock == "local";
+    auto created = RedisBackend::Create(options, clock);
+    if (!created.ok()) {
+      Die(absl::StrCat("--backend=redis: ", created.status().message()));
+    }
+    redis = created->get();
+    // Serve even if Redis is not up yet: decisions follow --failure_mode until it is.
+    if (!redis->WaitUntilReady(absl::Seconds(2))) {
+      SLUICE_LOG(WARNING) << "redis at " << options.client.address
+                          << " is not reachable yet; answering by --failure_mode=" << failure_mode
+                          << " until it is";
+    }
+    backend = std::move(*created);
+  }
 
   RateLimiterOptions limiter_options;
   limiter_options.max_descriptors = absl::GetFlag(FLAGS_max_descriptors);
   limiter_options.max_entries = absl::GetFlag(FLAGS_max_entries);
   limiter_options.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
+  limiter_options.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
+  limiter_options.failure_mode = failure_mode == "deny" ? FailureMode::kDeny : FailureMode::kAllow;
   RateLimiter limiter(store, *backend, metrics, limiter_options);
 
   RateLimitGrpcService service(limiter);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  ApplyGrpcServerSettings(GrpcServerSettings{}, builder);
   int grpc_port = 0;
   builder.AddListeningPort(absl::GetFlag(FLAGS_grpc_address), grpc::InsecureServerCredentials(),
                            &grpc_port);
@@ -126,7 +188,7 @@ int Run() {
   }
   server->GetHealthCheckService()->SetServingStatus(true);
 
-  HttpServer http(limiter, store, metrics);
+  HttpServer http(limiter, store, *backend, metrics);
   if (absl::Status s = http.Start(absl::GetFlag(FLAGS_http_address)); !s.ok()) {
     Die(std::string(s.message()));
   }
@@ -161,6 +223,10 @@ int Run() {
   server->Shutdown(std::chrono::system_clock::now() +
                    absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_shutdown_grace)));
   server->Wait();
+  if (redis != nullptr) {
+    // Completes any /json call still waiting on Redis before the HTTP loop goes away.
+    redis->Stop();
+  }
   http.Stop();
   SLUICE_LOG(INFO) << "stopped";
   return 0;

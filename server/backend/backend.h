@@ -42,6 +42,10 @@ class Backend {
 
   // A short name for logs and /healthz: "memory", "redis", "redis_cluster".
   virtual absl::string_view Name() const = 0;
+
+  // Whether decisions can be made right now (e.g. Redis connections are up); /readyz reports
+  // it. Cheap, lock-free and safe from any thread.
+  virtual bool Ready() const { return true; }
 };
 
 }  // namespace sluice

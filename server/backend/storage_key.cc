@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "server/backend/storage_key.h"
 
 namespace sluice {
@@ -6,6 +5,13 @@ namespace {
 
 bool NeedsEscape(unsigned char c) {
   return c < 0x21 || c > 0x7e || c == '%' || c == '{' || c == '}' || c == '|' || c == '=';
+}
+
+void AppendEntry(const DescriptorEntryView& e, std::string* out) {
+  out->push_back('|');
+  AppendEscapedKeyPart(e.key, out);
+  out->push_back('=');
+  AppendEscapedKeyPart(e.value, out);
 }
 
 }  // namespace
@@ -25,25 +31,53 @@ void AppendEscapedKeyPart(absl::string_view text, std::string* out) {
 }
 
 std::string StorageKey(absl::string_view prefix, absl::string_view domain,
-                       absl::Span<const DescriptorEntryView> entries, absl::string_view rule_suffix) {
-  size_t size = prefix.size() + domain.size() + rule_suffix.size() + 2;
+                       absl::Span<const DescriptorEntryView> entries, absl::string_view rule_suffix,
+                       absl::string_view tag_key) {
+  const DescriptorEntryView* tag = nullptr;
+  if (!tag_key.empty()) {
+    for (const DescriptorEntryView& e : entries) {
+      if (e.key == tag_key) {
+        tag = &e;
+        break;
+      }
+    }
+  }
+  size_t size = prefix.size() + domain.size() + rule_suffix.size() + 4;
   for (const DescriptorEntryView& e : entries) {
     size += e.key.size() + e.value.size() + 2;
   }
   std::string key;
-  key.reserve(size + size / 4);
+  key.reserve(size + size / 4 + (tag ? tag->key.size() + tag->value.size() + 2 : 0));
   key.append(prefix.data(), prefix.size());
   key.push_back('{');
   AppendEscapedKeyPart(domain, &key);
-  for (const DescriptorEntryView& e : entries) {
+  if (tag == nullptr) {
+    for (const DescriptorEntryView& e : entries) {
+      AppendEntry(e, &key);
+    }
+    key.push_back('}');
+  } else {
+    AppendEntry(*tag, &key);
+    key.push_back('}');
+    for (const DescriptorEntryView& e : entries) {
+      AppendEntry(e, &key);
+    }
     key.push_back('|');
-    AppendEscapedKeyPart(e.key, &key);
-    key.push_back('=');
-    AppendEscapedKeyPart(e.value, &key);
   }
-  key.push_back('}');
   key.append(rule_suffix.data(), rule_suffix.size());
   return key;
+}
+
+absl::string_view HashTagOf(absl::string_view key) {
+  size_t open = key.find('{');
+  if (open == absl::string_view::npos) {
+    return {};
+  }
+  size_t close = key.find('}', open + 1);
+  if (close == absl::string_view::npos) {
+    return {};
+  }
+  return key.substr(open + 1, close - open - 1);
 }
 
 }  // namespace sluice

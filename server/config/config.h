@@ -40,6 +40,11 @@ struct RateLimitRule {
   uint32_t unit_multiplier = 1;
   LimitParams params;  // derived: algorithm, limit, period = unit * multiplier, burst
   std::vector<std::string> replaces;
+  // Co-location (Redis Cluster): when set, the key's hash tag is the domain plus this one entry
+  // of the request's descriptor (e.g. "user_id"), instead of the whole descriptor, so that a
+  // client's counters for several rules share one slot. Empty: the whole descriptor. A request
+  // whose descriptor lacks the entry falls back to the whole descriptor.
+  std::string hash_tag;
   // Storage-key suffix that keeps this rule's state apart from the node's other rules and from
   // an earlier rule of another algorithm or period on the same descriptor.
   std::string key_suffix;

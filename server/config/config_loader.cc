@@ -541,7 +541,7 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
   ASSIGN_OR_RETURN(MapEntries entries,
                    ReadMap(map, path, line,
                            {"unit", "requests_per_unit", "unlimited", "name", "replaces",
-                            "algorithm", "burst", "unit_multiplier"}));
+                            "algorithm", "burst", "unit_multiplier", "hash_tag"}));
   if (const MapEntry* unlimited = Find(entries, "unlimited")) {
     RETURN_IF_ERROR(ReadBool(*unlimited, Field(path, "unlimited"), rule.unlimited));
   }
@@ -551,10 +551,17 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
   if (const MapEntry* replaces = Find(entries, "replaces")) {
     RETURN_IF_ERROR(LoadReplaces(*replaces, Field(path, "replaces"), rule));
   }
+  if (const MapEntry* tag = Find(entries, "hash_tag")) {
+    RETURN_IF_ERROR(ReadString(*tag, Field(path, "hash_tag"), rule.hash_tag));
+    if (rule.hash_tag.empty()) {
+      return Error(tag->line, Field(path, "hash_tag"),
+                   "must name a descriptor entry key (e.g. user_id), not be empty");
+    }
+  }
 
   if (rule.unlimited) {
     for (absl::string_view field : {"unit", "requests_per_unit", "algorithm", "burst",
-                                   "unit_multiplier"}) {
+                                   "unit_multiplier", "hash_tag"}) {
       if (const MapEntry* entry = Find(entries, field)) {
         return Error(entry->line, Field(path, field), "must not be set when unlimited is true");
       }

@@ -62,8 +62,9 @@ void FinishJson(evutil_socket_t, short, void* arg) {
 
 }  // namespace
 
-HttpServer::HttpServer(RateLimiter& limiter, const ConfigStore& config, Metrics& metrics)
-    : limiter_(limiter), config_(config), metrics_(metrics) {}
+HttpServer::HttpServer(RateLimiter& limiter, const ConfigStore& config, const Backend& backend,
+                       Metrics& metrics)
+    : limiter_(limiter), config_(config), backend_(backend), metrics_(metrics) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -138,7 +139,12 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       Reply(req, 200, "OK", "text/plain", "OK\n");
     }
   } else if (path == "/readyz") {
-    Reply(req, 200, "OK", "text/plain", "OK\n");
+    if (self->backend_.Ready() && !self->draining_.load()) {
+      Reply(req, 200, "OK", "text/plain", "OK\n");
+    } else {
+      Reply(req, 503, "Service Unavailable", "text/plain",
+            absl::StrCat("backend ", self->backend_.Name(), " not ready\n"));
+    }
   } else if (path == "/config") {
     Reply(req, 200, "OK", "text/plain", self->config_.Get()->Dump());
   } else if (path == "/metrics") {

@@ -2,7 +2,7 @@
 //   POST /json      the ShouldRateLimit request as JSON (proto3 JSON mapping); answers the
 //                   response as JSON, 200 OK or 429 when over limit, 400 on a bad request
 //   GET  /healthz   200 "OK" while serving, 503 once draining (also /healthcheck)
-//   GET  /readyz    200 once the config is loaded and the backend is up
+//   GET  /readyz    200 while the backend can decide (e.g. Redis is connected), else 503
 //   GET  /config    the rules in force, one per line
 //   GET  /metrics   Prometheus text format
 // Start and Stop are called from one thread; the handlers run on the HTTP thread. Decisions
@@ -28,7 +28,8 @@ namespace sluice {
 class HttpServer {
  public:
   // Collaborators must outlive the server.
-  HttpServer(RateLimiter& limiter, const ConfigStore& config, Metrics& metrics);
+  HttpServer(RateLimiter& limiter, const ConfigStore& config, const Backend& backend,
+             Metrics& metrics);
   ~HttpServer();
 
   // Binds `address` ("host:port") and starts the HTTP thread.
@@ -46,6 +47,7 @@ class HttpServer {
 
   RateLimiter& limiter_;
   const ConfigStore& config_;
+  const Backend& backend_;
   Metrics& metrics_;
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;

@@ -86,6 +86,47 @@ void AddHeader(Response* response, absl::string_view key, std::string value) {
   header->set_value(std::move(value));
 }
 
+// Co-location: when the keys of every descriptor of the request share one hash tag (rules with
+// the same `hash_tag` entry) and are distinct, the whole request is one group, decided
+// all-or-nothing by one script call. Shadow-mode descriptors never join: their denial must
+// not stop the others from consuming. Otherwise descriptors stay independent, as in
+// envoyproxy/ratelimit.
+void CoLocate(const std::vector<DescriptorPlan>& plans, std::vector<LimitCheck>& checks) {
+  size_t descriptors = 0;
+  bool have_tag = false;
+  absl::string_view tag;
+  for (const DescriptorPlan& plan : plans) {
+    if (plan.rules.empty()) {
+      continue;
+    }
+    if (plan.node != nullptr && plan.node->shadow_mode) {
+      return;
+    }
+    ++descriptors;
+    for (size_t c = plan.first_check; c < plan.first_check + plan.rules.size(); ++c) {
+      absl::string_view t = HashTagOf(checks[c].key);
+      if (!have_tag) {
+        tag = t;
+        have_tag = true;
+      } else if (t != tag) {
+        return;
+      }
+    }
+  }
+  if (descriptors < 2) {
+    return;
+  }
+  absl::flat_hash_set<absl::string_view> keys;
+  for (const LimitCheck& check : checks) {
+    if (!keys.insert(check.key).second) {
+      return;  // the same descriptor twice: each occurrence counts on its own
+    }
+  }
+  for (LimitCheck& check : checks) {
+    check.group = 0;
+  }
+}
+
 }  // namespace
 
 RateLimiter::RateLimiter(const ConfigStore& config, Backend& backend, Metrics& metrics,
@@ -235,13 +276,15 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
       entries.push_back({e.key(), e.value()});
     }
     for (const RateLimitRule* rule : plan.rules) {
-      call->keys.push_back(StorageKey(options_.key_prefix, domain, entries, rule->key_suffix));
+      call->keys.push_back(
+          StorageKey(options_.key_prefix, domain, entries, rule->key_suffix, rule->hash_tag));
       checks.push_back(LimitCheck{{}, rule->params, plan.hits, static_cast<uint32_t>(i)});
     }
   }
   for (size_t c = 0; c < checks.size(); ++c) {
     checks[c].key = call->keys[c];
   }
+  CoLocate(call->plans, checks);
 
   backend_.Evaluate(checks, [this, call = std::move(call)](
                                 absl::Status status, absl::Span<const Decision> decisions) mutable {

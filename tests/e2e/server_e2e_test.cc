@@ -20,15 +20,15 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
+#include "tests/support/sluice_server.h"
 
 namespace sluice {
 namespace {
 
 using ::testing::HasSubstr;
 using testing::ChildProcess;
-using testing::FreePort;
+using testing::SluiceServer;
 using testing::TempDir;
-using testing::WaitForPort;
 
 constexpr char kConfig[] = R"(domain: e2e
 descriptors:
@@ -49,7 +49,7 @@ descriptors:
       requests_per_unit: 1
 )";
 
-std::string Bin(const std::string& name) { return std::string(SLUICE_BINARY_DIR) + "/bin/" + name; }
+std::string Bin(const std::string& name) { return SluiceServer::BinaryPath(name); }
 
 // Runs a command, returns its exit status and stdout+stderr.
 std::pair<int, std::string> RunCommand(const std::string& command) {
@@ -68,17 +68,14 @@ class ServerE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     config_path_ = dir_.WriteFile("config/e2e.yaml", kConfig);
-    grpc_port_ = FreePort();
-    http_port_ = FreePort();
-    server_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{Bin("sluice"), "--config=" + dir_.path() + "/config",
-                                 absl::StrCat("--grpc_address=127.0.0.1:", grpc_port_),
-                                 absl::StrCat("--http_address=127.0.0.1:", http_port_),
-                                 "--config_poll_interval=100ms"},
-        dir_.path() + "/sluice.log");
-    ASSERT_TRUE(WaitForPort(grpc_port_, std::chrono::seconds(20))) << server_->ReadLog();
-    ASSERT_TRUE(WaitForPort(http_port_, std::chrono::seconds(20))) << server_->ReadLog();
-    client_ = std::make_unique<RlsClient>(absl::StrCat("127.0.0.1:", grpc_port_));
+    auto started = SluiceServer::Start(dir_.path() + "/config", {"--config_poll_interval=100ms"},
+                                       dir_.path());
+    ASSERT_TRUE(started.ok()) << started.status();
+    sluice_ = std::move(*started);
+    server_ = &sluice_->process();
+    grpc_port_ = sluice_->grpc_port();
+    http_port_ = sluice_->http_port();
+    client_ = std::make_unique<RlsClient>(sluice_->grpc_address());
   }
 
   RlsResponse Check(const std::string& descriptor, uint32_t hits = 0) {
@@ -102,7 +99,8 @@ class ServerE2eTest : public ::testing::Test {
   std::string config_path_;
   int grpc_port_ = 0;
   int http_port_ = 0;
-  std::unique_ptr<ChildProcess> server_;
+  std::unique_ptr<SluiceServer> sluice_;
+  ChildProcess* server_ = nullptr;
   std::unique_ptr<RlsClient> client_;
 };
 

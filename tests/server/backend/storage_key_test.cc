@@ -45,5 +45,24 @@ TEST(StorageKeyTest, HostileValuesNeverCollide) {
   }
 }
 
+// Verifies a hash_tag rule tags by that one entry, keeps the whole descriptor in the key, and
+// falls back to the default layout when the request lacks the entry.
+TEST(StorageKeyTest, HashTagByOneEntry) {
+  std::vector<DescriptorEntryView> a = {{"user", "42"}, {"path", "/a"}};
+  std::vector<DescriptorEntryView> b = {{"user", "42"}, {"plan", "gold"}};
+  std::string ka = StorageKey("sl:", "dom", a, "tb:60", "user");
+  std::string kb = StorageKey("sl:", "dom", b, "tb:60", "user");
+  EXPECT_EQ(ka, "sl:{dom|user=42}|user=42|path=/a|tb:60");
+  EXPECT_EQ(HashTagOf(ka), HashTagOf(kb));
+  EXPECT_NE(ka, kb);
+  std::vector<DescriptorEntryView> no_user = {{"path", "/a"}};
+  EXPECT_EQ(StorageKey("sl:", "dom", no_user, "tb:60", "user"),
+            StorageKey("sl:", "dom", no_user, "tb:60"));
+  // A tagged key never equals a default one.
+  std::vector<DescriptorEntryView> just_user = {{"user", "42"}};
+  EXPECT_NE(StorageKey("sl:", "dom", just_user, "tb:60", "user"),
+            StorageKey("sl:", "dom", just_user, "tb:60"));
+}
+
 }  // namespace
 }  // namespace sluice

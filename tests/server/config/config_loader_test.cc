@@ -458,7 +458,8 @@ descriptors:
       per: second
 )"),
             "test.yaml:7: descriptors[0].rate_limit.per: unknown key (expected unit, "
-            "requests_per_unit, unlimited, name, replaces, algorithm, burst, unit_multiplier)");
+            "requests_per_unit, unlimited, name, replaces, algorithm, burst, unit_multiplier, "
+            "hash_tag)");
   EXPECT_EQ(LoadError(R"(
 domain: a
 descriptors:
@@ -784,6 +785,9 @@ TEST_F(ConfigLoaderTest, RejectsUnlimitedWithLimitFields) {
   EXPECT_EQ(error("unit_multiplier: 2"),
             "test.yaml:6: descriptors[0].rate_limit.unit_multiplier: must not be set when "
             "unlimited is true");
+  EXPECT_EQ(error("hash_tag: user"),
+            "test.yaml:6: descriptors[0].rate_limit.hash_tag: must not be set when unlimited "
+            "is true");
   EXPECT_EQ(error("name: free"), "");
   EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"
                       "      unlimited: sometimes\n"),
@@ -794,6 +798,23 @@ TEST_F(ConfigLoaderTest, RejectsUnlimitedWithLimitFields) {
                       "      unlimited: false\n"),
             "test.yaml:4: descriptors[0].rate_limit.unit: missing (expected second, minute, "
             "hour, day, week, month or year)");
+}
+
+// Verifies hash_tag names an entry key: a non-empty string, kept on the rule.
+TEST_F(ConfigLoaderTest, HashTagNamesAnEntry) {
+  std::unique_ptr<Config> config = Load(
+      "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+      "      requests_per_unit: 1\n      hash_tag: user_id\n");
+  const DescriptorNode* node = Node(*config, "a", {"k"});
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->rules[0].hash_tag, "user_id");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"
+                      "      unit: second\n      requests_per_unit: 1\n      hash_tag: ''\n"),
+            "test.yaml:7: descriptors[0].rate_limit.hash_tag: must name a descriptor entry key "
+            "(e.g. user_id), not be empty");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"
+                      "      unit: second\n      requests_per_unit: 1\n      hash_tag: [x]\n"),
+            "test.yaml:7: descriptors[0].rate_limit.hash_tag: expected a string, got a list");
 }
 
 // Verifies replaces must be a list of maps, each naming another rule.

@@ -53,6 +53,18 @@ descriptors:
       - unit: hour
         requests_per_unit: 3
         algorithm: sliding_window_log
+  - key: tenant
+    descriptors:
+      - key: calls
+        rate_limit:
+          unit: minute
+          requests_per_unit: 10
+          hash_tag: tenant
+      - key: uploads
+        rate_limit:
+          unit: minute
+          requests_per_unit: 1
+          hash_tag: tenant
   - key: leaky
     rate_limit:
       algorithm: leaky_bucket
@@ -228,6 +240,27 @@ TEST_F(RateLimiterTest, SeveralRulesAllMustAdmitAndDenialConsumesNothing) {
   EXPECT_EQ(fourth.overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(fourth.statuses(0).current_limit().unit(), Response::RateLimit::HOUR);
   EXPECT_GT(fourth.statuses(0).duration_until_reset().seconds(), 3500);
+}
+
+// Verifies co-location: descriptors whose rules tag by the same entry are decided together, so
+// when one denies, the other consumes nothing; without a shared tag they stay independent.
+TEST_F(RateLimiterTest, CoLocatedDescriptorsAreAllOrNothing) {
+  Request both = MakeRequest({{{"tenant", "t1"}, {"calls", "x"}}, {{"tenant", "t1"}, {"uploads", "x"}}});
+  Response first = MustDecide(both);
+  EXPECT_EQ(first.overall_code(), Response::OK);
+  EXPECT_EQ(first.statuses(0).limit_remaining(), 9u);
+  Response second = MustDecide(both);  // uploads (1/minute) denies: calls must not consume
+  EXPECT_EQ(second.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(second.statuses(1).code(), Response::OVER_LIMIT);
+  Response calls = MustDecide(MakeRequest({{{"tenant", "t1"}, {"calls", "x"}}}));
+  EXPECT_EQ(calls.statuses(0).limit_remaining(), 8u);  // only the first request consumed
+
+  // Different tenants do not share a tag: each descriptor is decided on its own, as upstream.
+  Request mixed = MakeRequest({{{"tenant", "t2"}, {"calls", "x"}}, {{"tenant", "t3"}, {"uploads", "x"}}});
+  MustDecide(mixed);
+  Response again = MustDecide(mixed);
+  EXPECT_EQ(again.statuses(1).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(again.statuses(0).limit_remaining(), 8u);  // consumed despite the other's denial
 }
 
 // Verifies a request-supplied limit override is used instead of the config.

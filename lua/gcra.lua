@@ -1,0 +1,63 @@
+-- gcra.lua: server/algorithm/gcra.{h,cc} on Redis. Needs prelude.lua and search.lua.
+--
+-- State: the key holds struct.pack("<Bd", 5, tat_us) (5 = the algorithm's code; the theoretical
+-- arrival time). Any other value, or none, is a fresh key (tat 0, as GcraState{}).
+
+-- "Ahead(tat, t) + cost <= tolerance" with Ahead(tat, t) = max(tat, t) - t and t the double
+-- nearest after + d (C++ converts its exact int64 t the same way), for first_admitted.
+local function gcra_admits(d, after, tat, cost, tolerance)
+  local t = after + d
+  local ahead = 0
+  if not (tat < t) then
+    ahead = tat - t
+  end
+  return ahead + cost <= tolerance
+end
+
+algorithms[5] = function(key, now, limit, period, burst, hits)
+  local interval = period / limit
+  local tolerance = interval * burst
+  local cost = hits * interval
+
+  local old = redis.pcall("GET", key)
+  if type(old) == "table" then
+    old = "" -- another type (sliding_window_log's sorted set): not this algorithm's state
+  end
+  local tat = 0
+  if old and #old == 9 and string.byte(old) == 5 then
+    local _
+    _, tat = struct.unpack("<Bd", old)
+  end
+  local ahead = 0
+  if not (tat < now) then
+    ahead = tat - now
+  end
+  local allowed = hits <= burst and ahead + cost <= tolerance
+  local ahead_after = ahead
+  local new
+  if allowed then
+    if tat < now then
+      tat = now
+    end
+    tat = tat + cost
+    new = struct.pack("<Bd", 5, tat)
+    ahead_after = 0
+    if not (tat < now) then
+      ahead_after = tat - now
+    end
+  end
+
+  local remaining = most_that_fits((tolerance - ahead_after) / interval, ahead_after, interval,
+    tolerance)
+  local reset = ceil_micros(ahead_after)
+  local retry = 0
+  if not allowed then
+    if hits > burst then
+      retry = reset
+    else
+      retry = first_admitted(ceil_micros((ahead + cost) - tolerance), gcra_admits, now, tat, cost,
+        tolerance)
+    end
+  end
+  return allowed, remaining, retry, reset, 0, commit_value, old, new
+end

@@ -1,0 +1,71 @@
+-- leaky_bucket.lua: server/algorithm/leaky_bucket.{h,cc} on Redis. Needs prelude.lua and
+-- search.lua.
+--
+-- State: the key holds struct.pack("<Bdd", 4, level, last_us) (4 = the algorithm's code). Any
+-- other value, or none, is a fresh key: an empty bucket (level 0, last 0, as LeakyBucketState{}).
+
+-- "drain(t) + cost <= bound" at t = after + d, for first_admitted, where
+-- drain(t) = max(0, level - (max(0, t - last) * L) / P) (see tb_holds on the elapsed time).
+-- reset asks for an empty bucket: cost 0, bound 0 ("drain(t) <= 0").
+local function lb_fits(d, after, level, last, limit, period, cost, bound)
+  local elapsed = (after - last) + d
+  if elapsed < 0 then
+    elapsed = 0
+  end
+  local drained = level - (elapsed * limit) / period
+  if not (0 < drained) then
+    drained = 0
+  end
+  return drained + cost <= bound
+end
+
+algorithms[4] = function(key, now, limit, period, burst, hits)
+  local old = redis.pcall("GET", key)
+  if type(old) == "table" then
+    old = "" -- another type (sliding_window_log's sorted set): not this algorithm's state
+  end
+  -- The stored bucket: what drain answers every "when" from.
+  local stored_level, stored_last = 0, 0
+  if old and #old == 17 and string.byte(old) == 4 then
+    local _
+    _, stored_level, stored_last = struct.unpack("<Bdd", old)
+  end
+  local elapsed = now - stored_last
+  if elapsed < 0 then
+    elapsed = 0
+  end
+  local level = stored_level - (elapsed * limit) / period
+  if not (0 < level) then
+    level = 0
+  end
+  local last = stored_last
+  if last < now then
+    last = now
+  end
+
+  local allowed = hits <= burst and level + hits <= burst
+  local delay = 0
+  local new
+  if allowed then
+    delay = ceil_micros((level * period) / limit)
+    level = level + hits
+    stored_level, stored_last = level, last
+    new = struct.pack("<Bdd", 4, level, last)
+  end
+  local remaining = most_that_fits(burst - level, level, 1, burst)
+  local reset = 0
+  if level > 0 then
+    reset = first_admitted((last - now) + ceil_micros((level * period) / limit), lb_fits, now,
+      stored_level, stored_last, limit, period, 0, 0)
+  end
+  local retry = 0
+  if not allowed then
+    if hits > burst then
+      retry = reset
+    else
+      retry = first_admitted((last - now) + ceil_micros((((level + hits) - burst) * period) /
+        limit), lb_fits, now, stored_level, stored_last, limit, period, hits, burst)
+    end
+  end
+  return allowed, remaining, retry, reset, delay, commit_value, old, new
+end

@@ -1,0 +1,72 @@
+-- token_bucket.lua: server/algorithm/token_bucket.{h,cc} on Redis. Needs prelude.lua and
+-- search.lua.
+--
+-- State: the key holds struct.pack("<Bdd", 3, tokens, last_us) (3 = the algorithm's code). Any
+-- other value, or none, is a fresh key: a full bucket (tokens = burst, last = now).
+
+-- "refill(t) >= threshold" at t = after + d, for first_admitted, where
+-- refill(t) = min(B, tokens + (max(0, t - last) * L) / P). (after - last) + d is the exact
+-- t - last rounded once, as C++ converts its exact int64 difference.
+local function tb_holds(d, after, tokens, last, burst, limit, period, threshold)
+  local elapsed = (after - last) + d
+  if elapsed < 0 then
+    elapsed = 0
+  end
+  local refilled = tokens + (elapsed * limit) / period
+  if not (refilled < burst) then
+    refilled = burst
+  end
+  return refilled >= threshold
+end
+
+algorithms[3] = function(key, now, limit, period, burst, hits)
+  local old = redis.pcall("GET", key)
+  if type(old) == "table" then
+    old = "" -- another type (sliding_window_log's sorted set): not this algorithm's state
+  end
+  -- The stored bucket: what refill answers every "when" from.
+  local stored_tokens, stored_last = burst, now
+  if old and #old == 17 and string.byte(old) == 3 then
+    local _
+    _, stored_tokens, stored_last = struct.unpack("<Bdd", old)
+  end
+  local elapsed = now - stored_last
+  if elapsed < 0 then
+    elapsed = 0
+  end
+  local tokens = stored_tokens + (elapsed * limit) / period
+  if not (tokens < burst) then
+    tokens = burst
+  end
+  local last = stored_last
+  if last < now then
+    last = now
+  end
+
+  local allowed = hits <= burst and tokens >= hits
+  local new
+  if allowed then
+    tokens = tokens - hits
+    stored_tokens, stored_last = tokens, last
+    new = struct.pack("<Bdd", 3, tokens, last)
+  end
+  local remaining = 0
+  if tokens > 0 then
+    remaining = math.floor(tokens)
+  end
+  local reset = 0
+  if tokens < burst then
+    reset = first_admitted((last - now) + ceil_micros(((burst - tokens) * period) / limit),
+      tb_holds, now, stored_tokens, stored_last, burst, limit, period, burst)
+  end
+  local retry = 0
+  if not allowed then
+    if hits > burst then
+      retry = reset
+    else
+      retry = first_admitted((last - now) + ceil_micros(((hits - tokens) * period) / limit),
+        tb_holds, now, stored_tokens, stored_last, burst, limit, period, hits)
+    end
+  end
+  return allowed, remaining, retry, reset, 0, commit_value, old, new
+end

@@ -1,0 +1,1032 @@
+// Runs the composed Lua scripts of lua/ (LuaScripts()) on a real redis-server: every shared case
+// of tests/cases/*.cases through each algorithm's single-key script and through "group" with a
+// group of one, random sequences against the C++ algorithms, and the Redis side of the contract
+// (all-or-nothing groups, TTLs, Redis' clock, argument errors, keys made of any bytes).
+#include <hiredis/hiredis.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/casts.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lua/lua_scripts.h"
+#include "server/algorithm/algorithm.h"
+#include "tests/support/algorithm_cases.h"
+#include "tests/support/redis_server.h"
+
+namespace sluice::testing {
+
+// Names a case by where it is written, instead of gtest's byte dump.
+void PrintTo(const AlgorithmCase& test_case, std::ostream* os) {
+  *os << test_case.file << ":" << test_case.line << " case " << test_case.name;
+}
+
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr Algorithm kAllAlgorithms[] = {
+    Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
+    Algorithm::kTokenBucket, Algorithm::kLeakyBucket,      Algorithm::kGcra,
+};
+
+struct ReplyFree {
+  void operator()(redisReply* reply) const { freeReplyObject(reply); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyFree>;
+struct ContextFree {
+  void operator()(redisContext* context) const { redisFree(context); }
+};
+
+// One blocking hiredis connection with typed replies.
+class RedisConnection {
+ public:
+  explicit RedisConnection(int port) {
+    timeval timeout{10, 0};
+    context_.reset(redisConnectWithTimeout("127.0.0.1", port, timeout));
+    if (context_ != nullptr && context_->err == 0) {
+      redisSetTimeout(context_.get(), timeout);
+    }
+  }
+
+  bool ok() const { return context_ != nullptr && context_->err == 0; }
+
+  // Sends every command in one write, then reads their replies in order (nullptr on I/O error).
+  std::vector<ReplyPtr> Pipeline(const std::vector<std::vector<std::string>>& commands) {
+    for (const std::vector<std::string>& args : commands) {
+      std::vector<const char*> argv;
+      std::vector<size_t> lengths;
+      for (const std::string& arg : args) {
+        argv.push_back(arg.data());
+        lengths.push_back(arg.size());
+      }
+      redisAppendCommandArgv(context_.get(), static_cast<int>(argv.size()), argv.data(),
+                             lengths.data());
+    }
+    std::vector<ReplyPtr> replies;
+    for (size_t i = 0; i < commands.size(); ++i) {
+      void* reply = nullptr;
+      if (redisGetReply(context_.get(), &reply) != REDIS_OK) {
+        reply = nullptr;
+      }
+      replies.emplace_back(static_cast<redisReply*>(reply));
+    }
+    return replies;
+  }
+
+  ReplyPtr Command(const std::vector<std::string>& args) {
+    return std::move(Pipeline({args})[0]);
+  }
+
+ private:
+  std::unique_ptr<redisContext, ContextFree> context_;
+};
+
+// The redis-server shared by every test of this binary, with every script loaded. Stopped at
+// exit by the static's destructor.
+struct LuaRedis {
+  std::unique_ptr<RedisServer> server;
+  std::unique_ptr<RedisConnection> connection;
+  std::map<std::string, std::string> sha;  // script name -> SHA1 from SCRIPT LOAD
+  std::string error;                       // why the set-up failed, if it did
+};
+
+LuaRedis& Shared() {
+  static LuaRedis redis = [] {
+    LuaRedis r;
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+    if (!server.ok()) {
+      r.error = server.status().ToString();
+      return r;
+    }
+    r.server = std::move(*server);
+    r.connection = std::make_unique<RedisConnection>(r.server->port());
+    if (!r.connection->ok()) {
+      r.error = "cannot connect to the test redis-server";
+      return r;
+    }
+    for (const LuaScript& script : LuaScripts()) {
+      ReplyPtr reply = r.connection->Command({"SCRIPT", "LOAD", std::string(script.source)});
+      if (reply == nullptr || reply->type != REDIS_REPLY_STRING) {
+        absl::StrAppend(&r.error, "SCRIPT LOAD ", script.name, ": ",
+                        reply == nullptr ? "I/O error" : std::string(reply->str, reply->len),
+                        "\n");
+        continue;
+      }
+      r.sha[std::string(script.name)] = std::string(reply->str, reply->len);
+    }
+    return r;
+  }();
+  return redis;
+}
+
+RedisConnection& Redis() { return *Shared().connection; }
+
+// One EVALSHA: a script, its keys and its arguments.
+struct ScriptCall {
+  std::string script;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+std::vector<std::string> EvalshaArgs(const ScriptCall& call) {
+  std::vector<std::string> argv = {"EVALSHA", Shared().sha[call.script],
+                                   absl::StrCat(call.keys.size())};
+  argv.insert(argv.end(), call.keys.begin(), call.keys.end());
+  argv.insert(argv.end(), call.args.begin(), call.args.end());
+  return argv;
+}
+
+std::string NowArg(std::optional<int64_t> now_us) {
+  return now_us.has_value() ? absl::StrCat(*now_us) : std::string();
+}
+
+// The single-key script of params.algorithm; now_us nullopt means Redis' clock.
+ScriptCall Single(const std::string& key, std::optional<int64_t> now_us, const LimitParams& p,
+                  uint64_t hits) {
+  return ScriptCall{std::string(AlgorithmName(p.algorithm)),
+                    {key},
+                    {NowArg(now_us), absl::StrCat(p.limit), absl::StrCat(p.period_us),
+                     absl::StrCat(p.burst), absl::StrCat(hits)}};
+}
+
+struct GroupCheck {
+  std::string key;
+  LimitParams params;
+  uint64_t hits = 1;
+};
+
+ScriptCall Group(std::optional<int64_t> now_us, const std::vector<GroupCheck>& checks) {
+  ScriptCall call{"group", {}, {NowArg(now_us)}};
+  for (const GroupCheck& check : checks) {
+    call.keys.push_back(check.key);
+    call.args.push_back(absl::StrCat(static_cast<int>(check.params.algorithm)));
+    call.args.push_back(absl::StrCat(check.params.limit));
+    call.args.push_back(absl::StrCat(check.params.period_us));
+    call.args.push_back(absl::StrCat(check.params.burst));
+    call.args.push_back(absl::StrCat(check.hits));
+  }
+  return call;
+}
+
+// A script's reply as decisions: 5 integers per key. An error reply is kUnknown with its text.
+absl::StatusOr<std::vector<Decision>> ToDecisions(const redisReply* reply) {
+  if (reply == nullptr) {
+    return absl::UnavailableError("redis I/O error");
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return absl::UnknownError(std::string(reply->str, reply->len));
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 5 != 0) {
+    return absl::InternalError(absl::StrCat("not an array of 5 integers per key: type ",
+                                            reply->type, ", ", reply->elements, " elements"));
+  }
+  std::vector<Decision> decisions;
+  for (size_t i = 0; i < reply->elements; i += 5) {
+    int64_t v[5];
+    for (size_t j = 0; j < 5; ++j) {
+      const redisReply* e = reply->element[i + j];
+      if (e->type != REDIS_REPLY_INTEGER) {
+        return absl::InternalError(absl::StrCat("element ", i + j, " is not an integer"));
+      }
+      v[j] = e->integer;
+    }
+    if ((v[0] != 0 && v[0] != 1) || v[1] < 0) {
+      return absl::InternalError(absl::StrCat("bad allowed ", v[0], " or remaining ", v[1]));
+    }
+    decisions.push_back(Decision{v[0] == 1, static_cast<uint64_t>(v[1]), v[2], v[3], v[4]});
+  }
+  return decisions;
+}
+
+absl::StatusOr<std::vector<Decision>> Eval(const ScriptCall& call) {
+  ReplyPtr reply = Redis().Command(EvalshaArgs(call));
+  return ToDecisions(reply.get());
+}
+
+// Runs `calls` in order, for the steps of a caller's clock that jumps hours in microseconds of
+// real time: each call's keys then must not expire in between on Redis' own clock, as a TTL of a
+// millisecond would. So each call is followed by PERSIST of its keys, all in one MULTI/EXEC:
+// during EXEC, Redis expires keys on the time EXEC started (a script on the time it started),
+// so no key can expire between a script that writes it and the PERSIST that follows. (TTLs are
+// tested on their own, on Redis' clock.)
+std::vector<absl::StatusOr<std::vector<Decision>>> RunAtomically(
+    const std::vector<ScriptCall>& calls) {
+  std::vector<std::vector<std::string>> commands = {{"MULTI"}};
+  std::vector<size_t> call_index;  // EXEC element of each call
+  for (const ScriptCall& call : calls) {
+    call_index.push_back(commands.size() - 1);
+    commands.push_back(EvalshaArgs(call));
+    for (const std::string& key : call.keys) {
+      commands.push_back({"PERSIST", key});
+    }
+  }
+  commands.push_back({"EXEC"});
+  std::vector<ReplyPtr> replies = Redis().Pipeline(commands);
+  std::vector<absl::StatusOr<std::vector<Decision>>> out;
+  const redisReply* exec = replies.back().get();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (exec == nullptr || exec->type != REDIS_REPLY_ARRAY ||
+        exec->elements != commands.size() - 2) {
+      const redisReply* queued = replies[call_index[i] + 1].get();
+      out.push_back(absl::InternalError(
+          absl::StrCat("transaction failed: ",
+                       queued != nullptr && queued->type == REDIS_REPLY_ERROR
+                           ? std::string(queued->str, queued->len)
+                           : "EXEC did not return one reply per command")));
+      continue;
+    }
+    out.push_back(ToDecisions(exec->element[call_index[i]]));
+  }
+  return out;
+}
+
+int64_t Integer(const std::vector<std::string>& command) {
+  ReplyPtr reply = Redis().Command(command);
+  EXPECT_TRUE(reply != nullptr && reply->type == REDIS_REPLY_INTEGER) << command[0];
+  return reply != nullptr && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -999;
+}
+
+// The key's serialized value (DUMP), "" if it does not exist.
+std::string Dump(const std::string& key) {
+  ReplyPtr reply = Redis().Command({"DUMP", key});
+  if (reply == nullptr || reply->type != REDIS_REPLY_STRING) {
+    return "";
+  }
+  return std::string(reply->str, reply->len);
+}
+
+// Redis' clock in microseconds.
+int64_t RedisTimeUs() {
+  ReplyPtr reply = Redis().Command({"TIME"});
+  EXPECT_TRUE(reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2);
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+    return 0;
+  }
+  return std::stoll(reply->element[0]->str) * 1'000'000 + std::stoll(reply->element[1]->str);
+}
+
+// The TTL the scripts give a state: reset_after rounded up to whole milliseconds, at least 1.
+int64_t ExpectedTtlMs(int64_t reset_after_us) {
+  return std::max<int64_t>(1, (reset_after_us + 999) / 1000);
+}
+
+LimitParams Params(Algorithm algorithm, uint64_t limit, int64_t period_us, uint64_t burst) {
+  return LimitParams{algorithm, limit, period_us, burst};
+}
+
+std::string Describe(const std::vector<Decision>& decisions) {
+  std::string out;
+  for (const Decision& d : decisions) {
+    absl::StrAppend(&out, out.empty() ? "" : " | ", FormatDecision(d));
+  }
+  return out;
+}
+
+// ---- The shared case files.
+
+struct LoadedCases {
+  std::vector<AlgorithmCase> cases;
+  std::vector<std::string> errors;
+};
+
+const LoadedCases& AllCases() {
+  static const LoadedCases* loaded = [] {
+    auto* result = new LoadedCases;
+    for (const std::string& file : AlgorithmCaseFiles()) {
+      absl::StatusOr<std::vector<AlgorithmCase>> cases = ReadAlgorithmCaseFile(file);
+      if (!cases.ok()) {
+        result->errors.push_back(std::string(cases.status().message()));
+        continue;
+      }
+      for (AlgorithmCase& test_case : *cases) {
+        result->cases.push_back(std::move(test_case));
+      }
+    }
+    return result;
+  }();
+  return *loaded;
+}
+
+std::string FileStem(const std::string& path) {
+  return std::filesystem::path(path).stem().string();
+}
+
+class LuaScriptsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(Shared().error, "") << "test redis-server set-up failed"; }
+};
+
+class LuaCasesTest : public ::testing::TestWithParam<AlgorithmCase> {
+ protected:
+  void SetUp() override { ASSERT_EQ(Shared().error, "") << "test redis-server set-up failed"; }
+
+  // Runs every step of the case on a fresh key through `make_call` and checks each decision.
+  template <typename MakeCall>
+  void RunCase(const std::string& mode, const MakeCall& make_call) {
+    const AlgorithmCase& test_case = GetParam();
+    const std::string key =
+        absl::StrCat("sluice:{lua_cases:", mode, ":", FileStem(test_case.file), ":",
+                     test_case.name, "}");
+    ASSERT_TRUE(Redis().Command({"DEL", key}) != nullptr);
+    std::vector<ScriptCall> calls;
+    for (const CaseStep& step : test_case.steps) {
+      calls.push_back(make_call(key, kCaseBaseUs + step.at_us, test_case.params, step.hits));
+    }
+    std::vector<absl::StatusOr<std::vector<Decision>>> results = RunAtomically(calls);
+    ASSERT_EQ(results.size(), test_case.steps.size());
+    for (size_t i = 0; i < results.size(); ++i) {
+      const CaseStep& step = test_case.steps[i];
+      ASSERT_TRUE(results[i].ok()) << StepLocation(test_case, step) << ": " << results[i].status();
+      ASSERT_EQ(results[i]->size(), 1u);
+      EXPECT_EQ(FormatDecision((*results[i])[0]), FormatDecision(step.expected))
+          << StepLocation(test_case, step) << ": case " << test_case.name << " (" << mode
+          << "), at " << step.at_us << " hits " << step.hits;
+    }
+  }
+};
+
+// Verifies that each algorithm's single-key script produces every step's expected decision, in
+// order, on one fresh key, with the caller's clock.
+TEST_P(LuaCasesTest, SingleKeyScriptMatchesCases) {
+  RunCase("single", [](const std::string& key, int64_t now, const LimitParams& params,
+                       uint64_t hits) { return Single(key, now, params, hits); });
+}
+
+// Verifies that the "group" script, given a group of one, produces every step's expected
+// decision, in order, on one fresh key, with the caller's clock.
+TEST_P(LuaCasesTest, GroupOfOneMatchesCases) {
+  RunCase("group", [](const std::string& key, int64_t now, const LimitParams& params,
+                      uint64_t hits) { return Group(now, {{key, params, hits}}); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, LuaCasesTest, ::testing::ValuesIn(AllCases().cases),
+                         [](const ::testing::TestParamInfo<AlgorithmCase>& info) {
+                           return absl::StrCat(FileStem(info.param.file), "_", info.param.name);
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LuaCasesTest);
+
+// Verifies that the case files were found and parsed, so the parameterized tests above did run.
+TEST(LuaCaseFilesTest, EveryAlgorithmHasCases) {
+  EXPECT_THAT(AllCases().errors, ::testing::IsEmpty());
+  std::map<std::string, int> per_file;
+  for (const AlgorithmCase& test_case : AllCases().cases) {
+    ++per_file[FileStem(test_case.file)];
+  }
+  for (Algorithm algorithm : kAllAlgorithms) {
+    EXPECT_GE(per_file[std::string(AlgorithmName(algorithm))], 12) << AlgorithmName(algorithm);
+  }
+}
+
+// ---- The embedded scripts.
+
+// Verifies that LuaScripts() holds exactly the seven composed scripts, sorted by name, and that
+// each loads into Redis (SCRIPT LOAD compiles it).
+TEST_F(LuaScriptsTest, EmbedsOneScriptPerAlgorithmAndGroup) {
+  std::vector<std::string> names;
+  for (const LuaScript& script : LuaScripts()) {
+    names.push_back(std::string(script.name));
+    EXPECT_FALSE(script.source.empty()) << script.name;
+    EXPECT_EQ(Shared().sha.count(std::string(script.name)), 1u) << script.name;
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("fixed_window", "gcra", "group", "leaky_bucket",
+                                            "sliding_window_counter", "sliding_window_log",
+                                            "token_bucket"));
+}
+
+// ---- Random sequences against the C++ algorithms.
+
+struct RandomStep {
+  int64_t now;
+  uint64_t hits;
+};
+
+LimitParams RandomParams(std::mt19937_64& rng, Algorithm algorithm) {
+  static constexpr uint64_t kLimits[] = {0, 1, 2, 3, 5, 7, 10, 60, 100, 999, 1000, 1'000'000};
+  static constexpr int64_t kPeriods[] = {1,       3,         1000,          333'333,
+                                         1'000'000, 7'000'000, 60'000'000, 3'600'000'000,
+                                         86'400'000'000};
+  static constexpr uint64_t kBursts[] = {0, 1, 2, 3, 5, 10, 100, 1000};
+  auto pick = [&](const auto& values) {
+    return values[std::uniform_int_distribution<size_t>(0, std::size(values) - 1)(rng)];
+  };
+  LimitParams p{algorithm, pick(kLimits), pick(kPeriods), pick(kBursts)};
+  if (rng() % 4 == 0) {
+    p.burst = p.limit;
+  }
+  return p;
+}
+
+uint64_t RandomHits(std::mt19937_64& rng, const LimitParams& p) {
+  const uint64_t most = std::max<uint64_t>(1, std::min<uint64_t>(
+      p.algorithm == Algorithm::kFixedWindow || p.algorithm == Algorithm::kSlidingWindowLog ||
+              p.algorithm == Algorithm::kSlidingWindowCounter
+          ? p.limit
+          : p.burst,
+      20));
+  switch (rng() % 8) {
+    case 0:
+      return 0;
+    case 1:
+      return most + 1;
+    case 2:
+    case 3:
+      return std::uniform_int_distribution<uint64_t>(1, most)(rng);
+    default:
+      return 1;
+  }
+}
+
+// The next time: the same microsecond, one later, exactly at or just before the last retry or
+// reset, or a random stretch of up to two periods (rarely, one day). A clock that steps back
+// goes up to a period into the past.
+int64_t NextTime(std::mt19937_64& rng, int64_t now, const LimitParams& p, const Decision& last,
+                 bool step_back) {
+  const int64_t span = std::min<int64_t>(2 * p.period_us, int64_t{1} << 40);
+  switch (rng() % 10) {
+    case 0:
+      return now;
+    case 1:
+      return now + 1;
+    case 2:
+      return now + std::max<int64_t>(0, last.retry_after_us);
+    case 3:
+      return now + std::max<int64_t>(0, last.retry_after_us - 1);
+    case 4:
+      return now + std::max<int64_t>(0, last.reset_after_us);
+    case 5:
+      return now + std::max<int64_t>(0, last.reset_after_us - 1);
+    case 6:
+      return now + (rng() % 50 == 0 ? 86'400'000'000 : 0);
+    case 7:
+      if (step_back) {
+        return now - std::uniform_int_distribution<int64_t>(1, p.period_us)(rng);
+      }
+      [[fallthrough]];
+    default:
+      return now + std::uniform_int_distribution<int64_t>(0, span)(rng);
+  }
+}
+
+// Runs `sequences` random sequences of `steps` single-key decisions against the C++ algorithm
+// and compares every field. With step_back the clock sometimes steps back, and the reference
+// drops a state whose reset_after is 0 as the scripts do (both decide alike only while time
+// does not go backwards).
+void RunRandomSingleKeySequences(uint64_t seed, int sequences, int steps, bool step_back) {
+  std::mt19937_64 rng(seed);
+  int mismatches = 0;
+  for (int seq = 0; seq < sequences && mismatches < 10; ++seq) {
+    const Algorithm algorithm = kAllAlgorithms[seq % 6];
+    const LimitParams params = RandomParams(rng, algorithm);
+    const std::string key = absl::StrCat("sluice:{random:", seed, ":", seq, "}");
+    AlgorithmState state = NewState(algorithm);
+    int64_t now = kCaseBaseUs + static_cast<int64_t>(rng() % 86'400'000'000);
+    std::vector<ScriptCall> calls;
+    std::vector<RandomStep> trace;
+    std::vector<Decision> expected;
+    for (int i = 0; i < steps; ++i) {
+      const uint64_t hits = RandomHits(rng, params);
+      const Decision d = Evaluate(params, state, now, hits);
+      if (step_back && d.allowed && d.reset_after_us == 0) {
+        state = NewState(algorithm);
+      }
+      calls.push_back(Single(key, now, params, hits));
+      trace.push_back({now, hits});
+      expected.push_back(d);
+      now = NextTime(rng, now, params, d, step_back);
+    }
+    std::vector<absl::StatusOr<std::vector<Decision>>> results = RunAtomically(calls);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const std::string got =
+          results[i].ok() ? Describe(*results[i]) : results[i].status().ToString();
+      if (got != FormatDecision(expected[i])) {
+        ++mismatches;
+        std::string history;
+        for (size_t j = 0; j <= i; ++j) {
+          absl::StrAppend(&history, "\n  at ", trace[j].now - kCaseBaseUs, " hits ",
+                          trace[j].hits, " -> ", FormatDecision(expected[j]));
+        }
+        ADD_FAILURE() << "seed " << seed << " sequence " << seq << " "
+                      << FormatParams(params) << ", step " << i << ": lua " << got
+                      << "\n  c++ steps (at offset from kCaseBaseUs):" << history;
+        break;
+      }
+    }
+  }
+}
+
+// Verifies that random sequences, steered onto the retry and reset boundaries, decide bit for
+// bit as the C++ algorithms do, while time never goes backwards.
+TEST_F(LuaScriptsTest, RandomSequencesMatchCpp) {
+  RunRandomSingleKeySequences(20231115, 600, 24, /*step_back=*/false);
+}
+
+// Verifies the same with a clock that sometimes steps back (the caller's clock of different
+// replicas).
+TEST_F(LuaScriptsTest, RandomSequencesWithClockSteppingBackMatchCpp) {
+  RunRandomSingleKeySequences(42, 300, 24, /*step_back=*/true);
+}
+
+// Verifies that random groups of one to four keys of mixed algorithms decide as the C++
+// algorithms do when run all-or-nothing (decide every key on a copy; commit all only if all
+// admit), as the memory backend runs a group.
+TEST_F(LuaScriptsTest, RandomGroupsMatchCpp) {
+  std::mt19937_64 rng(7);
+  for (int seq = 0; seq < 150; ++seq) {
+    const size_t size = 1 + rng() % 4;
+    std::vector<GroupCheck> checks;
+    std::vector<AlgorithmState> states;
+    for (size_t k = 0; k < size; ++k) {
+      const LimitParams params = RandomParams(rng, kAllAlgorithms[rng() % 6]);
+      checks.push_back({absl::StrCat("sluice:{group:", seq, "}", k), params, 1});
+      states.push_back(NewState(params.algorithm));
+    }
+    int64_t now = kCaseBaseUs + static_cast<int64_t>(rng() % 86'400'000'000);
+    std::vector<ScriptCall> calls;
+    std::vector<std::vector<Decision>> expected;
+    for (int step = 0; step < 12; ++step) {
+      std::vector<AlgorithmState> trial = states;
+      std::vector<Decision> decisions;
+      bool all = true;
+      for (size_t k = 0; k < size; ++k) {
+        checks[k].hits = RandomHits(rng, checks[k].params);
+        decisions.push_back(Evaluate(checks[k].params, trial[k], now, checks[k].hits));
+        all = all && decisions.back().allowed;
+      }
+      if (all) {
+        states = std::move(trial);
+      }
+      calls.push_back(Group(now, checks));
+      expected.push_back(decisions);
+      now = NextTime(rng, now, checks[0].params, decisions[0], false);
+    }
+    std::vector<absl::StatusOr<std::vector<Decision>>> results = RunAtomically(calls);
+    for (size_t i = 0; i < results.size(); ++i) {
+      ASSERT_TRUE(results[i].ok()) << results[i].status();
+      ASSERT_EQ(Describe(*results[i]), Describe(expected[i]))
+          << "group sequence " << seq << " step " << i << ": " << FormatParams(checks[0].params)
+          << " ...";
+    }
+  }
+}
+
+// Verifies that durations too long to report saturate at 2^53 us exactly as in C++ (a refill of
+// a billion tokens at one per day), also from an odd microsecond, where now + 2^53 is not a
+// double: the scripts search on offsets from now.
+TEST_F(LuaScriptsTest, SaturatedDurationsMatchCpp) {
+  for (Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kLeakyBucket, Algorithm::kGcra}) {
+    const LimitParams params = Params(algorithm, 1, 86'400'000'000, 1'000'000'000);
+    const std::string key = absl::StrCat("sluice:{saturate}", AlgorithmName(algorithm));
+    AlgorithmState state = NewState(algorithm);
+    const int64_t t = kCaseBaseUs + 1;
+    std::vector<ScriptCall> calls;
+    std::vector<Decision> expected;
+    for (auto [offset, hits] : std::vector<std::pair<int64_t, uint64_t>>{
+             {0, 1'000'000'000}, {1, 2}, {2, 1'000'000'000}, {86'400'000'001, 0}}) {
+      calls.push_back(Single(key, t + offset, params, hits));
+      expected.push_back(Evaluate(params, state, t + offset, hits));
+    }
+    std::vector<absl::StatusOr<std::vector<Decision>>> results = RunAtomically(calls);
+    bool saturated = false;
+    for (size_t i = 0; i < results.size(); ++i) {
+      ASSERT_TRUE(results[i].ok()) << results[i].status();
+      EXPECT_EQ(Describe(*results[i]), FormatDecision(expected[i]))
+          << AlgorithmName(algorithm) << " step " << i;
+      saturated = saturated || expected[i].reset_after_us == (int64_t{1} << 53);
+    }
+    EXPECT_TRUE(saturated) << AlgorithmName(algorithm) << ": the test no longer saturates";
+  }
+}
+
+// ---- Groups.
+
+// Verifies that a group is all-or-nothing: when one key denies, every other key, of every
+// algorithm, keeps its state (value and TTL) bit for bit, so a following request decides as if
+// the denied group never happened; and that an admitted group writes every key.
+TEST_F(LuaScriptsTest, DeniedGroupWritesNothing) {
+  const LimitParams narrow = Params(Algorithm::kFixedWindow, 1, 60'000'000, 0);
+  for (Algorithm algorithm : kAllAlgorithms) {
+    for (bool denier_first : {false, true}) {
+      const LimitParams params = Params(algorithm, 5, 1'000'000, 5);
+      const std::string tag = absl::StrCat("{aon:", AlgorithmName(algorithm), denier_first, "}");
+      const std::string key = tag + "key";
+      const std::string denier = tag + "narrow";
+      auto group = [&](int64_t now, uint64_t hits) {
+        std::vector<GroupCheck> checks = {{key, params, hits}, {denier, narrow, 1}};
+        if (denier_first) {
+          std::swap(checks[0], checks[1]);
+        }
+        absl::StatusOr<std::vector<Decision>> d = Eval(Group(now, checks));
+        EXPECT_TRUE(d.ok() && d->size() == 2) << d.status();
+        if (!d.ok() || d->size() != 2) {
+          return std::make_pair(Decision{}, Decision{});
+        }
+        return denier_first ? std::make_pair((*d)[1], (*d)[0]) : std::make_pair((*d)[0], (*d)[1]);
+      };
+      const int64_t t = kCaseBaseUs + 10'000'000'000;
+      AlgorithmState state = NewState(algorithm);
+
+      // Both admit: both are written.
+      auto [first, first_narrow] = group(t, 2);
+      EXPECT_EQ(FormatDecision(first), FormatDecision(Evaluate(params, state, t, 2)));
+      EXPECT_TRUE(first.allowed && first_narrow.allowed);
+      ASSERT_NE(Dump(key), "") << AlgorithmName(algorithm);
+      ASSERT_NE(Dump(denier), "");
+      const std::string value = Dump(key);
+      const int64_t expire_at = Integer({"PEXPIRETIME", key});
+
+      // The narrow limit denies: the key's own decision is reported, but nothing is written.
+      AlgorithmState copy = state;
+      auto [second, second_narrow] = group(t + 1'000, 2);
+      EXPECT_FALSE(second_narrow.allowed);
+      EXPECT_TRUE(second.allowed) << AlgorithmName(algorithm);
+      EXPECT_EQ(FormatDecision(second), FormatDecision(Evaluate(params, copy, t + 1'000, 2)));
+      EXPECT_EQ(Dump(key), value) << AlgorithmName(algorithm);
+      EXPECT_EQ(Integer({"PEXPIRETIME", key}), expire_at) << AlgorithmName(algorithm);
+
+      // The next request sees the state of the first group only.
+      absl::StatusOr<std::vector<Decision>> third = Eval(Single(key, t + 2'000, params, 1));
+      ASSERT_TRUE(third.ok()) << third.status();
+      EXPECT_EQ(Describe(*third), FormatDecision(Evaluate(params, state, t + 2'000, 1)))
+          << AlgorithmName(algorithm) << (denier_first ? " (denier first)" : "");
+    }
+  }
+}
+
+// ---- TTLs.
+
+// Verifies for every algorithm that an admitted request leaves the key with a TTL of
+// reset_after rounded up to whole milliseconds (never shorter than the state matters), that a
+// denial changes neither the value nor the TTL, and that a state back to fresh is deleted.
+TEST_F(LuaScriptsTest, TtlCoversResetAfter) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    // 1.0005 s: reset_after is rarely a whole number of milliseconds.
+    const LimitParams params = Params(algorithm, 3, 1'000'500, 3);
+    const std::string key = absl::StrCat("sluice:{ttl}", AlgorithmName(algorithm));
+    AlgorithmState state = NewState(algorithm);
+    // 1 ms into a window, so that every step below stays inside it.
+    const int64_t t = (kCaseBaseUs / params.period_us + 1) * params.period_us + 1'000;
+    struct Step {
+      int64_t now;
+      uint64_t hits;
+    };
+    for (const Step& step : {Step{t, 1}, Step{t + 1, 1}, Step{t + 333'333, 0}}) {
+      const int64_t before_ms = RedisTimeUs() / 1000;
+      absl::StatusOr<std::vector<Decision>> d = Eval(Single(key, step.now, params, step.hits));
+      const int64_t after_ms = RedisTimeUs() / 1000 + 1;
+      ASSERT_TRUE(d.ok()) << d.status();
+      const Decision expected = Evaluate(params, state, step.now, step.hits);
+      ASSERT_EQ(Describe(*d), FormatDecision(expected)) << AlgorithmName(algorithm);
+      ASSERT_TRUE(expected.allowed);
+      ASSERT_GT(expected.reset_after_us, 0);
+      const int64_t expire_at = Integer({"PEXPIRETIME", key});
+      const int64_t ttl = ExpectedTtlMs(expected.reset_after_us);
+      EXPECT_GE(expire_at, before_ms + ttl) << AlgorithmName(algorithm) << " reset "
+                                            << expected.reset_after_us;
+      if (step.hits > 0) {
+        // Written now, so not kept longer than needed either. (A check may leave an unchanged
+        // state, and the TTL it was written with, alone.)
+        EXPECT_LE(expire_at, after_ms + ttl) << AlgorithmName(algorithm) << " reset "
+                                             << expected.reset_after_us;
+      }
+    }
+
+    // A denial (3 more hits do not fit) writes nothing: same value, same expiry.
+    const std::string value = Dump(key);
+    const int64_t expire_at = Integer({"PEXPIRETIME", key});
+    absl::StatusOr<std::vector<Decision>> denied = Eval(Single(key, t + 400'000, params, 3));
+    ASSERT_TRUE(denied.ok()) << denied.status();
+    EXPECT_EQ(Describe(*denied), FormatDecision(Evaluate(params, state, t + 400'000, 3)));
+    EXPECT_FALSE((*denied)[0].allowed) << AlgorithmName(algorithm);
+    EXPECT_EQ(Dump(key), value) << AlgorithmName(algorithm);
+    EXPECT_EQ(Integer({"PEXPIRETIME", key}), expire_at) << AlgorithmName(algorithm);
+
+    // A day later the state is that of a fresh key: a check (hits 0) reports reset 0 and the
+    // key is dropped rather than kept for nothing. (PERSIST first, so that only the script can
+    // have removed it.)
+    ASSERT_EQ(Integer({"PERSIST", key}), 1);
+    const int64_t later = t + 86'400'000'000;
+    absl::StatusOr<std::vector<Decision>> idle = Eval(Single(key, later, params, 0));
+    ASSERT_TRUE(idle.ok()) << idle.status();
+    EXPECT_EQ(Describe(*idle), FormatDecision(Evaluate(params, state, later, 0)));
+    EXPECT_EQ((*idle)[0].reset_after_us, 0) << AlgorithmName(algorithm);
+    EXPECT_EQ(Integer({"EXISTS", key}), 0) << AlgorithmName(algorithm);
+  }
+}
+
+// Verifies that a reset_after of a few microseconds still gets the minimum TTL of 1 ms.
+TEST_F(LuaScriptsTest, ShortestTtlIsOneMillisecond) {
+  const LimitParams params = Params(Algorithm::kFixedWindow, 1, 1'000'000, 0);
+  const std::string key = "sluice:{ttl}short";
+  // 3 us before the window ends. In one transaction, so the key cannot expire before it is read.
+  std::vector<ReplyPtr> replies =
+      Redis().Pipeline({{"MULTI"},
+                        {"TIME"},
+                        EvalshaArgs(Single(key, kCaseBaseUs + 999'997, params, 1)),
+                        {"PEXPIRETIME", key},
+                        {"EXEC"}});
+  const redisReply* exec = replies.back().get();
+  ASSERT_TRUE(exec != nullptr && exec->type == REDIS_REPLY_ARRAY && exec->elements == 3);
+  const redisReply* time = exec->element[0];
+  ASSERT_EQ(time->type, REDIS_REPLY_ARRAY);
+  const int64_t before_ms = std::stoll(time->element[0]->str) * 1000 +
+                            std::stoll(time->element[1]->str) / 1000;
+  absl::StatusOr<std::vector<Decision>> d = ToDecisions(exec->element[1]);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(Describe(*d), "allow remaining 0 retry 0 reset 3 delay 0");
+  ASSERT_EQ(exec->element[2]->type, REDIS_REPLY_INTEGER);
+  const int64_t expire_at = exec->element[2]->integer;
+  EXPECT_GE(expire_at, before_ms + 1);
+  EXPECT_LE(expire_at, RedisTimeUs() / 1000 + 1);
+}
+
+// ---- Redis' clock.
+
+// Verifies that now = "" takes the time from Redis TIME in microseconds: sequences decide sanely
+// on Redis' clock, and a follow-up request on the caller's clock sees the admission at a time
+// between two TIME readings taken around it.
+TEST_F(LuaScriptsTest, RedisClockWhenNowIsEmpty) {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    const std::string key = absl::StrCat("sluice:{time}", AlgorithmName(algorithm));
+    // limit 2 per hour: two admitted, the third denied.
+    const LimitParams two = Params(algorithm, 2, 3'600'000'000, 2);
+    std::vector<Decision> got;
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<std::vector<Decision>> d = Eval(Single(key, std::nullopt, two, 1));
+      ASSERT_TRUE(d.ok()) << d.status();
+      got.push_back((*d)[0]);
+    }
+    EXPECT_TRUE(got[0].allowed && got[1].allowed) << Describe(got);
+    EXPECT_FALSE(got[2].allowed) << Describe(got);
+    EXPECT_EQ(got[2].remaining, 0u);
+    EXPECT_GT(got[2].retry_after_us, 0) << Describe(got);
+    // sliding_window_counter may wait into the next window, until the previous one weighs less.
+    EXPECT_LE(got[2].retry_after_us, 7'200'000'000) << Describe(got);
+    EXPECT_GT(got[2].reset_after_us, 0) << Describe(got);
+    EXPECT_LE(got[2].reset_after_us, 7'200'000'000) << Describe(got);
+    if (algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindowCounter) {
+      continue;  // their retry depends on the window, not on the admission time
+    }
+    // One per 10 s, admitted at Redis' time tau: a request on the caller's clock at `after` is
+    // denied until tau + 10 s.
+    const std::string one_key = key + ":one";
+    const LimitParams one = Params(algorithm, 1, 10'000'000, 1);
+    const int64_t t0 = RedisTimeUs();
+    absl::StatusOr<std::vector<Decision>> first = Eval(Single(one_key, std::nullopt, one, 1));
+    const int64_t t1 = RedisTimeUs();
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_TRUE((*first)[0].allowed);
+    absl::StatusOr<std::vector<Decision>> probe = Eval(Single(one_key, t1, one, 1));
+    ASSERT_TRUE(probe.ok()) << probe.status();
+    ASSERT_FALSE((*probe)[0].allowed) << AlgorithmName(algorithm);
+    const int64_t tau = t1 + (*probe)[0].retry_after_us - 10'000'000;
+    EXPECT_GE(tau, t0) << AlgorithmName(algorithm);
+    EXPECT_LE(tau, t1) << AlgorithmName(algorithm);
+  }
+}
+
+// Verifies that a group takes one time from Redis for all its keys.
+TEST_F(LuaScriptsTest, GroupOnRedisClock) {
+  const LimitParams tb = Params(Algorithm::kTokenBucket, 1, 10'000'000, 1);
+  const LimitParams gcra = Params(Algorithm::kGcra, 1, 10'000'000, 1);
+  const std::vector<GroupCheck> checks = {{"{gtime}a", tb, 1}, {"{gtime}b", gcra, 1}};
+  absl::StatusOr<std::vector<Decision>> first = Eval(Group(std::nullopt, checks));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE((*first)[0].allowed && (*first)[1].allowed) << Describe(*first);
+  absl::StatusOr<std::vector<Decision>> second = Eval(Group(std::nullopt, checks));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE((*second)[0].allowed || (*second)[1].allowed) << Describe(*second);
+  // Both keys were admitted at the same microsecond, so both wait exactly as long.
+  EXPECT_EQ((*second)[0].retry_after_us, (*second)[1].retry_after_us) << Describe(*second);
+}
+
+// ---- Malformed calls.
+
+// Verifies that every malformed call is an error reply that says what is wrong, and writes
+// nothing.
+TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
+  const std::string key = "sluice:{bad}key";
+  struct Bad {
+    ScriptCall call;
+    std::string message;
+  };
+  auto single = [&](std::vector<std::string> args) {
+    return ScriptCall{"token_bucket", {key}, std::move(args)};
+  };
+  auto group = [&](std::vector<std::string> keys, std::vector<std::string> args) {
+    return ScriptCall{"group", std::move(keys), std::move(args)};
+  };
+  const std::vector<Bad> bad = {
+      {single({"abc", "10", "1000000", "10", "1"}), "now (ARGV[1]) must be an integer"},
+      {single({"1.5", "10", "1000000", "10", "1"}), "now (ARGV[1]) must be an integer"},
+      {single({"99999999999999999999", "10", "1000000", "10", "1"}), "now (ARGV[1])"},
+      {single({"", "ten", "1000000", "10", "1"}), "limit (ARGV[2]) must be an integer"},
+      {single({"", "-1", "1000000", "10", "1"}), "limit (ARGV[2])"},
+      {single({"", "10", "0", "10", "1"}), "period_us (ARGV[3]) must be an integer in [1,"},
+      {single({"", "10", "-5", "10", "1"}), "period_us (ARGV[3])"},
+      {single({"", "10", "1125899906842625", "10", "1"}), "period_us (ARGV[3])"},
+      {single({"", "10", "1000000", "inf", "1"}), "burst (ARGV[4])"},
+      {single({"", "10", "1000000", "10", "nan"}), "hits (ARGV[5])"},
+      {single({"", "10", "1000000", "10", "0x"}), "hits (ARGV[5])"},
+      {single({"", "10", "1000000", "10"}), "expected 1 key and 5 arguments"},
+      {ScriptCall{"gcra", {key, key + "2"}, {"", "10", "1000000", "10", "1"}},
+       "expected 1 key and 5 arguments"},
+      {group({key}, {"", "9", "10", "1000000", "10", "1"}), "unknown algorithm code"},
+      {group({key}, {"", "token_bucket", "10", "1000000", "10", "1"}), "unknown algorithm code"},
+      {group({key}, {"", "3", "10", "1000000", "10"}), "expected N >= 1 keys"},
+      {group({}, {""}), "expected N >= 1 keys"},
+      {group({key, key + "2"}, {"", "3", "10", "1000000", "10", "1", "0", "10", "0", "0", "1"}),
+       "key 2: period_us (ARGV[9])"},
+      {group({key, key}, {"", "3", "10", "1000000", "10", "1", "0", "10", "1000", "0", "1"}),
+       "KEYS[2] repeats KEYS[1]"},
+  };
+  for (const Bad& b : bad) {
+    absl::StatusOr<std::vector<Decision>> d = Eval(b.call);
+    ASSERT_FALSE(d.ok()) << b.message << ": got " << Describe(*d);
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kUnknown) << d.status();
+    EXPECT_THAT(d.status().message(), HasSubstr(b.message));
+    EXPECT_THAT(d.status().message(), HasSubstr("ERR sluice"));
+    EXPECT_EQ(Integer({"EXISTS", key, key + "2"}), 0) << b.message;
+  }
+}
+
+// ---- Keys.
+
+// Verifies that keys made of any bytes (spaces, newlines, braces, RESP syntax, NUL, UTF-8)
+// are each their own state, for every algorithm and through the group script.
+TEST_F(LuaScriptsTest, KeysWithHostileCharacters) {
+  const std::vector<std::string> keys = {
+      "a b",        "line\nbreak",           "{",     "}",          "{}",   "x{y}z{",
+      "{a b}\r\n",  "*1\r\n$4\r\nPING\r\n", "%{}|=", std::string("nul\0byte", 8),
+      "\xc3\xbc\xe2\x82\xac", ":1:2",
+  };
+  for (Algorithm algorithm : kAllAlgorithms) {
+    const LimitParams params = Params(algorithm, 1, 60'000'000, 1);
+    const int64_t t = kCaseBaseUs + 5'000'000;
+    for (const std::string& raw : keys) {
+      const std::string key = absl::StrCat(raw, AlgorithmName(algorithm));
+      absl::StatusOr<std::vector<Decision>> first = Eval(Single(key, t, params, 1));
+      ASSERT_TRUE(first.ok()) << first.status();
+      EXPECT_TRUE((*first)[0].allowed) << absl::CEscape(key);
+      EXPECT_EQ(Integer({"EXISTS", key}), 1) << absl::CEscape(key);
+      // The key's own state denies the next hit, also through the group script.
+      absl::StatusOr<std::vector<Decision>> second = Eval(Group(t + 1, {{key, params, 1}}));
+      ASSERT_TRUE(second.ok()) << second.status();
+      EXPECT_FALSE((*second)[0].allowed) << absl::CEscape(key);
+    }
+  }
+  // Nothing else was written: one key per (key, algorithm).
+  ReplyPtr all = Redis().Command({"KEYS", "*"});
+  ASSERT_TRUE(all != nullptr && all->type == REDIS_REPLY_ARRAY);
+  size_t hostile = 0;
+  for (size_t i = 0; i < all->elements; ++i) {
+    const std::string name(all->element[i]->str, all->element[i]->len);
+    for (const std::string& raw : keys) {
+      for (Algorithm algorithm : kAllAlgorithms) {
+        hostile += name == absl::StrCat(raw, AlgorithmName(algorithm)) ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_EQ(hostile, keys.size() * 6);
+}
+
+// Verifies that a key written by one algorithm is a fresh key to another (the rule's algorithm
+// changed), as in the memory backend, including a sorted set (sliding_window_log) read by a
+// string-valued algorithm and the reverse.
+TEST_F(LuaScriptsTest, AlgorithmChangeStartsFresh) {
+  const std::string key = "sluice:{change}key";
+  int64_t t = kCaseBaseUs + 77'000'000;
+  const Algorithm order[] = {Algorithm::kTokenBucket,    Algorithm::kLeakyBucket,
+                             Algorithm::kSlidingWindowLog, Algorithm::kGcra,
+                             Algorithm::kSlidingWindowCounter, Algorithm::kSlidingWindowLog,
+                             Algorithm::kFixedWindow,    Algorithm::kTokenBucket};
+  for (Algorithm algorithm : order) {
+    const LimitParams params = Params(algorithm, 4, 60'000'000, 4);
+    AlgorithmState fresh = NewState(algorithm);
+    absl::StatusOr<std::vector<Decision>> d = Eval(Single(key, t, params, 3));
+    ASSERT_TRUE(d.ok()) << AlgorithmName(algorithm) << ": " << d.status();
+    EXPECT_EQ(Describe(*d), FormatDecision(Evaluate(params, fresh, t, 3)))
+        << AlgorithmName(algorithm);
+    t += 1'000;
+  }
+}
+
+// ---- Sliding window log specifics.
+
+// Verifies that admissions within one microsecond are separate members (nothing is overwritten)
+// and that expired members are trimmed when a request is admitted, so the set stays bounded.
+TEST_F(LuaScriptsTest, SlidingLogMembersAreUniqueAndTrimmed) {
+  const std::string key = "sluice:{swl}members";
+  const LimitParams params = Params(Algorithm::kSlidingWindowLog, 100, 1'000'000, 0);
+  const int64_t t = kCaseBaseUs + 42;
+  std::vector<ScriptCall> calls;
+  for (int i = 0; i < 20; ++i) {
+    calls.push_back(Single(key, t, params, 1 + i % 3));
+  }
+  for (const auto& result : RunAtomically(calls)) {
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE((*result)[0].allowed);
+  }
+  EXPECT_EQ(Integer({"ZCARD", key}), 20);
+  absl::StatusOr<std::vector<Decision>> check = Eval(Single(key, t + 999'999, params, 0));
+  ASSERT_TRUE(check.ok());
+  EXPECT_EQ((*check)[0].remaining, 100u - 39u);  // 20 admissions of 1, 2, 3, 1, ... = 39 hits
+  // One period later all 20 have expired: the next admission leaves one member.
+  absl::StatusOr<std::vector<Decision>> later = Eval(Single(key, t + 1'000'000, params, 5));
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(Describe(*later), "allow remaining 95 retry 0 reset 1000000 delay 0");
+  EXPECT_EQ(Integer({"ZCARD", key}), 1);
+}
+
+// Verifies that the walk over expired entries at the head of a large log (more than one read's
+// worth) and the retry lookup agree with C++ on a log of hundreds of entries.
+TEST_F(LuaScriptsTest, SlidingLogLongLogMatchesCpp) {
+  const std::string key = "sluice:{swl}long";
+  const LimitParams params = Params(Algorithm::kSlidingWindowLog, 500, 1'000'000, 0);
+  AlgorithmState state = NewState(params.algorithm);
+  std::vector<ScriptCall> calls;
+  std::vector<Decision> expected;
+  int64_t t = kCaseBaseUs + 1'000;
+  auto add = [&](int64_t now, uint64_t hits) {
+    calls.push_back(Single(key, now, params, hits));
+    expected.push_back(Evaluate(params, state, now, hits));
+  };
+  for (int i = 0; i < 400; ++i) {
+    add(t + i * 2'000, 1 + i % 2);  // 600 hits offered over 0.8 s: the tail is denied
+  }
+  // 0.3 s after the first, 150 entries have expired: a denial walks them without trimming...
+  add(t + 1'300'000, 400);
+  add(t + 1'300'000, 1);  // ...and an admission trims them.
+  add(t + 1'300'001, 0);
+  add(t + 1'650'000, 300);
+  add(t + 1'650'000, 300);
+  std::vector<absl::StatusOr<std::vector<Decision>>> results = RunAtomically(calls);
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_TRUE(results[i].ok()) << results[i].status();
+    ASSERT_EQ(Describe(*results[i]), FormatDecision(expected[i])) << "step " << i;
+  }
+}
+
+// struct.pack("<dd", a, b): two little-endian IEEE doubles.
+std::string PackDoubles(double a, double b) {
+  std::string out;
+  for (double x : {a, b}) {
+    const auto bits = absl::bit_cast<uint64_t>(x);
+    for (int i = 0; i < 8; ++i) {
+      out.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+    }
+  }
+  return out;
+}
+
+// Verifies that the cumulative scores are shifted back to 0 before they pass 2^53 (a key that
+// never goes idle), with no change in the decisions. The log is seeded in the documented
+// layout (lua/sliding_window_log.lua): score = hits before the entry, member
+// struct.pack("<dd", ts, cum_after).
+TEST_F(LuaScriptsTest, SlidingLogRebasesCumulativeScores) {
+  const std::string key = "sluice:{swl}rebase";
+  const LimitParams params = Params(Algorithm::kSlidingWindowLog, 10, 1'000'000, 0);
+  const int64_t t = kCaseBaseUs + 500'000;
+  const int64_t big = (int64_t{1} << 53) - 10;
+  // Entries (t - 900ms, 2 hits), (t - 100ms, 4 hits): 6 live hits.
+  ASSERT_TRUE(Redis().Command({"ZADD", key, absl::StrCat(big),
+                               PackDoubles(t - 900'000, big + 2), absl::StrCat(big + 2),
+                               PackDoubles(t - 100'000, big + 6)}) != nullptr);
+  ASSERT_EQ(Integer({"ZCARD", key}), 2);
+  SlidingWindowLogState seeded;
+  seeded.entries = {{t - 900'000, 2}, {t - 100'000, 4}};
+  seeded.total = 6;
+  AlgorithmState state = seeded;
+  std::vector<ScriptCall> calls;
+  std::vector<Decision> expected;
+  for (auto [offset, hits] : std::vector<std::pair<int64_t, uint64_t>>{
+           {0, 4}, {1, 1}, {2, 2}, {100'000, 2}, {100'001, 0}, {950'000, 5}}) {
+    calls.push_back(Single(key, t + offset, params, hits));
+    expected.push_back(Evaluate(params, state, t + offset, hits));
+  }
+  std::vector<absl::StatusOr<std::vector<Decision>>> results = RunAtomically(calls);
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_TRUE(results[i].ok()) << results[i].status();
+    EXPECT_EQ(Describe(*results[i]), FormatDecision(expected[i])) << "step " << i;
+  }
+  ReplyPtr scores = Redis().Command({"ZRANGE", key, "0", "-1", "WITHSCORES"});
+  ASSERT_TRUE(scores != nullptr && scores->type == REDIS_REPLY_ARRAY && scores->elements > 0);
+  EXPECT_LT(std::stod(scores->element[scores->elements - 1]->str), 1000.0);
+}
+
+}  // namespace
+}  // namespace sluice::testing

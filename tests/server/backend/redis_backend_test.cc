@@ -1,0 +1,151 @@
+#include "server/backend/redis_backend.h"
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/backend/memory_backend.h"
+#include "server/common/fake_clock.h"
+#include "tests/support/redis_server.h"
+
+namespace sluice {
+namespace {
+
+using testing::RedisServer;
+
+LimitParams Params(Algorithm algorithm, uint64_t limit, int64_t period_us, uint64_t burst = 0) {
+  return LimitParams{algorithm, limit, period_us, burst ? burst : limit};
+}
+
+struct Outcome {
+  absl::Status status;
+  std::vector<Decision> decisions;
+};
+
+class RedisBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto redis = RedisServer::Start();
+    ASSERT_TRUE(redis.ok()) << redis.status();
+    redis_ = std::move(*redis);
+    backend_ = Make(/*caller_clock=*/true, absl::Seconds(2));
+  }
+
+  std::unique_ptr<RedisBackend> Make(bool caller_clock, absl::Duration timeout,
+                                     const Clock* clock = nullptr) {
+    RedisBackendOptions options;
+    options.client.address = redis_->address();
+    options.timeout = timeout;
+    options.use_caller_clock = caller_clock;
+    auto backend = RedisBackend::Create(options, clock ? *clock : clock_);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    EXPECT_TRUE((*backend)->WaitUntilReady(absl::Seconds(5)));
+    return std::move(*backend);
+  }
+
+  static Outcome Run(Backend& backend, std::vector<LimitCheck> checks) {
+    std::promise<Outcome> promise;
+    backend.Evaluate(checks, [&](absl::Status status, absl::Span<const Decision> d) {
+      promise.set_value(Outcome{status, {d.begin(), d.end()}});
+    });
+    return promise.get_future().get();
+  }
+
+  FakeClock clock_{1700006400000000};
+  std::unique_ptr<RedisServer> redis_;
+  std::unique_ptr<RedisBackend> backend_;
+};
+
+// Verifies every algorithm decides on Redis exactly as the memory backend does, step by step,
+// for a mix of hits and times (the Lua scripts and the C++ code are one behaviour).
+TEST_F(RedisBackendTest, AgreesWithMemoryBackendOnEveryAlgorithm) {
+  MemoryBackend memory(clock_);
+  const int64_t steps[] = {0, 1, 250000, 333333, 999999, 1000000, 1500001, 4000000};
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
+                      Algorithm::kLeakyBucket, Algorithm::kGcra}) {
+    clock_.SetMicros(1700006400000000);
+    LimitParams p = Params(a, 3, 1000000, 4);
+    if (a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindowLog ||
+        a == Algorithm::kSlidingWindowCounter) {
+      p.burst = p.limit;
+    }
+    std::string key = absl::StrCat("{agree}", static_cast<int>(a));
+    for (int64_t step : steps) {
+      clock_.SetMicros(1700006400000000 + step);
+      for (uint64_t hits : {1u, 2u, 0u, 1u}) {
+        Outcome redis = Run(*backend_, {LimitCheck{key, p, hits, 0}});
+        Outcome mem = Run(memory, {LimitCheck{key, p, hits, 0}});
+        ASSERT_TRUE(redis.status.ok()) << redis.status;
+        const Decision& r = redis.decisions[0];
+        const Decision& m = mem.decisions[0];
+        SCOPED_TRACE(absl::StrCat(AlgorithmName(a), " t+", step, " hits ", hits));
+        EXPECT_EQ(r.allowed, m.allowed);
+        EXPECT_EQ(r.remaining, m.remaining);
+        EXPECT_EQ(r.retry_after_us, m.retry_after_us);
+        EXPECT_EQ(r.reset_after_us, m.reset_after_us);
+        EXPECT_EQ(r.delay_us, m.delay_us);
+      }
+    }
+  }
+}
+
+// Verifies a group (the rules of one descriptor) is all-or-nothing on Redis, and that several
+// groups of one batch are decided independently.
+TEST_F(RedisBackendTest, GroupIsAllOrNothing) {
+  LimitParams wide = Params(Algorithm::kTokenBucket, 10, 60000000);
+  LimitParams narrow = Params(Algorithm::kFixedWindow, 1, 60000000);
+  Outcome first = Run(*backend_, {{"{g}wide", wide, 1, 0}, {"{g}narrow", narrow, 1, 0},
+                                  {"{h}alone", narrow, 1, 1}});
+  ASSERT_TRUE(first.status.ok()) << first.status;
+  ASSERT_EQ(first.decisions.size(), 3u);
+  EXPECT_TRUE(first.decisions[0].allowed && first.decisions[1].allowed && first.decisions[2].allowed);
+  Outcome second = Run(*backend_, {{"{g}wide", wide, 1, 0}, {"{g}narrow", narrow, 1, 0}});
+  EXPECT_FALSE(second.decisions[1].allowed);
+  Outcome peek = Run(*backend_, {{"{g}wide", wide, 0, 0}});
+  EXPECT_EQ(peek.decisions[0].remaining, 9u);
+}
+
+// Verifies SCRIPT FLUSH (as after a failover) costs no failed decision.
+TEST_F(RedisBackendTest, ScriptFlushIsHealed) {
+  LimitParams p = Params(Algorithm::kGcra, 100, 1000000);
+  ASSERT_TRUE(Run(*backend_, {{"{f}k", p, 1, 0}}).status.ok());
+  ASSERT_TRUE(redis_->Command({"SCRIPT", "FLUSH"}).ok());
+  for (int i = 0; i < 10; ++i) {
+    Outcome o = Run(*backend_, {{"{f}k", p, 1, 0}, {"{f}k2", p, 1, 1}});
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_TRUE(o.decisions[0].allowed);
+  }
+}
+
+// Verifies a hung Redis answers kDeadlineExceeded within the budget, not later.
+TEST_F(RedisBackendTest, HungRedisMissesTheBudget) {
+  // Deadlines run on the real clock here: the fake one would never let the budget expire.
+  auto fast = Make(false, absl::Milliseconds(20), &RealClock::Get());
+  redis_->Pause();
+  auto begin = std::chrono::steady_clock::now();
+  Outcome o = Run(*fast, {{"{p}k", Params(Algorithm::kFixedWindow, 5, 1000000), 1, 0}});
+  auto took = std::chrono::steady_clock::now() - begin;
+  redis_->Resume();
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kDeadlineExceeded) << o.status;
+  EXPECT_LT(took, std::chrono::milliseconds(500));
+}
+
+// Verifies Redis TIME mode: with the scripts reading Redis' clock, a fixed window still counts.
+TEST_F(RedisBackendTest, RedisTimeMode) {
+  auto backend = Make(false, absl::Seconds(2));
+  LimitParams p = Params(Algorithm::kFixedWindow, 2, 3600000000);
+  EXPECT_TRUE(Run(*backend, {{"{t}k", p, 1, 0}}).decisions[0].allowed);
+  EXPECT_TRUE(Run(*backend, {{"{t}k", p, 1, 0}}).decisions[0].allowed);
+  Outcome third = Run(*backend, {{"{t}k", p, 1, 0}});
+  EXPECT_FALSE(third.decisions[0].allowed);
+  EXPECT_GT(third.decisions[0].retry_after_us, 0);
+  EXPECT_LE(third.decisions[0].retry_after_us, 3600000000);
+}
+
+}  // namespace
+}  // namespace sluice
