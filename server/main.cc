@@ -49,6 +49,9 @@ ABSL_FLAG(std::string, redis_clock, "redis",
           "process's clock is passed in");
 ABSL_FLAG(int32_t, redis_io_threads, 1, "Redis I/O threads");
 ABSL_FLAG(int32_t, redis_connections, 2, "Redis connections per I/O thread");
+ABSL_FLAG(int64_t, over_limit_cache_keys, 100000,
+          "redis backend: keys remembered as over limit, answered without a Redis call until "
+          "their retry time (0 disables)");
 ABSL_FLAG(std::string, failure_mode, "allow",
           "when the backend cannot answer in budget: allow (answer OK) or deny (OVER_LIMIT)");
 ABSL_FLAG(bool, check_config, false, "validate the config, print the result and exit 0 or 1");
@@ -71,7 +74,7 @@ const std::vector<std::string> kFlagNames = {
     "max_key_bytes",   "memory_max_keys",   "config_poll_interval", "shutdown_grace",
     "redis_addresses", "redis_username",    "redis_password",    "redis_db",
     "redis_key_prefix", "redis_timeout",    "redis_clock",       "redis_io_threads",
-    "redis_connections", "failure_mode"};
+    "redis_connections", "failure_mode",    "over_limit_cache_keys"};
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "sluice: %s\n", message.c_str());
@@ -172,7 +175,13 @@ int Run() {
   limiter_options.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
   limiter_options.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   limiter_options.failure_mode = failure_mode == "deny" ? FailureMode::kDeny : FailureMode::kAllow;
-  RateLimiter limiter(store, *backend, metrics, limiter_options);
+  // The memory backend is as fast as the cache: only a remote backend gets one.
+  std::unique_ptr<OverLimitCache> over_limit_cache;
+  if (redis != nullptr && absl::GetFlag(FLAGS_over_limit_cache_keys) > 0) {
+    over_limit_cache = std::make_unique<OverLimitCache>(
+        clock, static_cast<size_t>(absl::GetFlag(FLAGS_over_limit_cache_keys)));
+  }
+  RateLimiter limiter(store, *backend, metrics, limiter_options, over_limit_cache.get());
 
   RateLimitGrpcService service(limiter);
   grpc::EnableDefaultHealthCheckService(true);

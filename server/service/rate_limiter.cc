@@ -30,15 +30,6 @@ struct DescriptorPlan {
   std::string stat_key;
 };
 
-// Everything a call needs after the backend answers. The snapshot keeps the rules alive.
-struct PendingCall {
-  std::shared_ptr<const Config> config;
-  std::vector<DescriptorPlan> plans;
-  std::vector<RateLimitRule> overrides;  // storage for request-supplied limits
-  std::vector<std::string> keys;
-  Response* response = nullptr;
-  RateLimiter::DoneCallback done;
-};
 
 absl::Status CheckSize(absl::string_view what, absl::string_view text, size_t max) {
   if (text.size() > max) {
@@ -129,9 +120,28 @@ void CoLocate(const std::vector<DescriptorPlan>& plans, std::vector<LimitCheck>&
 
 }  // namespace
 
+// Everything a call needs after the backend answers. The snapshot keeps the rules alive.
+struct RateLimiter::PendingCall {
+  std::shared_ptr<const Config> config;
+  std::vector<DescriptorPlan> plans;
+  std::vector<RateLimitRule> overrides;  // storage for request-supplied limits
+  std::vector<std::string> keys;
+  // Per check: its decision, and whether one was made (by the cache or the backend).
+  std::vector<Decision> decisions;
+  std::vector<bool> known;
+  // Checks sent to the backend, by index, when the cache answered some of them.
+  std::vector<size_t> remote_index;
+  Response* response = nullptr;
+  RateLimiter::DoneCallback done;
+};
+
 RateLimiter::RateLimiter(const ConfigStore& config, Backend& backend, Metrics& metrics,
-                         RateLimiterOptions options)
-    : config_(config), backend_(backend), metrics_(metrics), options_(std::move(options)) {}
+                         RateLimiterOptions options, OverLimitCache* cache)
+    : config_(config),
+      backend_(backend),
+      metrics_(metrics),
+      options_(std::move(options)),
+      cache_(cache) {}
 
 absl::Status RateLimiter::Validate(const Request& request) const {
   if (request.domain().empty()) {
@@ -197,7 +207,7 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
     return;
   }
 
-  auto call = std::make_unique<PendingCall>();
+  auto call = std::make_unique<RateLimiter::PendingCall>();
   call->config = config_.Get();
   call->response = response;
   call->done = std::move(done);
@@ -286,87 +296,139 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
   }
   CoLocate(call->plans, checks);
 
-  backend_.Evaluate(checks, [this, call = std::move(call)](
-                                absl::Status status, absl::Span<const Decision> decisions) mutable {
-    Response* response = call->response;
-    response->set_overall_code(Response::OK);
-    int64_t retry_after_us = -1;  // the longest wait among descriptors over limit
-    int64_t delay_us = 0;
-    if (!status.ok()) {
-      metrics_.CountBackendFailure();
-      SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
-          << "backend " << backend_.Name() << " could not decide: " << status
-          << "; answering by failure_mode="
-          << (options_.failure_mode == FailureMode::kAllow ? "allow" : "deny");
+  // Lone checks the over-limit cache knows to be denied are answered here; the rest go to the
+  // backend. (A group is all-or-nothing and needs every member's decision, so groups always go.)
+  call->decisions.assign(checks.size(), Decision{});
+  call->known.assign(checks.size(), false);
+  std::vector<LimitCheck> remote;
+  if (cache_ != nullptr) {
+    if (const Config* seen = seen_config_.exchange(call->config.get()); seen != call->config.get()) {
+      cache_->Clear();  // a new config may admit what the old one denied
     }
-    for (size_t i = 0; i < call->plans.size(); ++i) {
-      const DescriptorPlan& plan = call->plans[i];
-      auto* out = response->add_statuses();
-      out->set_code(Response::OK);
-      if (plan.rules.empty()) {
-        continue;
+    for (size_t c = 0; c < checks.size(); ++c) {
+      const bool lone = (c == 0 || checks[c - 1].group != checks[c].group) &&
+                        (c + 1 == checks.size() || checks[c + 1].group != checks[c].group);
+      int64_t wait = lone ? cache_->DeniedFor(checks[c].key, checks[c].hits) : 0;
+      if (wait > 0) {
+        call->decisions[c] = Decision{false, 0, wait, wait, 0};
+        call->known[c] = true;
+      } else {
+        call->remote_index.push_back(c);
       }
-      const bool shadow = plan.node != nullptr && plan.node->shadow_mode;
-      if (!status.ok()) {
-        FillLimit(*plan.rules.front(), out->mutable_current_limit());
-        if (options_.failure_mode == FailureMode::kDeny && !shadow) {
-          out->set_code(Response::OVER_LIMIT);
-          response->set_overall_code(Response::OVER_LIMIT);
-        }
-        continue;
+    }
+    if (call->remote_index.size() < checks.size()) {
+      remote.reserve(call->remote_index.size());
+      for (size_t c : call->remote_index) {
+        remote.push_back(checks[c]);
       }
-      // The most restrictive rule: among denials the longest wait, else the least remaining.
-      size_t chosen = plan.first_check;
-      bool denied = false;
-      for (size_t c = plan.first_check; c < plan.first_check + plan.rules.size(); ++c) {
-        const Decision& d = decisions[c];
-        const Decision& best = decisions[chosen];
-        if (!d.allowed) {
-          if (!denied || d.retry_after_us > best.retry_after_us) {
-            chosen = c;
-          }
-          denied = true;
-        } else if (!denied && d.remaining < best.remaining) {
+    }
+  }
+  const bool all_remote = cache_ == nullptr || call->remote_index.size() == checks.size();
+  if (!all_remote && remote.empty()) {
+    Finish(std::move(call), absl::OkStatus());
+    return;
+  }
+  backend_.Evaluate(all_remote ? absl::MakeConstSpan(checks) : absl::MakeConstSpan(remote),
+                    [this, all_remote, call = std::move(call)](
+                        absl::Status status, absl::Span<const Decision> decisions) mutable {
+                      if (status.ok()) {
+                        for (size_t r = 0; r < decisions.size(); ++r) {
+                          size_t c = all_remote ? r : call->remote_index[r];
+                          call->decisions[c] = decisions[r];
+                          call->known[c] = true;
+                        }
+                      }
+                      Finish(std::move(call), std::move(status));
+                    });
+}
+
+void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status) {
+  Response* response = call->response;
+  response->set_overall_code(Response::OK);
+  int64_t retry_after_us = -1;  // the longest wait among descriptors over limit
+  int64_t delay_us = 0;
+  if (!status.ok()) {
+    metrics_.CountBackendFailure();
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
+        << "backend " << backend_.Name() << " could not decide: " << status
+        << "; answering by failure_mode="
+        << (options_.failure_mode == FailureMode::kAllow ? "allow" : "deny");
+  }
+  const std::vector<Decision>& decisions = call->decisions;
+  for (size_t i = 0; i < call->plans.size(); ++i) {
+    const DescriptorPlan& plan = call->plans[i];
+    auto* out = response->add_statuses();
+    out->set_code(Response::OK);
+    if (plan.rules.empty()) {
+      continue;
+    }
+    const size_t first = plan.first_check;
+    const size_t end = first + plan.rules.size();
+    const bool shadow = plan.node != nullptr && plan.node->shadow_mode;
+    if (!std::all_of(call->known.begin() + first, call->known.begin() + end,
+                     [](bool k) { return k; })) {
+      // The backend could not decide this descriptor: the failure policy answers.
+      FillLimit(*plan.rules.front(), out->mutable_current_limit());
+      if (options_.failure_mode == FailureMode::kDeny && !shadow) {
+        out->set_code(Response::OVER_LIMIT);
+        response->set_overall_code(Response::OVER_LIMIT);
+      }
+      continue;
+    }
+    // The most restrictive rule: among denials the longest wait, else the least remaining.
+    size_t chosen = first;
+    bool denied = false;
+    for (size_t c = first; c < end; ++c) {
+      const Decision& d = decisions[c];
+      const Decision& best = decisions[chosen];
+      if (!d.allowed) {
+        if (!denied || d.retry_after_us > best.retry_after_us) {
           chosen = c;
         }
+        denied = true;
+      } else if (!denied && d.remaining < best.remaining) {
+        chosen = c;
       }
-      const Decision& decision = decisions[chosen];
-      const RateLimitRule& rule = *plan.rules[chosen - plan.first_check];
-      FillLimit(rule, out->mutable_current_limit());
-      RuleCounters& counters = metrics_.ForRule(plan.stat_key);
-      counters.total_hits->Increment(static_cast<double>(plan.hits));
-      if (denied) {
-        counters.over_limit->Increment(static_cast<double>(plan.hits));
-        out->set_limit_remaining(0);
-        // Over limit, the reset is when the request could succeed again: never earlier.
-        *out->mutable_duration_until_reset() = ToDuration(decision.retry_after_us);
-        if (shadow) {
-          counters.shadow_mode->Increment(static_cast<double>(plan.hits));
-        } else {
-          out->set_code(Response::OVER_LIMIT);
-          response->set_overall_code(Response::OVER_LIMIT);
-          retry_after_us = std::max(retry_after_us, decision.retry_after_us);
-        }
+    }
+    if (cache_ != nullptr && plan.rules.size() == 1 && denied) {
+      cache_->Remember(call->keys[first], plan.hits, decisions[first].retry_after_us);
+    }
+    const Decision& decision = decisions[chosen];
+    const RateLimitRule& rule = *plan.rules[chosen - first];
+    FillLimit(rule, out->mutable_current_limit());
+    RuleCounters& counters = metrics_.ForRule(plan.stat_key);
+    counters.total_hits->Increment(static_cast<double>(plan.hits));
+    if (denied) {
+      counters.over_limit->Increment(static_cast<double>(plan.hits));
+      out->set_limit_remaining(0);
+      // Over limit, the reset is when the request could succeed again: never earlier.
+      *out->mutable_duration_until_reset() = ToDuration(decision.retry_after_us);
+      if (shadow) {
+        counters.shadow_mode->Increment(static_cast<double>(plan.hits));
       } else {
-        counters.within_limit->Increment(static_cast<double>(plan.hits));
-        out->set_limit_remaining(ClampRemaining(decision.remaining));
-        *out->mutable_duration_until_reset() = ToDuration(decision.reset_after_us);
-        for (size_t c = plan.first_check; c < plan.first_check + plan.rules.size(); ++c) {
-          delay_us = std::max(delay_us, decisions[c].delay_us);
-        }
+        out->set_code(Response::OVER_LIMIT);
+        response->set_overall_code(Response::OVER_LIMIT);
+        retry_after_us = std::max(retry_after_us, decision.retry_after_us);
+      }
+    } else {
+      counters.within_limit->Increment(static_cast<double>(plan.hits));
+      out->set_limit_remaining(ClampRemaining(decision.remaining));
+      *out->mutable_duration_until_reset() = ToDuration(decision.reset_after_us);
+      for (size_t c = first; c < end; ++c) {
+        delay_us = std::max(delay_us, decisions[c].delay_us);
       }
     }
-    if (retry_after_us >= 0) {
-      // Whole seconds, rounded up, so that a client retrying then is not rejected again.
-      AddHeader(response, "retry-after", absl::StrCat((retry_after_us + 999999) / 1000000));
-    }
-    if (delay_us > 0 && response->overall_code() == Response::OK) {
-      (*response->mutable_dynamic_metadata()->mutable_fields())["sluice.delay_ms"]
-          .set_number_value(static_cast<double>(delay_us) / 1000.0);
-    }
-    metrics_.CountRequest(response->overall_code() == Response::OK ? "ok" : "over_limit");
-    std::move(call->done)(absl::OkStatus());
-  });
+  }
+  if (retry_after_us >= 0) {
+    // Whole seconds, rounded up, so that a client retrying then is not rejected again.
+    AddHeader(response, "retry-after", absl::StrCat((retry_after_us + 999999) / 1000000));
+  }
+  if (delay_us > 0 && response->overall_code() == Response::OK) {
+    (*response->mutable_dynamic_metadata()->mutable_fields())["sluice.delay_ms"]
+        .set_number_value(static_cast<double>(delay_us) / 1000.0);
+  }
+  metrics_.CountRequest(response->overall_code() == Response::OK ? "ok" : "over_limit");
+  std::move(call->done)(absl::OkStatus());
 }
 
 }  // namespace sluice

@@ -6,7 +6,9 @@
 // Thread-safe: one RateLimiter serves every concurrent call; it holds no per-call state.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <memory>
 #include <cstdint>
 #include <string>
 
@@ -16,6 +18,7 @@
 #include "server/backend/backend.h"
 #include "server/config/config_store.h"
 #include "server/service/metrics.h"
+#include "server/service/over_limit_cache.h"
 
 namespace sluice {
 
@@ -40,9 +43,10 @@ class RateLimiter {
   using Response = envoy::service::ratelimit::v3::RateLimitResponse;
   using DoneCallback = absl::AnyInvocable<void(absl::Status) &&>;
 
-  // `config`, `backend` and `metrics` must outlive the RateLimiter.
+  // `config`, `backend`, `metrics` and `cache` (optional: null disables it) must outlive the
+  // RateLimiter.
   RateLimiter(const ConfigStore& config, Backend& backend, Metrics& metrics,
-              RateLimiterOptions options);
+              RateLimiterOptions options, OverLimitCache* cache = nullptr);
 
   // Decides `request` into `*response` and then calls `done` exactly once: OK with the response
   // filled, or kInvalidArgument with a message naming the offending field (response untouched).
@@ -57,7 +61,15 @@ class RateLimiter {
   const ConfigStore& config_;
   Backend& backend_;
   Metrics& metrics_;
+  struct PendingCall;  // one call's state while the backend decides (rate_limiter.cc)
+
+  // Builds the response from the decisions and completes the call.
+  void Finish(std::unique_ptr<PendingCall> call, absl::Status status);
+
   const RateLimiterOptions options_;
+  OverLimitCache* const cache_;
+  // The config the cache's entries were made under.
+  std::atomic<const Config*> seen_config_{nullptr};
 };
 
 }  // namespace sluice

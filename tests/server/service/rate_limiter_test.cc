@@ -82,6 +82,22 @@ class UnavailableBackend final : public Backend {
   absl::string_view Name() const override { return "unavailable"; }
 };
 
+// Counts the checks that reach the backend it wraps.
+class CountingBackend final : public Backend {
+ public:
+  explicit CountingBackend(Backend& inner) : inner_(inner) {}
+  void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override {
+    checks_ += checks.size();
+    inner_.Evaluate(checks, std::move(done));
+  }
+  absl::string_view Name() const override { return "counting"; }
+  size_t checks() const { return checks_; }
+
+ private:
+  Backend& inner_;
+  size_t checks_ = 0;
+};
+
 class RateLimiterTest : public ::testing::Test {
  protected:
   RateLimiterTest() : store_(Load()), backend_(clock_) { Rebuild(RateLimiterOptions()); }
@@ -92,9 +108,10 @@ class RateLimiterTest : public ::testing::Test {
     return std::shared_ptr<const Config>(std::move(*config));
   }
 
-  void Rebuild(RateLimiterOptions options, Backend* backend = nullptr) {
+  void Rebuild(RateLimiterOptions options, Backend* backend = nullptr,
+               OverLimitCache* cache = nullptr) {
     limiter_ = std::make_unique<RateLimiter>(store_, backend ? *backend : backend_, metrics_,
-                                             options);
+                                             options, cache);
   }
 
   static Request MakeRequest(std::vector<std::vector<std::pair<std::string, std::string>>> ds,
@@ -294,6 +311,45 @@ TEST_F(RateLimiterTest, UnknownDomainIsOk) {
   EXPECT_EQ(resp.overall_code(), Response::OK);
   ASSERT_EQ(resp.statuses_size(), 2);
   EXPECT_FALSE(resp.statuses(0).has_current_limit());
+}
+
+// Verifies the over-limit cache answers a denied key locally until its retry time, gives the
+// same answer the backend would, and lets other keys, fewer hits and new configs through.
+TEST_F(RateLimiterTest, OverLimitCacheAnswersDeniedKeysLocally) {
+  CountingBackend counting(backend_);
+  OverLimitCache cache(clock_, 1000);
+  Rebuild(RateLimiterOptions(), &counting, &cache);
+  Request two = MakeRequest({{{"user", "s"}}}, 2);
+  Request one = MakeRequest({{{"user", "s"}}});
+  EXPECT_EQ(MustDecide(two).overall_code(), Response::OK);
+  Response denied = MustDecide(two);  // reaches the backend and is remembered
+  EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
+  const size_t before = counting.checks();
+  for (int i = 0; i < 50; ++i) {
+    Response cached = MustDecide(two);
+    EXPECT_EQ(cached.overall_code(), Response::OVER_LIMIT);
+    EXPECT_EQ(cached.statuses(0).duration_until_reset().seconds(),
+              denied.statuses(0).duration_until_reset().seconds());
+    EXPECT_EQ(cached.response_headers_to_add(0).value(), denied.response_headers_to_add(0).value());
+  }
+  EXPECT_EQ(counting.checks(), before);  // none of the 50 reached the backend
+  MustDecide(one);                       // fewer hits: asks the backend
+  EXPECT_EQ(counting.checks(), before + 1);
+  // Mixed requests send only the unknown descriptors.
+  MustDecide(MakeRequest({{{"user", "s"}}, {{"user", "t"}}}, 2));
+  EXPECT_EQ(counting.checks(), before + 2);
+  // At the retry time the key goes to the backend again (the next minute: admitted).
+  clock_.AdvanceMicros(60'000'000);
+  EXPECT_EQ(MustDecide(two).overall_code(), Response::OK);
+  EXPECT_EQ(counting.checks(), before + 3);
+  // A new config may admit what the old denied: the cache starts over.
+  MustDecide(two);
+  const size_t denied_again = counting.checks();
+  MustDecide(two);
+  EXPECT_EQ(counting.checks(), denied_again);
+  store_.Set(Load());
+  MustDecide(two);
+  EXPECT_EQ(counting.checks(), denied_again + 1);
 }
 
 // Verifies each validation rule, by message.
