@@ -1,5 +1,7 @@
 #include "server/redis/command_batch.h"
 
+#include "server/redis/routing_key.h"
+
 namespace sluice {
 
 void CommandBatch::Reserve(size_t commands, size_t bytes) {
@@ -34,13 +36,25 @@ CommandBatch& CommandBatch::AddFormatted(std::string_view resp, const RedisScrip
   return *this;
 }
 
+CommandBatch& CommandBatch::AddFrom(const CommandBatch& other, size_t i) {
+  const Entry& source = other.entries_[i];
+  size_t start = buffer_.size();
+  buffer_.append(other.buffer_, source.offset, source.length);
+  entries_.push_back(
+      Entry{start, source.length, source.key_offset, source.key_length, source.script});
+  return *this;
+}
+
 void CommandBatch::Clear() {
   buffer_.clear();
   entries_.clear();
 }
 
 void CommandBatch::Commit(size_t start, const RedisScript* script) {
-  entries_.push_back(Entry{start, buffer_.size() - start, script});
+  size_t length = buffer_.size() - start;
+  std::optional<RoutingKeyPosition> key =
+      FindRoutingKey(std::string_view(buffer_).substr(start, length));
+  entries_.push_back(Entry{start, length, key ? key->offset : 0, key ? key->length : 0, script});
 }
 
 }  // namespace sluice

@@ -1,7 +1,9 @@
 // The unit of work a RedisClient executes: commands that are written back-to-back on one
 // connection (so pipelined, and so that e.g. [ASKING, EVALSHA ...] stays together) and answered
 // together. All commands live in one buffer, already in RESP form, plus one small entry each:
-// a batch of N commands costs two allocations, not N.
+// a batch of N commands costs two allocations, not N. Each entry also records where the
+// command's routing key lies (see routing_key.h), so that a cluster layer can find every
+// command's hash slot without parsing it again.
 //
 // A plain value type: movable and copyable, not synchronized. Build it on one thread, then
 // hand it to RedisClient::Execute, which takes ownership.
@@ -54,6 +56,10 @@ class CommandBatch {
   // nullptr. REQUIRES: `resp` is exactly one complete RESP command.
   CommandBatch& AddFormatted(std::string_view resp, const RedisScript* script);
 
+  // Appends a copy of the i-th command of `other` (its bytes, script and routing key), without
+  // parsing it again. REQUIRES: i < other.size(); `other` is not *this.
+  CommandBatch& AddFrom(const CommandBatch& other, size_t i);
+
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
   // Total RESP bytes.
@@ -66,16 +72,29 @@ class CommandBatch {
   // The script the i-th command runs with EVALSHA, or nullptr. REQUIRES: i < size().
   const RedisScript* script(size_t i) const { return entries_[i].script; }
 
+  // Whether the i-th command names a key that routes it in a cluster (see routing_key.h: for
+  // EVALSHA that is keys[0]; PING or SCRIPT LOAD have none). REQUIRES: i < size().
+  bool has_routing_key(size_t i) const { return entries_[i].key_offset != 0; }
+  // The i-th command's routing key; empty if it has none. REQUIRES: i < size().
+  std::string_view routing_key(size_t i) const {
+    return std::string_view(buffer_).substr(entries_[i].offset + entries_[i].key_offset,
+                                            entries_[i].key_length);
+  }
+
   void Clear();
 
  private:
   struct Entry {
     size_t offset;
     size_t length;
+    // The routing key, relative to `offset`; key_offset 0 means none (a command starts with
+    // '*', so no key can start there).
+    uint32_t key_offset;
+    uint32_t key_length;
     const RedisScript* script;
   };
 
-  // Records the command appended to buffer_ since `start`.
+  // Records the command appended to buffer_ since `start`, locating its routing key.
   void Commit(size_t start, const RedisScript* script);
 
   std::string buffer_;

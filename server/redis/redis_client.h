@@ -19,8 +19,9 @@
 // For a cluster layer: the client knows nothing of slots. MOVED/ASK/TRYAGAIN come back as error
 // replies in the batch; a cluster client keeps one RedisClient per node address, all sharing
 // one set of loops and one ScriptCache (RedisClientResources), and re-sends commands with
-// CommandBatch::AddFormatted. A batch goes out back-to-back on one connection, so
-// [ASKING, command] stays a pair.
+// CommandBatch::AddFrom / AddFormatted. A batch goes out back-to-back on one connection, so
+// [ASKING, command] stays a pair. RedisClusterClient (cluster_client.h) is that layer; both
+// implement RedisExecutor, the interface the backend holds.
 //
 // Thread-safety: every method is safe from any thread. Callbacks run on the client's I/O
 // threads (or, after Stop, inline on the caller's stack) and must not block; they may call
@@ -47,6 +48,7 @@
 #include "server/redis/command_batch.h"
 #include "server/redis/connection.h"
 #include "server/redis/event_loop.h"
+#include "server/redis/redis_executor.h"
 #include "server/redis/reply.h"
 #include "server/redis/script_cache.h"
 
@@ -94,7 +96,7 @@ struct RedisClientStats {
   RedisConnectionStats totals;
 };
 
-class RedisClient {
+class RedisClient : public RedisExecutor {
  public:
   // Validates `options`, starts the loops and begins connecting; returns without waiting for
   // Redis (see WaitUntilReady). kInvalidArgument for bad options. `clock` (whose
@@ -104,7 +106,7 @@ class RedisClient {
                                                              RedisClientResources resources = {});
 
   // Stop()s, then releases the connections and the client's own loops.
-  ~RedisClient();
+  ~RedisClient() override;
 
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;
@@ -121,25 +123,26 @@ class RedisClient {
   // After Stop, `done` runs inline, before Execute returns, with kUnavailable.
   // A batch must not contain commands that change the connection's mode or state for later
   // batches (SUBSCRIBE, MONITOR, SELECT, blocking commands such as BLPOP).
-  void Execute(CommandBatch batch, int64_t deadline_monotonic_us, BatchCallback done);
+  void Execute(CommandBatch batch, int64_t deadline_monotonic_us, BatchCallback done) override;
 
   // Registers a Lua script for EVALSHA (see ScriptCache::Register). Connections up already
   // load it on first use; later connections load it during their handshake.
-  absl::StatusOr<const RedisScript*> RegisterScript(std::string_view name, std::string_view source);
+  absl::StatusOr<const RedisScript*> RegisterScript(std::string_view name,
+                                                    std::string_view source) override;
   ScriptCache& scripts() const { return *scripts_; }
 
   // Blocks until every connection is ready, up to `timeout`; true if they are. For start-up
   // and tests, never for a request path. REQUIRES: not on an I/O thread.
-  bool WaitUntilReady(absl::Duration timeout);
+  bool WaitUntilReady(absl::Duration timeout) override;
 
   // Connections ready right now.
-  int ready_connections() const;
+  int ready_connections() const override;
   RedisClientStats stats() const;
 
   // Closes every connection (pending batches complete with kUnavailable) and stops the
   // client's own loops; later Executes fail inline. Blocks until done; idempotent.
   // REQUIRES: not on one of the client's I/O threads.
-  void Stop();
+  void Stop() override;
 
   const std::string& address() const { return options_.address; }
   const RedisClientOptions& options() const { return options_; }

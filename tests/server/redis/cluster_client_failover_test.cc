@@ -1,0 +1,130 @@
+// The cluster client through a master failure: its own cluster, since a killed master is gone
+// for good.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/common/clock.h"
+#include "server/redis/cluster_client.h"
+#include "server/redis/hash_slot.h"
+#include "tests/server/redis/cluster_test_helpers.h"
+#include "tests/support/redis_cluster.h"
+
+namespace sluice {
+namespace {
+
+using cluster_test::BatchResult;
+using cluster_test::NowUs;
+using cluster_test::RunOne;
+using cluster_test::SlotOwners;
+using cluster_test::TagsOn;
+using cluster_test::Traffic;
+using testing::RedisCluster;
+
+constexpr absl::Duration kBudget = absl::Milliseconds(300);
+
+// Verifies that killing a master under load crashes nothing and hangs nothing: batches in the
+// gap fail fast with kUnavailable or kDeadlineExceeded within their budget, every callback runs
+// once, and once the cluster has promoted the replica, batches succeed again within a few
+// seconds, routed to the new master.
+TEST(ClusterClientFailoverTest, KilledMasterIsReplacedByItsReplicaWithinSeconds) {
+  absl::StatusOr<std::unique_ptr<RedisCluster>> started =
+      RedisCluster::Start({.node_timeout_ms = 1000});
+  ASSERT_TRUE(started.ok()) << started.status();
+  RedisCluster& cluster = **started;
+  absl::StatusOr<std::unique_ptr<RedisClusterClient>> created =
+      RedisClusterClient::Create({.seeds = cluster.SeedAddresses(),
+                                  .node = {.io_threads = 2,
+                                           .connect_timeout = absl::Milliseconds(500),
+                                           .backoff_max = absl::Milliseconds(500)}},
+                                 RealClock::Get());
+  ASSERT_TRUE(created.ok()) << created.status();
+  RedisClusterClient& client = **created;
+  ASSERT_TRUE(client.WaitUntilReady(absl::Seconds(20)));
+
+  absl::StatusOr<std::vector<std::string>> masters = cluster.Masters();
+  ASSERT_TRUE(masters.ok()) << masters.status();
+  ASSERT_EQ(masters->size(), 3u);
+  std::vector<std::string> owners = SlotOwners(cluster);
+  std::vector<std::string> keys;
+  for (const std::string& master : *masters) {
+    for (const std::string& tag : TagsOn(owners, master, "failover", 2)) {
+      keys.push_back(absl::StrCat("fo:{", tag, "}"));
+    }
+  }
+  const std::string victim = (*masters)[0];
+  const std::string victim_key = keys[0];
+
+  Traffic traffic(client, 2, kBudget, [&](int, int64_t) {
+    CommandBatch batch;
+    for (const std::string& key : keys) {
+      batch.Add({"INCR", key});
+    }
+    return batch;
+  });
+  ASSERT_TRUE(traffic.WaitForMore(50, absl::Seconds(20), /*successes_only=*/true));
+
+  int64_t killed_us = NowUs();
+  ASSERT_TRUE(cluster.KillNode(victim).ok());
+  absl::StatusOr<std::string> promoted = cluster.WaitForPromotion(victim, std::chrono::seconds(30));
+  ASSERT_TRUE(promoted.ok()) << promoted.status();
+  int64_t promoted_us = NowUs();
+  ASSERT_TRUE(traffic.WaitForMore(20, absl::Seconds(10), /*successes_only=*/true))
+      << "no recovery within 10 s of the promotion";
+  traffic.Stop();
+
+  EXPECT_EQ(traffic.hung(), 0);
+  int failures = 0;
+  int64_t first_success_after_promotion_us = -1;
+  int64_t slowest_failure_us = 0;
+  for (const Traffic::Outcome& outcome : traffic.outcomes()) {
+    const BatchResult& result = outcome.result;
+    ASSERT_EQ(result.calls, 1);
+    int64_t took_us = result.completed_us - result.started_us;
+    if (result.code == absl::StatusCode::kOk) {
+      ASSERT_EQ(result.replies.size(), keys.size());
+      if (result.started_us >= promoted_us &&
+          (first_success_after_promotion_us < 0 ||
+           result.completed_us < first_success_after_promotion_us)) {
+        first_success_after_promotion_us = result.completed_us;
+      }
+      continue;
+    }
+    ++failures;
+    slowest_failure_us = std::max(slowest_failure_us, took_us);
+    EXPECT_TRUE(result.code == absl::StatusCode::kUnavailable ||
+                result.code == absl::StatusCode::kDeadlineExceeded)
+        << result.status();
+    EXPECT_GE(result.started_us, killed_us - absl::ToInt64Microseconds(kBudget))
+        << "a failure before the kill: " << result.status();
+  }
+  EXPECT_GT(failures, 0) << "the gap between kill and promotion produced no failure at all";
+  // Fail fast: never much past the budget (slack for loaded CI machines and sanitizers).
+  EXPECT_LE(slowest_failure_us, absl::ToInt64Microseconds(kBudget) + 700000);
+  ASSERT_GE(first_success_after_promotion_us, 0);
+  EXPECT_LE(first_success_after_promotion_us - promoted_us, 5000000)
+      << "recovery took too long after the promotion";
+
+  // The dead master's slots now route to the promoted replica.
+  BatchResult after = RunOne(client, {"INCR", victim_key});
+  ASSERT_TRUE(after.code == absl::StatusCode::kOk) << after.status();
+  std::shared_ptr<const SlotMap> map = client.slot_map();
+  int node = map->NodeForSlot(HashSlot(victim_key));
+  ASSERT_GE(node, 0);
+  EXPECT_EQ(map->nodes()[static_cast<size_t>(node)].address, *promoted);
+  RedisClusterClientStats stats = client.stats();
+  EXPECT_GT(stats.node_failures + stats.cluster_down, 0u);
+  EXPECT_GE(stats.refreshes, 2u);
+  std::printf(
+      "failover: %d failed batches, slowest failure %lld ms, recovered %lld ms after "
+      "promotion, promotion %lld ms after the kill\n",
+      failures, static_cast<long long>(slowest_failure_us / 1000),
+      static_cast<long long>((first_success_after_promotion_us - promoted_us) / 1000),
+      static_cast<long long>((promoted_us - killed_us) / 1000));
+  client.Stop();
+}
+
+}  // namespace
+}  // namespace sluice
