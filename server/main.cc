@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -36,8 +37,10 @@ ABSL_FLAG(std::string, grpc_address, "0.0.0.0:8081", "gRPC listen address (HOST:
 ABSL_FLAG(std::string, http_address, "0.0.0.0:8080",
           "HTTP listen address for /json, /healthz, /readyz, /config, /metrics (HOST:PORT)");
 ABSL_FLAG(std::string, backend, "memory",
-          "where limits are kept: memory (in process) or redis (shared by every replica)");
-ABSL_FLAG(std::string, redis_addresses, "127.0.0.1:6379", "Redis server, HOST:PORT");
+          "where limits are kept: memory (in process), redis or redis_cluster (shared by every "
+          "replica)");
+ABSL_FLAG(std::string, redis_addresses, "127.0.0.1:6379",
+          "redis: the server, HOST:PORT; redis_cluster: seed nodes, HOST:PORT,HOST:PORT,...");
 ABSL_FLAG(std::string, redis_username, "", "Redis ACL user (with --redis_password)");
 ABSL_FLAG(std::string, redis_password, "", "Redis password (AUTH)");
 ABSL_FLAG(int32_t, redis_db, 0, "Redis database number (standalone only)");
@@ -104,8 +107,8 @@ int Run() {
     return 0;
   }
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
-  if (backend_name != "memory" && backend_name != "redis") {
-    Die(absl::StrCat("--backend: '", backend_name, "' is not memory or redis"));
+  if (backend_name != "memory" && backend_name != "redis" && backend_name != "redis_cluster") {
+    Die(absl::StrCat("--backend: '", backend_name, "' is not memory, redis or redis_cluster"));
   }
   const std::string failure_mode = absl::GetFlag(FLAGS_failure_mode);
   if (failure_mode != "allow" && failure_mode != "deny") {
@@ -147,7 +150,21 @@ int Run() {
     backend = std::make_unique<MemoryBackend>(clock, memory_options);
   } else {
     RedisBackendOptions options;
-    options.client.address = absl::GetFlag(FLAGS_redis_addresses);
+    std::vector<std::string> addresses =
+        absl::StrSplit(absl::GetFlag(FLAGS_redis_addresses), ',', absl::SkipEmpty());
+    if (addresses.empty()) {
+      Die("--redis_addresses is empty");
+    }
+    options.cluster = backend_name == "redis_cluster";
+    if (!options.cluster && addresses.size() > 1) {
+      Die("--redis_addresses: --backend=redis takes one HOST:PORT (use --backend=redis_cluster "
+          "for several seed nodes)");
+    }
+    if (options.cluster && absl::GetFlag(FLAGS_redis_db) != 0) {
+      Die("--redis_db: a Redis Cluster has only database 0");
+    }
+    options.cluster_seeds = addresses;
+    options.client.address = addresses.front();
     options.client.username = absl::GetFlag(FLAGS_redis_username);
     options.client.password = absl::GetFlag(FLAGS_redis_password);
     options.client.db = absl::GetFlag(FLAGS_redis_db);
@@ -157,12 +174,12 @@ int Run() {
     options.use_caller_clock = redis_clock == "local";
     auto created = RedisBackend::Create(options, clock);
     if (!created.ok()) {
-      Die(absl::StrCat("--backend=redis: ", created.status().message()));
+      Die(absl::StrCat("--backend=", backend_name, ": ", created.status().message()));
     }
     redis = created->get();
     // Serve even if Redis is not up yet: decisions follow --failure_mode until it is.
     if (!redis->WaitUntilReady(absl::Seconds(2))) {
-      SLUICE_LOG(WARNING) << "redis at " << options.client.address
+      SLUICE_LOG(WARNING) << backend_name << " at " << absl::GetFlag(FLAGS_redis_addresses)
                           << " is not reachable yet; answering by --failure_mode=" << failure_mode
                           << " until it is";
     }

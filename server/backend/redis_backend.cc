@@ -70,12 +70,25 @@ absl::Status DecodeReply(const RedisReply& reply, size_t expected,
 
 absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendOptions options,
                                                                    const Clock& clock) {
-  auto client = RedisClient::Create(options.client, clock);
-  if (!client.ok()) {
-    return client.status();
+  std::unique_ptr<RedisExecutor> executor;
+  if (options.cluster) {
+    RedisClusterClientOptions cluster;
+    cluster.seeds = options.cluster_seeds;
+    cluster.node = options.client;
+    auto client = RedisClusterClient::Create(std::move(cluster), clock);
+    if (!client.ok()) {
+      return client.status();
+    }
+    executor = std::move(*client);
+  } else {
+    auto client = RedisClient::Create(options.client, clock);
+    if (!client.ok()) {
+      return client.status();
+    }
+    executor = std::move(*client);
   }
   std::unique_ptr<RedisBackend> backend(
-      new RedisBackend(std::move(options), clock, std::move(*client)));
+      new RedisBackend(std::move(options), clock, std::move(executor)));
   for (const LuaScript& script : LuaScripts()) {
     auto registered = backend->client_->RegisterScript(
         std::string_view(script.name.data(), script.name.size()),
@@ -102,8 +115,11 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
 }
 
 RedisBackend::RedisBackend(RedisBackendOptions options, const Clock& clock,
-                           std::unique_ptr<RedisClient> client)
-    : options_(std::move(options)), clock_(clock), client_(std::move(client)) {}
+                           std::unique_ptr<RedisExecutor> client)
+    : options_(std::move(options)),
+      cluster_(options_.cluster),
+      clock_(clock),
+      client_(std::move(client)) {}
 
 void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {
   if (checks.empty()) {

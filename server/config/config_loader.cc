@@ -607,9 +607,9 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
     if (rule.unit_multiplier < 1) {
       return Error(entry->line, Field(path, "unit_multiplier"), "must be at least 1");
     }
-    // The period is kept in int64 microseconds.
-    const int64_t max_multiplier =
-        std::numeric_limits<int64_t>::max() / kMicrosPerSecond / unit_seconds;
+    // Periods stay within 2^50 microseconds (35.7 years): the Lua scripts compute in doubles,
+    // and every time their retry search visits must stay below 2^53 to be exact.
+    const int64_t max_multiplier = (int64_t{1} << 50) / kMicrosPerSecond / unit_seconds;
     if (rule.unit_multiplier > max_multiplier) {
       return Error(entry->line, Field(path, "unit_multiplier"),
                    absl::StrCat("period too long: at most ", max_multiplier, " ",

@@ -79,7 +79,7 @@
 #include "server/redis/script_cache.h"
 #include "server/redis/slot_map.h"
 #include "server/redis/slot_map_loader.h"
-#include "server/redis/snapshot_publisher.h"
+#include "server/common/snapshot_publisher.h"
 
 namespace sluice {
 

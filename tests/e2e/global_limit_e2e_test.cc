@@ -11,16 +11,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/rls_client.h"
 #include "server/algorithm/algorithm.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
+#include "tests/support/redis_cluster.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/sluice_server.h"
 
 namespace sluice {
 namespace {
 
+using testing::RedisCluster;
 using testing::RedisServer;
 using testing::SluiceServer;
 using testing::TempDir;
@@ -48,6 +51,10 @@ descriptors:
     rate_limit:
       unit: second
       requests_per_unit: 100
+  - key: hr
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1000000
 )";
 
 class GlobalLimitTest : public ::testing::Test {
@@ -58,10 +65,22 @@ class GlobalLimitTest : public ::testing::Test {
     redis_ = std::move(*redis);
   }
 
+  void StartCluster() {
+    auto cluster = RedisCluster::Start();
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+  }
+
+  // Starts `count` sluice processes on the Redis (or cluster) started before.
   void StartSluice(int count, std::vector<std::string> flags) {
     std::string config = dir_.WriteFile("global.yaml", kConfig);
-    flags.push_back("--backend=redis");
-    flags.push_back("--redis_addresses=" + redis_->address());
+    if (cluster_ != nullptr) {
+      flags.push_back("--backend=redis_cluster");
+      flags.push_back("--redis_addresses=" + absl::StrJoin(cluster_->SeedAddresses(), ","));
+    } else {
+      flags.push_back("--backend=redis");
+      flags.push_back("--redis_addresses=" + redis_->address());
+    }
     for (int i = 0; i < count; ++i) {
       auto server = SluiceServer::Start(config, flags, dir_.path());
       ASSERT_TRUE(server.ok()) << server.status();
@@ -70,19 +89,18 @@ class GlobalLimitTest : public ::testing::Test {
     }
   }
 
+  void ExpectGlobalAccuracy();
+
   TempDir dir_;
   std::unique_ptr<RedisServer> redis_;
+  std::unique_ptr<RedisCluster> cluster_;
   std::vector<std::unique_ptr<SluiceServer>> servers_;
   std::vector<std::unique_ptr<RlsClient>> clients_;
 };
 
-// Verifies three replicas on one Redis admit, in total, exactly what each algorithm allows for
-// the time span: never more, and not more than 2% less, under concurrent round-robin load.
-TEST_F(GlobalLimitTest, ThreeReplicasShareEachLimit) {
-  StartRedis();
-  // A generous budget: this test is about accuracy, not latency, on a loaded 2-core machine.
-  StartSluice(3, {"--redis_timeout=2s", "--failure_mode=deny"});
-
+// Drives six client threads round-robin over every sluice started, for 3.5 s, on a token
+// bucket, a sliding log and a fixed window, and checks the totals admitted.
+void GlobalLimitTest::ExpectGlobalAccuracy() {
   // Start just after a second boundary so every fixed window of the run sees steady demand.
   int64_t now = NowMicros();
   int64_t start = (now / 1000000 + 1) * 1000000 + 50000;
@@ -170,6 +188,96 @@ TEST_F(GlobalLimitTest, ThreeReplicasShareEachLimit) {
   }
 }
 
+// Verifies three replicas on one Redis admit, in total, exactly what each algorithm allows for
+// the time span: never more, and not more than 2% less, under concurrent round-robin load.
+TEST_F(GlobalLimitTest, ThreeReplicasShareEachLimit) {
+  StartRedis();
+  // A generous budget: this test is about accuracy, not latency, on a loaded 2-core machine.
+  StartSluice(3, {"--redis_timeout=2s", "--failure_mode=deny"});
+  ExpectGlobalAccuracy();
+}
+
+// Verifies the same on a Redis Cluster of three masters with a replica each.
+TEST_F(GlobalLimitTest, ThreeReplicasShareEachLimitOnCluster) {
+  StartCluster();
+  StartSluice(3, {"--redis_timeout=2s", "--failure_mode=deny"});
+  ExpectGlobalAccuracy();
+}
+
+// Verifies, through the real server on a real cluster: descriptors spread over every master;
+// SCRIPT FLUSH on every node and a slot migration in the middle of traffic cost no failed
+// decision; killing a master is survived (failures in the gap follow the failure policy within
+// the budget, and decisions are correct again within seconds of the promotion).
+TEST_F(GlobalLimitTest, ClusterSurvivesFlushMigrationAndFailover) {
+  StartCluster();
+  StartSluice(1, {"--redis_timeout=300ms", "--failure_mode=deny"});
+  RlsClient& client = *clients_[0];
+  auto decide = [&](const std::string& descriptor) {
+    auto request = BuildRequest("global", {descriptor}, 0);
+    auto begin = std::chrono::steady_clock::now();
+    auto response = client.ShouldRateLimit(*request, absl::Seconds(5));
+    EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(2)) << descriptor;
+    return response.ok() && response->overall_code() == RlsResponse::OK;
+  };
+  // 300 descriptors far below their limit: every answer must be OK. Hourly keys live long
+  // enough to be counted on each master.
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(decide(absl::StrCat("hr=user", i))) << i;
+  }
+  auto masters = cluster_->Masters();
+  ASSERT_TRUE(masters.ok()) << masters.status();
+  for (const std::string& master : *masters) {
+    auto keys = cluster_->Command(master, {"DBSIZE"});
+    ASSERT_TRUE(keys.ok()) << keys.status();
+    EXPECT_GT(std::stoi(*keys), 50) << master;  // about 100 each
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> ok{0}, failed{0};
+  std::thread traffic([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      (decide(absl::StrCat("hr=user", i % 300)) ? ok : failed).fetch_add(1);
+    }
+  });
+  auto wait_for_progress = [&](int64_t more) {
+    int64_t target = ok.load() + failed.load() + more;
+    while (ok.load() + failed.load() < target) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  wait_for_progress(100);
+  ASSERT_TRUE(cluster_->ScriptFlushAll().ok());
+  wait_for_progress(100);
+  // Move the slot of a descriptor the traffic uses to another master (ASK, then MOVED).
+  auto slot = cluster_->KeySlot("{global|hr=user7}");
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  auto owner = cluster_->MasterForSlot(*slot);
+  ASSERT_TRUE(owner.ok());
+  std::string target = (*masters)[0] == *owner ? (*masters)[1] : (*masters)[0];
+  ASSERT_TRUE(cluster_->MoveSlot(*slot, target).ok());
+  wait_for_progress(200);
+  EXPECT_EQ(failed.load(), 0) << "failed decisions during SCRIPT FLUSH or slot migration";
+
+  auto dead = cluster_->KillMaster(0);
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  ASSERT_TRUE(cluster_->WaitForPromotion(*dead, std::chrono::seconds(30)).ok());
+  // Within a few seconds of the promotion, every descriptor is decided by Redis again.
+  bool recovered = false;
+  for (int attempt = 0; attempt < 100 && !recovered; ++attempt) {
+    recovered = true;
+    for (int i = 0; i < 300 && recovered; i += 7) {
+      recovered = decide(absl::StrCat("hr=user", i));
+    }
+    if (!recovered) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  stop.store(true);
+  traffic.join();
+  EXPECT_TRUE(recovered) << servers_[0]->ReadLog();
+  EXPECT_TRUE(servers_[0]->process().running()) << servers_[0]->ReadLog();
+}
+
 // Verifies a hung Redis costs a decision no more than its budget, answered by the failure
 // policy, and that decisions come back once Redis does.
 TEST_F(GlobalLimitTest, HungRedisIsAnsweredByFailurePolicyWithinBudget) {
@@ -210,19 +318,23 @@ TEST_F(GlobalLimitTest, DeadRedisFailsOpenAndRecovers) {
   ASSERT_EQ(clients_[0]->ShouldRateLimit(*request, absl::Seconds(5))->overall_code(),
             RlsResponse::OVER_LIMIT);
   redis_->Kill();
+  // (fw=y itself stays OVER_LIMIT: the over-limit cache knows it is denied until its window
+  // ends, Redis or not. Keys it knows nothing of fail open.)
   for (int i = 0; i < 5; ++i) {
     auto begin = std::chrono::steady_clock::now();
-    auto response = clients_[0]->ShouldRateLimit(*request, absl::Seconds(5));
+    auto fresh = BuildRequest("global", {absl::StrCat("fw=fresh", i)}, 100);
+    auto response = clients_[0]->ShouldRateLimit(*fresh, absl::Seconds(5));
     ASSERT_TRUE(response.ok()) << response.status();
     EXPECT_EQ(response->overall_code(), RlsResponse::OK);
     EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(500));
   }
   ASSERT_TRUE(redis_->Restart().ok());
-  // OVER_LIMIT can only come from Redis (failure_mode=allow never denies): seeing it again
-  // proves decisions are made in Redis once it is back.
+  // OVER_LIMIT for a key never denied before can only come from Redis (failure_mode=allow never
+  // denies, and the cache only repeats Redis' denials): seeing it proves Redis decides again.
+  auto after = BuildRequest("global", {"fw=after"}, 100);
   bool over = false;
   for (int i = 0; i < 100 && !over; ++i) {
-    over = clients_[0]->ShouldRateLimit(*request, absl::Seconds(5))->overall_code() ==
+    over = clients_[0]->ShouldRateLimit(*after, absl::Seconds(5))->overall_code() ==
            RlsResponse::OVER_LIMIT;
     if (!over) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

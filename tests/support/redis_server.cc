@@ -3,6 +3,10 @@
 #include <hiredis/hiredis.h>
 #include <signal.h>
 
+#include <chrono>
+
+#include <fstream>
+
 #include <thread>
 #include <utility>
 
@@ -162,6 +166,18 @@ void RedisServer::Pause() {
   if (process_ != nullptr && !paused_) {
     ::kill(process_->pid(), SIGSTOP);
     paused_ = true;
+    // SIGSTOP takes effect asynchronously: wait until the kernel reports the process stopped
+    // ('T' in /proc/<pid>/stat), so a test's next command really meets a hung server.
+    const std::string stat_path = "/proc/" + std::to_string(process_->pid()) + "/stat";
+    for (int i = 0; i < 500; ++i) {
+      std::ifstream stat(stat_path);
+      std::string pid, comm, state;
+      stat >> pid >> comm >> state;
+      if (state == "T" || state == "t") {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 }
 

@@ -878,7 +878,7 @@ TEST_F(ConfigLoaderTest, RejectsBadBurst) {
   EXPECT_EQ(error("leaky_bucket", "1"), "");
 }
 
-// Verifies unit_multiplier must be at least 1 and keep the period within int64 microseconds.
+// Verifies unit_multiplier must be at least 1 and keep the period within 2^50 microseconds.
 TEST_F(ConfigLoaderTest, RejectsBadUnitMultiplier) {
   auto error = [](absl::string_view unit, absl::string_view multiplier) {
     return LoadError(absl::StrCat(
@@ -889,8 +889,12 @@ TEST_F(ConfigLoaderTest, RejectsBadUnitMultiplier) {
             "test.yaml:7: descriptors[0].rate_limit.unit_multiplier: must be at least 1");
   EXPECT_EQ(error("year", "4294967295"),
             "test.yaml:7: descriptors[0].rate_limit.unit_multiplier: period too long: at most "
-            "292471 years");
-  EXPECT_EQ(error("year", "292471"), "");
+            "35 years");
+  EXPECT_EQ(error("year", "35"), "");
+  EXPECT_EQ(error("second", "1125899906"), "");
+  EXPECT_EQ(error("second", "1125899907"),
+            "test.yaml:7: descriptors[0].rate_limit.unit_multiplier: period too long: at most "
+            "1125899906 seconds");
   EXPECT_EQ(error("second", "-2"),
             "test.yaml:7: descriptors[0].rate_limit.unit_multiplier: expected an unsigned "
             "32-bit integer, got '-2'");

@@ -1,4 +1,4 @@
-#include "server/redis/snapshot_publisher.h"
+#include "server/common/snapshot_publisher.h"
 
 #include <atomic>
 #include <memory>
