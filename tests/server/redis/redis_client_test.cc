@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/notification.h"
 #include "server/common/clock.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
@@ -19,33 +20,7 @@
 namespace sluice {
 namespace {
 
-// absl::Notification's interface on std::mutex: Debian's abseil is built without sanitizer
-// hooks, so TSan cannot see absl's happens-before edges, while it does see pthread's.
-class Notification {
- public:
-  void Notify() {
-    std::lock_guard<std::mutex> lock(mu_);
-    notified_ = true;
-    cv_.notify_all();
-  }
-  bool HasBeenNotified() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return notified_;
-  }
-  bool WaitForNotificationWithTimeout(absl::Duration timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, absl::ToChronoMicroseconds(timeout), [this] { return notified_; });
-  }
-  void WaitForNotification() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return notified_; });
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool notified_ = false;
-};
+using testing::Notification;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
