@@ -1,0 +1,235 @@
+// sluice-bench: a closed- and open-loop gRPC load generator for ShouldRateLimit that can drive
+// any Envoy RLS v3 server (Sluice, envoyproxy/ratelimit, the bench floor).
+//   sluice-bench --server=127.0.0.1:8081 --domain=bench --key=user --keyspace=100000
+//                [--rate=5000] [--concurrency=64] [--duration=10] [--json]
+// Prints requests/s, decisions/s, OK / OVER_LIMIT / errors, latency percentiles and its own CPU
+// use; with --json, exactly one JSON object on stdout. Exit status 0, or 1 when the load could
+// not run (bad flags, server unreachable). Call errors are reported, not fatal.
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/load_generator.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:8081", "RLS v3 server, HOST:PORT");
+ABSL_FLAG(int32_t, concurrency, 64,
+          "calls in flight: exactly this many in closed loop, at most this many in open loop");
+ABSL_FLAG(double, rate, 0,
+          "open loop: requests per second, evenly spaced, latency measured from each request's "
+          "intended send time; 0: closed loop, as fast as the server answers");
+ABSL_FLAG(double, duration, 10, "seconds measured (after --warmup)");
+ABSL_FLAG(double, warmup, 1, "seconds of load sent first and left out of the results");
+ABSL_FLAG(std::string, domain, "bench", "domain of every request");
+ABSL_FLAG(std::string, key, "key",
+          "descriptor key; with --descriptors=M the keys are KEY, KEY2, ... KEYM");
+ABSL_FLAG(int32_t, keyspace, 1000,
+          "values per descriptor key: each descriptor is KEY=v<i>, i uniform in [0, keyspace)");
+ABSL_FLAG(int32_t, descriptors, 1, "descriptors per request");
+ABSL_FLAG(uint32_t, hits, 0, "hits_addend of every request (0: unset, the server's default 1)");
+ABSL_FLAG(int32_t, channels, 4, "gRPC channels (one HTTP/2 connection each), used round-robin");
+ABSL_FLAG(int32_t, threads, 1, "completion-queue threads");
+ABSL_FLAG(double, timeout, 5, "deadline of every call, seconds");
+ABSL_FLAG(double, connect_timeout, 10, "seconds to wait for every channel to connect");
+ABSL_FLAG(uint64_t, seed, 1, "seed of the key choice");
+ABSL_FLAG(bool, json, false, "print one JSON object instead of the text report");
+ABSL_FLAG(bool, print_phases, false,
+          "print 'sluice-bench: measuring' and 'sluice-bench: measured' on stderr when the "
+          "measured interval begins and ends (for scripts that sample the server meanwhile)");
+
+namespace sluice {
+namespace {
+
+double Ms(int64_t nanos) { return static_cast<double>(nanos) / 1e6; }
+
+// A JSON string literal of `text` (flags may hold quotes or backslashes).
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(c));
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string ErrorsJson(const LoadResult& r) {
+  std::vector<std::string> parts;
+  for (size_t code = 0; code < r.errors_by_code.size(); ++code) {
+    if (r.errors_by_code[code] > 0) {
+      parts.push_back(absl::StrFormat(
+          "\"%s\": %d", absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
+          r.errors_by_code[code]));
+    }
+  }
+  return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
+}
+
+std::string PercentilesJson(const LatencyHistogram& h) {
+  return absl::StrFormat(
+      "{\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, \"p999\": %.4f, \"max\": %.4f, "
+      "\"mean\": %.4f, \"min\": %.4f}",
+      Ms(h.ValueAtQuantile(0.5)), Ms(h.ValueAtQuantile(0.9)), Ms(h.ValueAtQuantile(0.99)),
+      Ms(h.ValueAtQuantile(0.999)), Ms(h.max()), h.Mean() / 1e6, Ms(h.min()));
+}
+
+struct Derived {
+  uint64_t decisions;
+  double rps;
+  double decisions_per_s;
+  double completed_per_s;
+  double cpu_s;
+  double cpu_us_per_request;
+};
+
+Derived Derive(const LoadOptions& o, const LoadResult& r) {
+  Derived d;
+  d.decisions = (r.ok + r.over_limit + r.other_code) * static_cast<uint64_t>(o.descriptors);
+  d.rps = static_cast<double>(r.requests) / r.duration_s;
+  d.decisions_per_s = static_cast<double>(d.decisions) / r.duration_s;
+  d.cpu_s = r.cpu_user_s + r.cpu_sys_s;
+  // Per call completed while the CPU was measured (in an overloaded open loop, fewer of the
+  // calls scheduled in the interval complete than calls the generator works on).
+  d.completed_per_s = static_cast<double>(r.completed_in_interval) / r.duration_s;
+  d.cpu_us_per_request = r.completed_in_interval == 0
+                             ? 0
+                             : d.cpu_s * 1e6 / static_cast<double>(r.completed_in_interval);
+  return d;
+}
+
+void PrintJson(const LoadOptions& o, const LoadResult& r) {
+  const Derived d = Derive(o, r);
+  std::string out = absl::StrFormat(
+      "{\"server\": %s, \"mode\": \"%s\", \"rate\": %.3f, \"concurrency\": %d, "
+      "\"channels\": %d, \"threads\": %d, \"domain\": %s, \"keyspace\": %d, "
+      "\"descriptors\": %d, \"hits\": %d, \"duration_s\": %.3f, "
+      "\"requests\": %d, \"ok\": %d, \"over_limit\": %d, \"other_code\": %d, \"errors\": %d, "
+      "\"errors_by_code\": %s, \"unsent\": %d, \"decisions\": %d, "
+      "\"descriptor_ok\": %d, \"descriptor_over_limit\": %d, "
+      "\"completed_in_interval\": %d, \"completed_per_s\": %.1f, "
+      "\"rps\": %.1f, \"decisions_per_s\": %.1f, \"latency_ms\": %s",
+      JsonString(o.server), o.rate > 0 ? "open" : "closed", o.rate, o.concurrency, o.channels,
+      o.threads, JsonString(o.domain), o.keyspace, o.descriptors, o.hits, r.duration_s,
+      r.requests, r.ok, r.over_limit, r.other_code, r.errors(), ErrorsJson(r), r.unsent,
+      d.decisions, r.descriptor_ok, r.descriptor_over_limit, r.completed_in_interval,
+      d.completed_per_s, d.rps, d.decisions_per_s,
+      PercentilesJson(r.latency));
+  if (o.rate > 0) {
+    absl::StrAppend(&out, ", \"send_lag_ms\": ", PercentilesJson(r.send_lag));
+  }
+  absl::StrAppendFormat(&out,
+                        ", \"client_cpu\": {\"user_s\": %.3f, \"sys_s\": %.3f, "
+                        "\"us_per_request\": %.2f, \"cores\": %.3f, \"threads\": %d}}\n",
+                        r.cpu_user_s, r.cpu_sys_s, d.cpu_us_per_request, d.cpu_s / r.duration_s,
+                        r.process_threads);
+  std::fputs(out.c_str(), stdout);
+}
+
+void PrintText(const LoadOptions& o, const LoadResult& r) {
+  const Derived d = Derive(o, r);
+  std::string mode = o.rate > 0 ? absl::StrFormat("open loop at %.0f/s", o.rate)
+                                : std::string("closed loop");
+  std::printf("sluice-bench -> %s: %s, concurrency %d, %d channels, %d descriptor(s), "
+              "keyspace %d\n",
+              o.server.c_str(), mode.c_str(), o.concurrency, o.channels, o.descriptors,
+              o.keyspace);
+  std::printf("  duration    %.2f s (after %.2f s warm-up)\n", r.duration_s,
+              absl::ToDoubleSeconds(o.warmup));
+  std::printf("  requests    %" PRIu64 "  (%.1f/s)   decisions %" PRIu64 "  (%.1f/s)\n",
+              r.requests, d.rps, d.decisions, d.decisions_per_s);
+  std::printf("  answers     OK %" PRIu64 "   OVER_LIMIT %" PRIu64 "   other %" PRIu64
+              "   errors %" PRIu64 "\n",
+              r.ok, r.over_limit, r.other_code, r.errors());
+  for (size_t code = 0; code < r.errors_by_code.size(); ++code) {
+    if (r.errors_by_code[code] > 0) {
+      std::printf("    %s: %" PRIu64 "\n",
+                  absl::StatusCodeToString(static_cast<absl::StatusCode>(code)).c_str(),
+                  r.errors_by_code[code]);
+    }
+  }
+  if (r.unsent > 0) {
+    std::printf("  unsent      %" PRIu64 " (the generator or the server fell behind the rate; "
+                "served %.1f/s)\n",
+                r.unsent, d.completed_per_s);
+  }
+  const LatencyHistogram& h = r.latency;
+  std::printf("  latency ms  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f%s\n",
+              Ms(h.ValueAtQuantile(0.5)), Ms(h.ValueAtQuantile(0.9)),
+              Ms(h.ValueAtQuantile(0.99)), Ms(h.ValueAtQuantile(0.999)), Ms(h.max()),
+              o.rate > 0 ? "  (from intended send time)" : "");
+  if (o.rate > 0) {
+    const LatencyHistogram& lag = r.send_lag;
+    std::printf("  send lag ms p50 %.3f  p99 %.3f  max %.3f\n", Ms(lag.ValueAtQuantile(0.5)),
+                Ms(lag.ValueAtQuantile(0.99)), Ms(lag.max()));
+  }
+  std::printf("  client CPU  %.2f s user + %.2f s sys = %.2f us/request (%.2f cores, %d threads)\n",
+              r.cpu_user_s, r.cpu_sys_s, d.cpu_us_per_request, d.cpu_s / r.duration_s,
+              r.process_threads);
+}
+
+}  // namespace
+}  // namespace sluice
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "gRPC load generator for Envoy RLS v3 ShouldRateLimit.\n"
+      "  sluice-bench --server=HOST:PORT [--rate=N] [--concurrency=N] [--duration=S] "
+      "[--domain=D --key=K --keyspace=N --descriptors=M] [--json]");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() > 1) {
+    std::fprintf(stderr, "sluice-bench: unexpected argument '%s'\n", args[1]);
+    return 1;
+  }
+  // gRPC locks absl::Mutex on every call, and Debian's abseil checks each lock for deadlock
+  // cycles (a few percent of the generator's CPU); the generator has no use for the check.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  sluice::LoadOptions options;
+  options.server = absl::GetFlag(FLAGS_server);
+  options.concurrency = absl::GetFlag(FLAGS_concurrency);
+  options.rate = absl::GetFlag(FLAGS_rate);
+  options.duration = absl::Seconds(absl::GetFlag(FLAGS_duration));
+  options.warmup = absl::Seconds(absl::GetFlag(FLAGS_warmup));
+  options.domain = absl::GetFlag(FLAGS_domain);
+  options.key = absl::GetFlag(FLAGS_key);
+  options.keyspace = absl::GetFlag(FLAGS_keyspace);
+  options.descriptors = absl::GetFlag(FLAGS_descriptors);
+  options.hits = absl::GetFlag(FLAGS_hits);
+  options.channels = absl::GetFlag(FLAGS_channels);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout));
+  options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout));
+  options.seed = absl::GetFlag(FLAGS_seed);
+  if (absl::GetFlag(FLAGS_print_phases)) {
+    options.on_phase = [](sluice::LoadOptions::Phase phase) {
+      std::fputs(phase == sluice::LoadOptions::Phase::kMeasuring ? "sluice-bench: measuring\n"
+                                                                 : "sluice-bench: measured\n",
+                 stderr);
+      std::fflush(stderr);
+    };
+  }
+  auto result = sluice::RunLoad(options);
+  if (!result.ok()) {
+    std::fprintf(stderr, "sluice-bench: %s\n", std::string(result.status().message()).c_str());
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    sluice::PrintJson(options, *result);
+  } else {
+    sluice::PrintText(options, *result);
+  }
+  return 0;
+}
