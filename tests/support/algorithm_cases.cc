@@ -375,4 +375,26 @@ std::string StepLocation(const AlgorithmCase& test_case, const CaseStep& step) {
   return absl::StrCat(test_case.file, ":", step.line);
 }
 
+const LoadedAlgorithmCases& AllAlgorithmCases() {
+  static const LoadedAlgorithmCases* loaded = [] {
+    auto* result = new LoadedAlgorithmCases;
+    for (const std::string& file : AlgorithmCaseFiles()) {
+      absl::StatusOr<std::vector<AlgorithmCase>> cases = ReadAlgorithmCaseFile(file);
+      if (!cases.ok()) {
+        result->errors.push_back(std::string(cases.status().message()));
+        continue;
+      }
+      for (AlgorithmCase& test_case : *cases) {
+        result->cases.push_back(std::move(test_case));
+      }
+    }
+    return result;
+  }();
+  return *loaded;
+}
+
+std::string CaseFileStem(const std::string& path) {
+  return std::filesystem::path(path).stem().string();
+}
+
 }  // namespace sluice::testing

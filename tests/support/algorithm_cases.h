@@ -64,6 +64,17 @@ absl::StatusOr<std::vector<AlgorithmCase>> ReadAlgorithmCaseFile(const std::stri
 // Every tests/cases/*.cases file of the source tree (SLUICE_SOURCE_DIR), sorted by path.
 std::vector<std::string> AlgorithmCaseFiles();
 
+// Every case of every file of AlgorithmCaseFiles(), loaded once per process; a file that fails
+// to parse is kept as its error message instead.
+struct LoadedAlgorithmCases {
+  std::vector<AlgorithmCase> cases;
+  std::vector<std::string> errors;
+};
+const LoadedAlgorithmCases& AllAlgorithmCases();
+
+// "dir/token_bucket.cases" -> "token_bucket".
+std::string CaseFileStem(const std::string& path);
+
 // `decision` in the syntax of a step's expectation, e.g.
 // "allow remaining 9 retry 0 reset 100000 delay 0", for failure messages.
 std::string FormatDecision(const Decision& decision);

@@ -19,33 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Every case of every file, loaded once; a file that fails to parse is kept as its error.
-struct LoadedCases {
-  std::vector<AlgorithmCase> cases;
-  std::vector<std::string> errors;
-};
-
-const LoadedCases& AllCases() {
-  static const LoadedCases* loaded = [] {
-    auto* result = new LoadedCases;
-    for (const std::string& file : AlgorithmCaseFiles()) {
-      absl::StatusOr<std::vector<AlgorithmCase>> cases = ReadAlgorithmCaseFile(file);
-      if (!cases.ok()) {
-        result->errors.push_back(std::string(cases.status().message()));
-        continue;
-      }
-      for (AlgorithmCase& test_case : *cases) {
-        result->cases.push_back(std::move(test_case));
-      }
-    }
-    return result;
-  }();
-  return *loaded;
-}
-
-std::string FileStem(const std::string& path) {
-  return std::filesystem::path(path).stem().string();
-}
 
 }  // namespace
 
@@ -70,9 +43,9 @@ TEST_P(AlgorithmCasesTest, MatchesExpectedDecisions) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, AlgorithmCasesTest, ::testing::ValuesIn(AllCases().cases),
+INSTANTIATE_TEST_SUITE_P(Cases, AlgorithmCasesTest, ::testing::ValuesIn(AllAlgorithmCases().cases),
                          [](const ::testing::TestParamInfo<AlgorithmCase>& info) {
-                           return absl::StrCat(FileStem(info.param.file), "_", info.param.name);
+                           return absl::StrCat(CaseFileStem(info.param.file), "_", info.param.name);
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AlgorithmCasesTest);
 
@@ -80,16 +53,16 @@ class AlgorithmCaseFilesTest : public ::testing::Test {};
 
 // Verifies that every case file parses.
 TEST_F(AlgorithmCaseFilesTest, EveryFileParses) {
-  EXPECT_THAT(AllCases().errors, ::testing::IsEmpty());
+  EXPECT_THAT(AllAlgorithmCases().errors, ::testing::IsEmpty());
 }
 
 // Verifies that each algorithm has its own file, holding only its cases, and enough of them.
 TEST_F(AlgorithmCaseFilesTest, EveryAlgorithmHasItsOwnFile) {
   std::map<std::string, int> cases_per_file;
-  for (const AlgorithmCase& test_case : AllCases().cases) {
-    EXPECT_EQ(FileStem(test_case.file), AlgorithmName(test_case.params.algorithm))
+  for (const AlgorithmCase& test_case : AllAlgorithmCases().cases) {
+    EXPECT_EQ(CaseFileStem(test_case.file), AlgorithmName(test_case.params.algorithm))
         << test_case.file << ":" << test_case.line << ": case " << test_case.name;
-    ++cases_per_file[FileStem(test_case.file)];
+    ++cases_per_file[CaseFileStem(test_case.file)];
   }
   for (const char* name : {"fixed_window", "sliding_window_log", "sliding_window_counter",
                            "token_bucket", "leaky_bucket", "gcra"}) {

@@ -299,32 +299,6 @@ std::string Describe(const std::vector<Decision>& decisions) {
 
 // ---- The shared case files.
 
-struct LoadedCases {
-  std::vector<AlgorithmCase> cases;
-  std::vector<std::string> errors;
-};
-
-const LoadedCases& AllCases() {
-  static const LoadedCases* loaded = [] {
-    auto* result = new LoadedCases;
-    for (const std::string& file : AlgorithmCaseFiles()) {
-      absl::StatusOr<std::vector<AlgorithmCase>> cases = ReadAlgorithmCaseFile(file);
-      if (!cases.ok()) {
-        result->errors.push_back(std::string(cases.status().message()));
-        continue;
-      }
-      for (AlgorithmCase& test_case : *cases) {
-        result->cases.push_back(std::move(test_case));
-      }
-    }
-    return result;
-  }();
-  return *loaded;
-}
-
-std::string FileStem(const std::string& path) {
-  return std::filesystem::path(path).stem().string();
-}
 
 class LuaScriptsTest : public ::testing::Test {
  protected:
@@ -340,7 +314,7 @@ class LuaCasesTest : public ::testing::TestWithParam<AlgorithmCase> {
   void RunCase(const std::string& mode, const MakeCall& make_call) {
     const AlgorithmCase& test_case = GetParam();
     const std::string key =
-        absl::StrCat("sluice:{lua_cases:", mode, ":", FileStem(test_case.file), ":",
+        absl::StrCat("sluice:{lua_cases:", mode, ":", CaseFileStem(test_case.file), ":",
                      test_case.name, "}");
     ASSERT_TRUE(Redis().Command({"DEL", key}) != nullptr);
     std::vector<ScriptCall> calls;
@@ -374,18 +348,18 @@ TEST_P(LuaCasesTest, GroupOfOneMatchesCases) {
                       uint64_t hits) { return Group(now, {{key, params, hits}}); });
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, LuaCasesTest, ::testing::ValuesIn(AllCases().cases),
+INSTANTIATE_TEST_SUITE_P(Cases, LuaCasesTest, ::testing::ValuesIn(AllAlgorithmCases().cases),
                          [](const ::testing::TestParamInfo<AlgorithmCase>& info) {
-                           return absl::StrCat(FileStem(info.param.file), "_", info.param.name);
+                           return absl::StrCat(CaseFileStem(info.param.file), "_", info.param.name);
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LuaCasesTest);
 
 // Verifies that the case files were found and parsed, so the parameterized tests above did run.
 TEST(LuaCaseFilesTest, EveryAlgorithmHasCases) {
-  EXPECT_THAT(AllCases().errors, ::testing::IsEmpty());
+  EXPECT_THAT(AllAlgorithmCases().errors, ::testing::IsEmpty());
   std::map<std::string, int> per_file;
-  for (const AlgorithmCase& test_case : AllCases().cases) {
-    ++per_file[FileStem(test_case.file)];
+  for (const AlgorithmCase& test_case : AllAlgorithmCases().cases) {
+    ++per_file[CaseFileStem(test_case.file)];
   }
   for (Algorithm algorithm : kAllAlgorithms) {
     EXPECT_GE(per_file[std::string(AlgorithmName(algorithm))], 12) << AlgorithmName(algorithm);
