@@ -27,7 +27,10 @@ struct DescriptorPlan {
   const DescriptorNode* node = nullptr;  // null for request overrides and no match
   uint64_t hits = 1;
   size_t first_check = 0;
-  std::string stat_key;
+  // The metrics key: the node's full_key, or (detailed_metric, overrides) one built from the
+  // request's values and held in owned_stat_key. Plans never move once sized, so the view holds.
+  absl::string_view stat_key;
+  std::string owned_stat_key;
 };
 
 
@@ -241,7 +244,8 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
       rule.params.burst = rule.requests_per_unit;
       rule.key_suffix = absl::StrCat("fw:", UnitSeconds(rule.unit));
       plan.rules.push_back(&rule);
-      plan.stat_key = DescriptorStatKey(domain, d);
+      plan.owned_stat_key = DescriptorStatKey(domain, d);
+      plan.stat_key = plan.owned_stat_key;
       continue;
     }
     entries.clear();
@@ -253,7 +257,12 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
       continue;
     }
     plan.node = node;
-    plan.stat_key = node->detailed_metric ? DescriptorStatKey(domain, d) : node->full_key;
+    if (node->detailed_metric) {
+      plan.owned_stat_key = DescriptorStatKey(domain, d);
+      plan.stat_key = plan.owned_stat_key;
+    } else {
+      plan.stat_key = node->full_key;  // the config snapshot outlives the call
+    }
     for (const RateLimitRule& rule : node->rules) {
       if (rule.unlimited) {
         continue;
