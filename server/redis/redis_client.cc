@@ -1,5 +1,7 @@
 #include "server/redis/redis_client.h"
 
+#include "server/redis/address.h"
+
 #include <algorithm>
 #include <charconv>
 #include <thread>
@@ -10,34 +12,6 @@
 
 namespace sluice {
 namespace {
-
-// Splits "host:port" or "[v6-address]:port".
-absl::Status ParseAddress(const std::string& address, std::string* host, int* port) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("redis address '", address, "' is not host:port"));
-  }
-  std::string_view host_part = std::string_view(address).substr(0, colon);
-  if (host_part.front() == '[') {
-    if (host_part.size() < 3 || host_part.back() != ']') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("redis address '", address, "' has a malformed [IPv6] host"));
-    }
-    host_part = host_part.substr(1, host_part.size() - 2);
-  }
-  std::string_view port_part = std::string_view(address).substr(colon + 1);
-  int value = 0;
-  auto [end, error] = std::from_chars(port_part.data(), port_part.data() + port_part.size(), value);
-  if (error != std::errc() || end != port_part.data() + port_part.size() || value <= 0 ||
-      value > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("redis address '", address, "' has an invalid port"));
-  }
-  *host = std::string(host_part);
-  *port = value;
-  return absl::OkStatus();
-}
 
 absl::Status Validate(const RedisClientOptions& options, bool own_loops) {
   if (own_loops && options.io_threads < 1) {
@@ -77,7 +51,7 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
   }
   RedisConnectionOptions connection_options;
   if (absl::Status status =
-          ParseAddress(options.address, &connection_options.host, &connection_options.port);
+          SplitHostPort(options.address, &connection_options.host, &connection_options.port);
       !status.ok()) {
     return status;
   }

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/redis/address.h"
 #include "server/redis/slot_map.h"
 
 namespace sluice {
@@ -37,7 +38,5 @@ class SlotMapLoader {
   const SlotMapLoaderOptions options_;
 };
 
-// Splits "host:port" or "[v6]:port". kInvalidArgument if malformed.
-absl::Status SplitHostPort(std::string_view address, std::string* host, int* port);
 
 }  // namespace sluice

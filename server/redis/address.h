@@ -1,0 +1,15 @@
+// Redis server addresses as the flags and the cluster write them. Pure function; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace sluice {
+
+// Splits "host:port" or "[v6-address]:port" (brackets removed). kInvalidArgument, naming the
+// address, if it is malformed or the port is not in 1..65535.
+absl::Status SplitHostPort(std::string_view address, std::string* host, int* port);
+
+}  // namespace sluice
