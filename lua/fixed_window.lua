@@ -1,7 +1,11 @@
--- fixed_window.lua: server/algorithm/fixed_window.{h,cc} on Redis. Needs prelude.lua.
+-- fixed_window.lua: server/algorithm/fixed_window.{h,cc} on Redis, for the group script (a lone
+-- fixed window runs as plain INCRBY + PEXPIRE NX: server/backend/script_codec.h). Needs
+-- prelude.lua.
 --
--- State: the key holds struct.pack("<Bdd", 0, window_start_us, count) (0 = the algorithm's
--- code). Any other value, or none, is a fresh key (count 0).
+-- State: one key per window (the caller names the window in the key, FixedWindowKey), holding
+-- the window's count as a decimal integer, the form INCRBY reads and writes. No value, or one
+-- that is not a number, is a fresh window (count 0); a negative count (a lone request's hits
+-- returned after its window's key expired) counts as 0.
 
 algorithms[0] = function(key, now, limit, period, burst, hits)
   -- WindowStart: floor(now / P) * P, exactly (fmod is exact).
@@ -9,17 +13,16 @@ algorithms[0] = function(key, now, limit, period, burst, hits)
   if r < 0 then
     r = r + period
   end
-  local ws = now - r
-  local window_end = ws + period
+  local window_end = now - r + period
   local old = redis.pcall("GET", key)
   if type(old) == "table" then
-    old = "" -- another type (sliding_window_log's sorted set): not this algorithm's state
+    old = "" -- another type: not this algorithm's state
   end
   local count = 0
-  if old and #old == 17 and string.byte(old) == 0 then
-    local _, stored_ws, stored_count = struct.unpack("<Bdd", old)
-    if stored_ws == ws then
-      count = stored_count
+  if old then
+    count = tonumber(old) or 0
+    if not (count > 0) then
+      count = 0
     end
   end
 
@@ -27,7 +30,7 @@ algorithms[0] = function(key, now, limit, period, burst, hits)
   local new
   if allowed then
     count = count + hits
-    new = struct.pack("<Bdd", 0, ws, count)
+    new = string.format("%.0f", count)
   end
   local remaining = 0
   if count < limit then

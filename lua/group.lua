@@ -5,53 +5,51 @@
 -- must live in one Redis Cluster slot (one hash tag), as for any script.
 --
 -- Calling contract (lua/README.md):
---   EVALSHA <sha> N <key 1> ... <key N> <now> (<algorithm_code> <limit> <period_us> <burst>
---           <hits>) x N
+--   EVALSHA <sha> N <key 1> ... <key N> <args>
 --   KEYS[i]  the storage key of check i; the N keys must be distinct. No other key is touched.
---   ARGV[1]  now: "" for Redis' clock (TIME), else the caller's integer microseconds, as in
+--            A fixed window's key is its window's key (server/backend/script_codec.h).
+--   ARGV[1]  struct.pack("<d", now) followed by N records struct.pack("<ddddd", algorithm_code,
+--            limit, period_us, burst, hits), 8 + 40 * N bytes: check i's algorithm code (0
+--            fixed_window, 1 sliding_window_log, 2 sliding_window_counter, 3 token_bucket,
+--            4 leaky_bucket, 5 gcra: sluice::Algorithm) and limit values, ranges as in
 --            single.lua. One now for the whole group.
---   ARGV[2 + 5 * (i - 1)] ... ARGV[6 + 5 * (i - 1)]: check i's algorithm code (0 fixed_window,
---            1 sliding_window_log, 2 sliding_window_counter, 3 token_bucket, 4 leaky_bucket,
---            5 gcra: sluice::Algorithm), limit, period_us, burst, hits, ranges as in single.lua.
---   Reply:   5 integers per key, in key order: allowed (1/0), remaining, retry_after_us,
---            reset_after_us, delay_us. Each key's decision is the one it makes on its own (as
---            the memory backend reports it): when one key denies, the others may still say
---            allowed, with remaining counted as if they had consumed, yet none of them wrote
---            anything. The caller treats the group as denied if any key is.
---   A malformed call (N = 0, a wrong argument count, an unknown algorithm code, a bad number,
---   a repeated key) is an error reply "ERR sluice group: ...", and nothing is read or written.
+--   Reply:   N records of 40 bytes, in key order: struct.pack("<ddddd", allowed (1/0),
+--            remaining, retry_after_us, reset_after_us, delay_us). Each key's decision is the
+--            one it makes on its own (as the memory backend reports it): when one key denies,
+--            the others may still say allowed, with remaining counted as if they had consumed,
+--            yet none of them wrote anything. The caller treats the group as denied if any key
+--            is.
+--   A malformed call (N = 0, a wrong argument count or length, an unknown algorithm code, a bad
+--   number, a repeated key) is an error reply "ERR sluice group: ...", and nothing is read or
+--   written.
 
 local n = #KEYS
-if n == 0 or #ARGV ~= 1 + 5 * n then
+local packed = ARGV[1]
+if n == 0 or #ARGV ~= 1 or #packed ~= 8 + 40 * n then
   return argument_error("group", string.format(
-    "expected N >= 1 keys and 1 + 5 * N arguments (now, then algorithm_code, limit, " ..
-    "period_us, burst, hits per key), got %d keys and %d arguments", n, #ARGV))
+    "expected N >= 1 keys and 1 argument of 8 + 40 * N bytes (now, then algorithm_code, " ..
+    "limit, period_us, burst, hits per key, as little-endian doubles), got %d keys, " ..
+    "%d arguments, %d bytes", n, #ARGV, #(packed or "")))
 end
-local now_text = ARGV[1]
-local now = 0
-if now_text ~= "" then
-  now = tonumber(now_text)
-end
-if not (now and now > -MAX_NOW and now < MAX_NOW and now % 1 == 0) then
-  return argument_error("group")
+local now = struct.unpack("<d", packed)
+if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0) then
+  return argument_error("group", nil, nil, now)
 end
 -- Checked whole before anything is read: a flat list of evaluate, limit, period, burst, hits.
 local checks = {}
 local seen = {}
 for i = 1, n do
-  local j = 2 + 5 * (i - 1)
-  local evaluate = algorithms[tonumber(ARGV[j]) or -1]
+  local algorithm, limit, period, burst, hits = struct.unpack("<ddddd", packed, 9 + 40 * (i - 1))
+  local evaluate = algorithms[algorithm]
   if not evaluate then
     return argument_error("group", string.format(
-      "key %d: unknown algorithm code (ARGV[%d]) '%s' (expected 0 to 5)", i, j, ARGV[j]))
+      "key %d: unknown algorithm code %.17g (expected 0 to 5)", i, algorithm))
   end
-  local limit, period, burst, hits =
-    tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4])
-  if not (limit and limit >= 0 and limit < TWO_53 and limit % 1 == 0 and
-      period and period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
-      burst and burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
-      hits and hits >= 0 and hits < TWO_53 and hits % 1 == 0) then
-    return argument_error("group", nil, j + 1, "key " .. i)
+  if not (limit >= 0 and limit < TWO_53 and limit % 1 == 0 and
+      period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
+      burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
+      hits >= 0 and hits < TWO_53 and hits % 1 == 0) then
+    return argument_error("group", nil, "key " .. i, nil, limit, period, burst, hits)
   end
   local key = KEYS[i]
   if seen[key] then
@@ -61,10 +59,6 @@ for i = 1, n do
   local at = 5 * (i - 1)
   checks[at + 1], checks[at + 2], checks[at + 3], checks[at + 4], checks[at + 5] =
     evaluate, limit, period, burst, hits
-end
-if now_text == "" then
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- Phase 1: decide every key; keep each admitted key's commit.
@@ -85,11 +79,7 @@ for i = 1, n do
     allowed, remaining, retry, reset, delay, commit, a, b, c, d =
       checks[at + 1](KEYS[i], now, limit, period, checks[at + 4], hits)
   end
-  reply[at + 1] = allowed and 1 or 0
-  reply[at + 2] = remaining
-  reply[at + 3] = retry
-  reply[at + 4] = reset
-  reply[at + 5] = delay
+  reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)
   if not allowed then
     all_allowed = false
   elseif commit then
@@ -111,4 +101,4 @@ if all_allowed then
     w[1](w[2], w[3], w[4], w[5], w[6], w[7])
   end
 end
-return reply
+return table.concat(reply)

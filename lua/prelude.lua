@@ -32,29 +32,24 @@ local algorithms = {}
 
 -- The error reply for a malformed call: "ERR sluice <script>: [<context>: ]<what is wrong>".
 -- script: a script name, or the code of the algorithm a single-key script runs. what: the
--- problem, or nil to name the first bad argument among now (ARGV[1]) and the four limit
--- arguments from ARGV[first] on. Runs only on errors.
-local function argument_error(script, what, first, context)
+-- problem, or nil to name the first bad value among now and the four limit values (nil ones
+-- are skipped). Runs only on errors.
+local function argument_error(script, what, context, now, limit, period, burst, hits)
   -- Literal limits rather than the constants above: no upvalues, the cheapest closure.
   if type(script) == "number" then
     script = ({[0] = "fixed_window", "sliding_window_log", "sliding_window_counter",
       "token_bucket", "leaky_bucket", "gcra"})[script]
   end
-  local function bad(i, name, min, max)
-    local x = tonumber(ARGV[i])
-    if x == nil or x % 1 ~= 0 or x < min or x > max then
-      return string.format("%s (ARGV[%d]) must be an integer in [%.17g, %.17g], got '%s'", name,
-        i, min, max, tostring(ARGV[i]))
+  local function bad(x, name, min, max)
+    -- x % 1 is NaN for infinities and NaN, and every comparison with NaN is false.
+    if x ~= nil and not (x % 1 == 0 and x >= min and x <= max) then
+      return string.format("%s must be an integer in [%.17g, %.17g], got %.17g", name, min, max,
+        x)
     end
   end
-  local message = what
-  if not message and ARGV[1] ~= "" then
-    message = bad(1, "now", -(2 ^ 52 - 1), 2 ^ 52 - 1)
-  end
-  if not message and first then
-    message = bad(first, "limit", 0, 2 ^ 53 - 1) or bad(first + 1, "period_us", 1, 2 ^ 50) or
-      bad(first + 2, "burst", 0, 2 ^ 53 - 1) or bad(first + 3, "hits", 0, 2 ^ 53 - 1)
-  end
+  local message = what or bad(now, "now", -(2 ^ 52 - 1), 2 ^ 52 - 1) or
+    bad(limit, "limit", 0, 2 ^ 53 - 1) or bad(period, "period_us", 1, 2 ^ 50) or
+    bad(burst, "burst", 0, 2 ^ 53 - 1) or bad(hits, "hits", 0, 2 ^ 53 - 1)
   if context then
     message = context .. ": " .. tostring(message)
   end

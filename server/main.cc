@@ -49,8 +49,8 @@ ABSL_FLAG(std::string, redis_key_prefix, "sluice:", "prefix of every key Sluice 
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(10),
           "per-decision budget; past it the decision follows --failure_mode");
 ABSL_FLAG(std::string, redis_clock, "redis",
-          "redis: the scripts read Redis TIME (one clock for all replicas); local: this "
-          "process's clock is passed in");
+          "redis: Redis' clock, one for all replicas (this process's clock plus an offset "
+          "sampled with TIME every second); local: this process's clock (replicas must agree)");
 ABSL_FLAG(int32_t, redis_io_threads, 1, "Redis I/O threads");
 ABSL_FLAG(int32_t, redis_connections, 2, "Redis connections per I/O thread");
 ABSL_FLAG(int64_t, over_limit_cache_keys, 100000,

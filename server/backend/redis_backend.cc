@@ -1,87 +1,82 @@
 #include "server/backend/redis_backend.h"
 
 #include <charconv>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "lua/lua_scripts.h"
+#include "server/algorithm/fixed_window.h"
+#include "server/backend/script_codec.h"
 
 namespace sluice {
 namespace {
 
-constexpr int kFieldsPerDecision = 5;  // allowed, remaining, retry_after, reset_after, delay
-constexpr int kArgsPerCheck = 5;       // (group: algorithm,) limit, period, burst, hits
-constexpr size_t kMaxNumber = 21;      // digits of any int64/uint64, with sign
-
-// The arguments of one script call. Numbers are formatted into one buffer reserved for the
-// worst case up front, so it never reallocates and the views handed out stay valid.
-class Args {
- public:
-  // REQUIRES: at most `count` arguments are added.
-  explicit Args(size_t count) { buffer_.reserve(count * kMaxNumber); }
-  void Add(std::string_view text) { views_.push_back(text); }
-  template <typename Int>
-  void AddNumber(Int value) {
-    size_t start = buffer_.size();
-    buffer_.resize(start + kMaxNumber);
-    char* begin = buffer_.data() + start;
-    char* end = std::to_chars(begin, begin + kMaxNumber, value).ptr;
-    buffer_.resize(start + static_cast<size_t>(end - begin));
-    views_.push_back(std::string_view(begin, static_cast<size_t>(end - begin)));
-  }
-  absl::Span<const std::string_view> views() const { return views_; }
-
- private:
-  std::string buffer_;
-  absl::InlinedVector<std::string_view, 16> views_;
+// How the replies of one part of a batch are read: a script's decisions, or a lone fixed
+// window's INCRBY + PEXPIRE, or a decision made without Redis (a limit of 0).
+struct Part {
+  enum class Kind : uint8_t { kScript, kFixedWindow, kLocal } kind = Kind::kScript;
+  uint32_t size = 1;       // decisions (checks)
+  // kFixedWindow:
+  LimitParams params;
+  uint64_t hits = 0;
+  std::string window_key;
+  // kLocal:
+  Decision decision;
 };
 
-absl::Status DecodeReply(const RedisReply& reply, size_t expected,
-                         std::vector<Decision>* decisions) {
-  if (reply.is_error()) {
-    return absl::UnavailableError(absl::StrCat("redis: ", reply.str()));
-  }
-  if (!reply.is_array() || reply.elements().size() != expected * kFieldsPerDecision) {
-    return absl::InternalError(absl::StrCat("redis: unexpected script reply ", reply.DebugString()));
-  }
-  const auto& e = reply.elements();
-  for (size_t i = 0; i < expected; ++i) {
-    const RedisReply* f = &e[i * kFieldsPerDecision];
-    for (int k = 0; k < kFieldsPerDecision; ++k) {
-      if (!f[k].is_integer()) {
-        return absl::InternalError(
-            absl::StrCat("redis: non-integer field in script reply ", reply.DebugString()));
-      }
-    }
-    Decision d;
-    d.allowed = f[0].integer() != 0;
-    d.remaining = static_cast<uint64_t>(std::max<int64_t>(0, f[1].integer()));
-    d.retry_after_us = f[2].integer();
-    d.reset_after_us = f[3].integer();
-    d.delay_us = f[4].integer();
-    decisions->push_back(d);
-  }
-  return absl::OkStatus();
-}
+std::string_view View(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendOptions options,
                                                                    const Clock& clock) {
+  // The scripts are registered before any connection exists, so that every connection loads
+  // them during its handshake and the first requests never meet NOSCRIPT.
+  auto scripts = std::make_shared<ScriptCache>();
+  std::array<const RedisScript*, 6> single_key_scripts{};
+  const RedisScript* group_script = nullptr;
+  for (const LuaScript& script : LuaScripts()) {
+    auto registered = scripts->Register(View(script.name), View(script.source));
+    if (!registered.ok()) {
+      return registered.status();
+    }
+    if (script.name == "group") {
+      group_script = *registered;
+    } else if (auto algorithm = ParseAlgorithm(script.name)) {
+      single_key_scripts[static_cast<size_t>(*algorithm)] = *registered;
+    }
+  }
+  for (size_t a = 0; a < single_key_scripts.size(); ++a) {
+    // A lone fixed window needs no script (script_codec.h).
+    if (single_key_scripts[a] == nullptr && static_cast<Algorithm>(a) != Algorithm::kFixedWindow) {
+      return absl::InternalError(absl::StrCat("no embedded Lua script for ",
+                                              AlgorithmName(static_cast<Algorithm>(a))));
+    }
+  }
+  if (group_script == nullptr) {
+    return absl::InternalError("no embedded Lua script named group");
+  }
+
   std::unique_ptr<RedisExecutor> executor;
   if (options.cluster) {
     RedisClusterClientOptions cluster;
     cluster.seeds = options.cluster_seeds;
     cluster.node = options.client;
+    cluster.scripts = scripts;
     auto client = RedisClusterClient::Create(std::move(cluster), clock);
     if (!client.ok()) {
       return client.status();
     }
     executor = std::move(*client);
   } else {
-    auto client = RedisClient::Create(options.client, clock);
+    RedisClientResources resources;
+    resources.scripts = scripts;
+    auto client = RedisClient::Create(options.client, clock, std::move(resources));
     if (!client.ok()) {
       return client.status();
     }
@@ -89,28 +84,8 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
   }
   std::unique_ptr<RedisBackend> backend(
       new RedisBackend(std::move(options), clock, std::move(executor)));
-  for (const LuaScript& script : LuaScripts()) {
-    auto registered = backend->client_->RegisterScript(
-        std::string_view(script.name.data(), script.name.size()),
-        std::string_view(script.source.data(), script.source.size()));
-    if (!registered.ok()) {
-      return registered.status();
-    }
-    if (script.name == "group") {
-      backend->group_script_ = *registered;
-    } else if (auto algorithm = ParseAlgorithm(script.name)) {
-      backend->single_key_scripts_[static_cast<size_t>(*algorithm)] = *registered;
-    }
-  }
-  for (size_t a = 0; a < backend->single_key_scripts_.size(); ++a) {
-    if (backend->single_key_scripts_[a] == nullptr) {
-      return absl::InternalError(absl::StrCat("no embedded Lua script for ",
-                                              AlgorithmName(static_cast<Algorithm>(a))));
-    }
-  }
-  if (backend->group_script_ == nullptr) {
-    return absl::InternalError("no embedded Lua script named group");
-  }
+  backend->single_key_scripts_ = single_key_scripts;
+  backend->group_script_ = group_script;
   return backend;
 }
 
@@ -121,68 +96,225 @@ RedisBackend::RedisBackend(RedisBackendOptions options, const Clock& clock,
       clock_(clock),
       client_(std::move(client)) {}
 
+bool RedisBackend::WaitUntilReady(absl::Duration timeout) {
+  const int64_t deadline = clock_.MonotonicMicros() + absl::ToInt64Microseconds(timeout);
+  if (!client_->WaitUntilReady(timeout)) {
+    return false;
+  }
+  if (options_.use_caller_clock) {
+    return true;
+  }
+  while (!clock_synced_.load(std::memory_order_acquire)) {
+    if (clock_.MonotonicMicros() >= deadline) {
+      return false;
+    }
+    MaybeSyncClock();
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+int64_t RedisBackend::NowMicros() {
+  if (options_.use_caller_clock) {
+    return clock_.NowMicros();
+  }
+  MaybeSyncClock();
+  return clock_.NowMicros() + clock_offset_us_.load(std::memory_order_relaxed);
+}
+
+void RedisBackend::MaybeSyncClock() {
+  const int64_t monotonic = clock_.MonotonicMicros();
+  int64_t due = next_clock_sync_us_.load(std::memory_order_relaxed);
+  if (monotonic < due) {
+    return;
+  }
+  // One sampler at a time: whoever moves the due time forward sends the TIME. A sample that
+  // fails is retried after a tenth of the interval.
+  const int64_t interval = absl::ToInt64Microseconds(options_.clock_sync_interval);
+  if (!next_clock_sync_us_.compare_exchange_strong(due, monotonic + interval,
+                                                   std::memory_order_relaxed)) {
+    return;
+  }
+  CommandBatch batch;
+  batch.Add({"TIME"});
+  const int64_t sent = clock_.NowMicros();
+  client_->Execute(
+      std::move(batch), monotonic + absl::ToInt64Microseconds(options_.timeout),
+      [this, sent, interval](absl::Status status, absl::Span<RedisReply> replies) {
+        const int64_t received = clock_.NowMicros();
+        int64_t seconds = 0;
+        int64_t micros = 0;
+        const bool ok = status.ok() && replies.size() == 1 && replies[0].is_array() &&
+                        replies[0].elements().size() == 2 &&
+                        replies[0].elements()[0].is_string() &&
+                        replies[0].elements()[1].is_string() &&
+                        absl::SimpleAtoi(replies[0].elements()[0].str(), &seconds) &&
+                        absl::SimpleAtoi(replies[0].elements()[1].str(), &micros);
+        if (!ok) {
+          next_clock_sync_us_.store(clock_.MonotonicMicros() + interval / 10,
+                                    std::memory_order_relaxed);
+          return;
+        }
+        // Redis read its clock somewhere in [sent, received]: assume the middle.
+        const int64_t redis_now = seconds * 1'000'000 + micros;
+        clock_offset_us_.store(redis_now - (sent + (received - sent) / 2),
+                               std::memory_order_relaxed);
+        clock_synced_.store(true, std::memory_order_release);
+      });
+}
+
 void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {
   if (checks.empty()) {
     std::move(done)(absl::OkStatus(), {});
     return;
   }
-  char now_buffer[kMaxNumber];
-  std::string_view now;  // empty: the scripts read Redis TIME
-  if (options_.use_caller_clock) {
-    auto r = std::to_chars(now_buffer, now_buffer + sizeof(now_buffer), clock_.NowMicros());
-    now = std::string_view(now_buffer, static_cast<size_t>(r.ptr - now_buffer));
-  }
+  const int64_t now = NowMicros();
 
   CommandBatch batch;
-  absl::InlinedVector<uint32_t, 8> group_sizes;
-  absl::InlinedVector<std::string_view, 8> keys;
+  absl::InlinedVector<Part, 4> parts;
+  absl::InlinedVector<std::string, 8> keys;  // a group's keys (fixed windows: window keys)
+  absl::InlinedVector<std::string_view, 8> key_views;
+  std::string args;
+  char hits_text[24];
+  char ttl_text[24];
   for (size_t i = 0; i < checks.size();) {
     size_t end = i + 1;
     while (end < checks.size() && checks[end].group == checks[i].group) {
       ++end;
     }
     const size_t size = end - i;
+    const LimitCheck& first = checks[i];
+    Part& part = parts.emplace_back();
+    part.size = static_cast<uint32_t>(size);
+    if (size == 1 && first.params.algorithm == Algorithm::kFixedWindow) {
+      if (first.params.limit == 0) {
+        part.kind = Part::Kind::kLocal;
+        FixedWindowState state;
+        part.decision = EvaluateFixedWindow(first.params, state, now, first.hits);
+      } else {
+        part.kind = Part::Kind::kFixedWindow;
+        part.params = first.params;
+        part.hits = first.hits;
+        AppendFixedWindowKey(absl::string_view(first.key.data(), first.key.size()), now, first.params.period_us, &part.window_key);
+        const std::string_view hits(
+            hits_text, std::to_chars(hits_text, hits_text + sizeof(hits_text), first.hits).ptr -
+                           hits_text);
+        const std::string_view ttl(
+            ttl_text, std::to_chars(ttl_text, ttl_text + sizeof(ttl_text),
+                                    FixedWindowTtlMs(now, first.params.period_us))
+                              .ptr -
+                          ttl_text);
+        batch.Add({"INCRBY", part.window_key, hits});
+        batch.Add({"PEXPIRE", part.window_key, ttl, "NX"});
+      }
+      i = end;
+      continue;
+    }
     keys.clear();
-    Args args(1 + size * (kArgsPerCheck + 1));
-    args.Add(now);
+    key_views.clear();
+    args.clear();
+    if (size > 1) {
+      AppendGroupScriptNow(now, &args);
+    }
     for (size_t c = i; c < end; ++c) {
       const LimitCheck& check = checks[c];
-      keys.push_back(std::string_view(check.key.data(), check.key.size()));
-      if (size > 1) {
-        args.AddNumber(static_cast<int>(check.params.algorithm));
+      if (check.params.algorithm == Algorithm::kFixedWindow) {
+        std::string& key = keys.emplace_back();
+        AppendFixedWindowKey(absl::string_view(check.key.data(), check.key.size()), now, check.params.period_us, &key);
+        key_views.push_back(key);
+      } else {
+        key_views.push_back(View(check.key));
       }
-      args.AddNumber(check.params.limit);
-      args.AddNumber(check.params.period_us);
-      args.AddNumber(check.params.burst);
-      args.AddNumber(check.hits);
+      if (size > 1) {
+        AppendGroupScriptCheck(check.params, check.hits, &args);
+      } else {
+        AppendSingleScriptArgs(now, check.params, check.hits, &args);
+      }
     }
     const RedisScript& script =
         size > 1 ? *group_script_
-                 : *single_key_scripts_[static_cast<size_t>(checks[i].params.algorithm)];
-    batch.AddEvalSha(script, keys, args.views());
-    group_sizes.push_back(static_cast<uint32_t>(size));
+                 : *single_key_scripts_[static_cast<size_t>(first.params.algorithm)];
+    const std::string_view arg_view = args;
+    batch.AddEvalSha(script, key_views, absl::MakeConstSpan(&arg_view, 1));
     i = end;
   }
 
   const int64_t deadline = clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout);
   client_->Execute(
       std::move(batch), deadline,
-      [group_sizes = std::move(group_sizes), total = checks.size(), done = std::move(done)](
-          absl::Status status, absl::Span<RedisReply> replies) mutable {
+      [this, now, parts = std::move(parts), total = checks.size(),
+       done = std::move(done)](absl::Status status, absl::Span<RedisReply> replies) mutable {
         if (!status.ok()) {
           std::move(done)(std::move(status), {});
           return;
         }
         std::vector<Decision> decisions;
         decisions.reserve(total);
-        for (size_t g = 0; g < replies.size(); ++g) {
-          if (absl::Status s = DecodeReply(replies[g], group_sizes[g], &decisions); !s.ok()) {
-            std::move(done)(std::move(s), {});
-            return;
+        size_t r = 0;
+        for (Part& part : parts) {
+          switch (part.kind) {
+            case Part::Kind::kLocal:
+              decisions.push_back(part.decision);
+              continue;
+            case Part::Kind::kScript: {
+              const RedisReply& reply = replies[r++];
+              absl::Status s;
+              if (reply.is_error()) {
+                s = absl::UnavailableError(absl::StrCat("redis: ", reply.str()));
+              } else if (!reply.is_string()) {
+                s = absl::InternalError(
+                    absl::StrCat("redis: unexpected script reply ", reply.DebugString()));
+              } else {
+                s = DecodeScriptDecisions(reply.str(), part.size, &decisions);
+              }
+              if (!s.ok()) {
+                std::move(done)(std::move(s), {});
+                return;
+              }
+              continue;
+            }
+            case Part::Kind::kFixedWindow: {
+              const RedisReply& count = replies[r];
+              const RedisReply& expire = replies[r + 1];
+              r += 2;
+              for (const RedisReply* reply : {&count, &expire}) {
+                if (reply->is_error()) {
+                  std::move(done)(absl::UnavailableError(absl::StrCat("redis: ", reply->str())),
+                                  {});
+                  return;
+                }
+              }
+              if (!count.is_integer()) {
+                std::move(done)(absl::InternalError(absl::StrCat(
+                                    "redis: unexpected INCRBY reply ", count.DebugString())),
+                                {});
+                return;
+              }
+              const Decision decision =
+                  FixedWindowDecision(part.params, now, part.hits, count.integer());
+              if (!decision.allowed && part.hits > 0) {
+                GiveBack(part.window_key, part.hits, FixedWindowTtlMs(now, part.params.period_us));
+              }
+              decisions.push_back(decision);
+              continue;
+            }
           }
         }
         std::move(done)(absl::OkStatus(), decisions);
       });
+}
+
+void RedisBackend::GiveBack(const std::string& window_key, uint64_t hits, int64_t ttl_ms) {
+  // DECRBY undoes the INCRBY of a denied request; PEXPIRE NX gives the key a TTL again in case
+  // it expired in between (DECRBY would then have created it).
+  const std::string hits_text = absl::StrCat(hits);
+  const std::string ttl_text = absl::StrCat(ttl_ms);
+  CommandBatch batch;
+  batch.Add({"DECRBY", window_key, hits_text});
+  batch.Add({"PEXPIRE", window_key, ttl_text, "NX"});
+  client_->Execute(std::move(batch),
+                   clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout),
+                   [](absl::Status, absl::Span<RedisReply>) {});
 }
 
 }  // namespace sluice

@@ -3,8 +3,9 @@
 // globally.
 //
 // One Evaluate call is one pipelined batch on one connection: a lone check runs its algorithm's
-// single-key script, a group (the rules of one descriptor) runs the "group" script, which
-// decides all of its keys all-or-nothing in one atomic call. The batch has one deadline (the
+// single-key script (a lone fixed window: INCRBY + PEXPIRE NX, no script), a group (the rules
+// of one descriptor) runs the "group" script, which decides all of its keys all-or-nothing in
+// one atomic call. The wire forms are in script_codec.h. The batch has one deadline (the
 // per-decision budget); past it the caller gets kDeadlineExceeded and applies its failure
 // policy, and the late replies are dropped by the client. NOSCRIPT and reconnects are healed in
 // the Redis client. On a cluster the batch is split per node and sent in parallel, one
@@ -15,6 +16,8 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,9 +41,12 @@ struct RedisBackendOptions {
   RedisClientOptions client;
   // Per-decision budget, from Evaluate to the last reply.
   absl::Duration timeout = absl::Milliseconds(10);
-  // false: the scripts take the time from Redis TIME, one clock for every replica (default).
-  // true: the caller's clock is passed in, e.g. for tests or when Redis' clock is not trusted.
+  // false (default): decisions use Redis' clock, one clock for every replica: this process's
+  // clock plus an offset sampled with TIME every `clock_sync_interval` (error: half the
+  // sample's round trip, which must finish within `timeout`). Until the first sample, the
+  // offset is 0. true: this process's clock as it is; replicas must agree (NTP).
   bool use_caller_clock = false;
+  absl::Duration clock_sync_interval = absl::Seconds(1);
 };
 
 class RedisBackend final : public Backend {
@@ -54,8 +60,13 @@ class RedisBackend final : public Backend {
   absl::string_view Name() const override { return cluster_ ? "redis_cluster" : "redis"; }
   bool Ready() const override { return client_->ready_connections() > 0; }
 
-  // Start-up only: blocks until the connections are up or `timeout` passes.
-  bool WaitUntilReady(absl::Duration timeout) { return client_->WaitUntilReady(timeout); }
+  // Start-up only: blocks until the connections are up (and, with Redis' clock, its offset is
+  // sampled) or `timeout` passes.
+  bool WaitUntilReady(absl::Duration timeout);
+
+  // The time decisions are made at: microseconds since the Unix epoch on Redis' clock (see
+  // RedisBackendOptions::use_caller_clock).
+  int64_t NowMicros();
   // Closes the connections; pending batches complete with kUnavailable. Blocks; idempotent.
   void Stop() { client_->Stop(); }
 
@@ -63,9 +74,19 @@ class RedisBackend final : public Backend {
   RedisBackend(RedisBackendOptions options, const Clock& clock,
                std::unique_ptr<RedisExecutor> client);
 
+  // Returns a denied lone fixed window's hits to its window key (fire and forget).
+  void GiveBack(const std::string& window_key, uint64_t hits, int64_t ttl_ms);
+  // Samples Redis' clock now if the last sample is older than the interval.
+  void MaybeSyncClock();
+
   const RedisBackendOptions options_;
   const bool cluster_;
   const Clock& clock_;
+  // Redis' clock minus ours, in microseconds; and when (monotonic) the next sample is due.
+  // Declared before client_, whose destruction runs the callbacks that write them.
+  std::atomic<int64_t> clock_offset_us_{0};
+  std::atomic<int64_t> next_clock_sync_us_{0};
+  std::atomic<bool> clock_synced_{false};
   std::unique_ptr<RedisExecutor> client_;
   // Indexed by Algorithm.
   std::array<const RedisScript*, 6> single_key_scripts_{};

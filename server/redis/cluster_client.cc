@@ -142,7 +142,7 @@ RedisClusterClient::RedisClusterClient(RedisClusterClientOptions options, const 
       random_(std::move(random)),
       loader_(SlotMapLoaderOptions{options_.node.username, options_.node.password,
                                    options_.node.connect_timeout}),
-      scripts_(std::make_shared<ScriptCache>()) {}
+      scripts_(options_.scripts ? options_.scripts : std::make_shared<ScriptCache>()) {}
 
 absl::Status RedisClusterClient::Start() {
   for (int i = 0; i < options_.node.io_threads; ++i) {

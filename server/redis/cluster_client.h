@@ -103,6 +103,9 @@ struct RedisClusterClientOptions {
   // Their delays: doubling from min to max, each jittered into the upper half of its step.
   absl::Duration retry_backoff_min = absl::Milliseconds(2);
   absl::Duration retry_backoff_max = absl::Milliseconds(100);
+  // Scripts every node's connections load on connect and heal NOSCRIPT with; default: a cache
+  // of the client's own (RegisterScript adds to it either way).
+  std::shared_ptr<ScriptCache> scripts{};
 };
 
 // Cumulative counters (relaxed; for tests and metrics) and a few current values.

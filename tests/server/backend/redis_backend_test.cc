@@ -1,4 +1,5 @@
 #include "server/backend/redis_backend.h"
+#include "server/backend/script_codec.h"
 
 #include <chrono>
 #include <future>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/backend/memory_backend.h"
 #include "server/common/fake_clock.h"
@@ -135,9 +137,18 @@ TEST_F(RedisBackendTest, HungRedisMissesTheBudget) {
   EXPECT_LT(took, std::chrono::milliseconds(500));
 }
 
-// Verifies Redis TIME mode: with the scripts reading Redis' clock, a fixed window still counts.
-TEST_F(RedisBackendTest, RedisTimeMode) {
-  auto backend = Make(false, absl::Seconds(2));
+// Verifies Redis' clock mode: decisions are made on Redis' clock (sampled with TIME), not on the
+// process's, however far apart the two are; a fixed window still counts.
+TEST_F(RedisBackendTest, RedisClockMode) {
+  auto backend = Make(false, absl::Seconds(2));  // clock_ is years behind Redis' clock
+  absl::StatusOr<std::string> time = redis_->Command({"TIME"});  // "seconds\nmicroseconds"
+  ASSERT_TRUE(time.ok()) << time.status();
+  const size_t newline = time->find('\n');
+  ASSERT_NE(newline, std::string::npos);
+  const int64_t redis_now = std::stoll(time->substr(0, newline)) * 1'000'000 +
+                            std::stoll(time->substr(newline + 1));
+  EXPECT_NEAR(static_cast<double>(backend->NowMicros()), static_cast<double>(redis_now), 50'000.0);
+
   LimitParams p = Params(Algorithm::kFixedWindow, 2, 3600000000);
   EXPECT_TRUE(Run(*backend, {{"{t}k", p, 1, 0}}).decisions[0].allowed);
   EXPECT_TRUE(Run(*backend, {{"{t}k", p, 1, 0}}).decisions[0].allowed);
@@ -145,6 +156,52 @@ TEST_F(RedisBackendTest, RedisTimeMode) {
   EXPECT_FALSE(third.decisions[0].allowed);
   EXPECT_GT(third.decisions[0].retry_after_us, 0);
   EXPECT_LE(third.decisions[0].retry_after_us, 3600000000);
+}
+
+// Verifies a fixed window counts once whether its rule is decided alone (INCRBY, no script) or
+// in a group (the group script): both use the window's key and its plain count.
+TEST_F(RedisBackendTest, LoneAndGroupedFixedWindowShareOneCount) {
+  LimitParams window = Params(Algorithm::kFixedWindow, 3, 60000000);
+  LimitParams wide = Params(Algorithm::kTokenBucket, 100, 60000000);
+  EXPECT_TRUE(Run(*backend_, {{"{s}fw", window, 1, 0}}).decisions[0].allowed);
+  Outcome grouped = Run(*backend_, {{"{s}fw", window, 1, 0}, {"{s}tb", wide, 1, 0}});
+  ASSERT_TRUE(grouped.status.ok()) << grouped.status;
+  EXPECT_TRUE(grouped.decisions[0].allowed);
+  EXPECT_EQ(grouped.decisions[0].remaining, 1u);
+  Outcome third = Run(*backend_, {{"{s}fw", window, 1, 0}});
+  EXPECT_TRUE(third.decisions[0].allowed);
+  EXPECT_EQ(third.decisions[0].remaining, 0u);
+  EXPECT_FALSE(Run(*backend_, {{"{s}fw", window, 1, 0}, {"{s}tb", wide, 1, 0}}).decisions[0].allowed);
+  // A new window starts from zero.
+  clock_.AdvanceMicros(60000000);
+  EXPECT_TRUE(Run(*backend_, {{"{s}fw", window, 3, 0}}).decisions[0].allowed);
+}
+
+// Verifies a denied lone fixed window gives its hits back: a request too big for what is left
+// does not use up the window for smaller ones, as in the memory backend. The key keeps a TTL.
+TEST_F(RedisBackendTest, DeniedLoneFixedWindowGivesHitsBack) {
+  LimitParams window = Params(Algorithm::kFixedWindow, 3, 60000000);
+  EXPECT_TRUE(Run(*backend_, {{"{b}fw", window, 2, 0}}).decisions[0].allowed);
+  Outcome denied = Run(*backend_, {{"{b}fw", window, 2, 0}});
+  EXPECT_FALSE(denied.decisions[0].allowed);
+  EXPECT_EQ(denied.decisions[0].remaining, 1u);
+  // The give-back is sent after the reply, possibly on another connection: wait for it.
+  std::string key;
+  AppendFixedWindowKey("{b}fw", clock_.NowMicros(), window.period_us, &key);
+  std::string count;
+  for (int i = 0; i < 200 && count != "2"; ++i) {
+    absl::StatusOr<std::string> value = redis_->Command({"GET", key});
+    count = value.ok() ? *value : "";
+    if (count != "2") absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(count, "2");
+  absl::StatusOr<std::string> ttl = redis_->Command({"PTTL", key});
+  ASSERT_TRUE(ttl.ok()) << ttl.status();
+  EXPECT_GT(std::stoll(*ttl), 0);
+  EXPECT_LE(std::stoll(*ttl), 60000);
+  Outcome small = Run(*backend_, {{"{b}fw", window, 1, 0}});
+  EXPECT_TRUE(small.decisions[0].allowed);
+  EXPECT_EQ(small.decisions[0].remaining, 0u);
 }
 
 }  // namespace

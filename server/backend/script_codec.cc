@@ -1,0 +1,115 @@
+#include "server/backend/script_codec.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "server/algorithm/algorithm_internal.h"
+#include "server/algorithm/fixed_window.h"
+
+namespace sluice {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the scripts read little-endian doubles (struct.unpack \"<d\")");
+
+constexpr double kTwo53 = 9007199254740992.0;
+
+void AppendDouble(double value, std::string* out) {
+  char bytes[sizeof(double)];
+  std::memcpy(bytes, &value, sizeof(double));
+  out->append(bytes, sizeof(double));
+}
+
+// Values at or above 2^53 become doubles >= 2^53, which the scripts reject: never a rounded
+// limit silently.
+double AsDouble(uint64_t value) { return static_cast<double>(value); }
+
+double ReadDouble(const char* at) {
+  double value;
+  std::memcpy(&value, at, sizeof(double));
+  return value;
+}
+
+// True if `value` is an integer in [min, 2^53], stored to *out.
+bool ToInteger(double value, double min, int64_t* out) {
+  if (!(value >= min && value <= kTwo53 && std::floor(value) == value)) {
+    return false;
+  }
+  *out = static_cast<int64_t>(value);
+  return true;
+}
+
+}  // namespace
+
+void AppendSingleScriptArgs(int64_t now_us, const LimitParams& params, uint64_t hits,
+                            std::string* out) {
+  AppendDouble(static_cast<double>(now_us), out);
+  AppendDouble(AsDouble(params.limit), out);
+  AppendDouble(static_cast<double>(params.period_us), out);
+  AppendDouble(AsDouble(params.burst), out);
+  AppendDouble(AsDouble(hits), out);
+}
+
+void AppendGroupScriptNow(int64_t now_us, std::string* out) {
+  AppendDouble(static_cast<double>(now_us), out);
+}
+
+void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out) {
+  AppendDouble(static_cast<double>(params.algorithm), out);
+  AppendDouble(AsDouble(params.limit), out);
+  AppendDouble(static_cast<double>(params.period_us), out);
+  AppendDouble(AsDouble(params.burst), out);
+  AppendDouble(AsDouble(hits), out);
+}
+
+absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
+                                   std::vector<Decision>* decisions) {
+  if (reply.size() != count * kScriptDecisionBytes) {
+    return absl::InternalError(absl::StrCat("redis: script reply of ", reply.size(),
+                                            " bytes, expected ", count * kScriptDecisionBytes));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const char* at = reply.data() + i * kScriptDecisionBytes;
+    int64_t fields[5];
+    for (int k = 0; k < 5; ++k) {
+      const double value = ReadDouble(at + k * sizeof(double));
+      if (!ToInteger(value, k == 0 ? 0 : -kTwo53, &fields[k]) || (k == 0 && fields[k] > 1)) {
+        return absl::InternalError(absl::StrCat("redis: script reply field ", k, " of decision ",
+                                                i, " is not valid: ", value));
+      }
+    }
+    Decision d;
+    d.allowed = fields[0] == 1;
+    d.remaining = static_cast<uint64_t>(std::max<int64_t>(0, fields[1]));
+    d.retry_after_us = fields[2];
+    d.reset_after_us = fields[3];
+    d.delay_us = fields[4];
+    decisions->push_back(d);
+  }
+  return absl::OkStatus();
+}
+
+void AppendFixedWindowKey(absl::string_view base, int64_t now_us, int64_t period_us,
+                          std::string* out) {
+  const int64_t index = algorithm_internal::WindowStart(now_us, period_us) / period_us;
+  absl::StrAppend(out, base, ":w", index);
+}
+
+int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us) {
+  const int64_t rest = algorithm_internal::WindowStart(now_us, period_us) + period_us - now_us;
+  return std::max<int64_t>(1, (rest + 999) / 1000);
+}
+
+Decision FixedWindowDecision(const LimitParams& params, int64_t now_us, uint64_t hits,
+                             int64_t count_after) {
+  FixedWindowState state;
+  state.window_start_us = algorithm_internal::WindowStart(now_us, params.period_us);
+  // count_after - hits, without overflow; negative (hits given back to an expired key) is 0.
+  const uint64_t after = count_after > 0 ? static_cast<uint64_t>(count_after) : 0;
+  state.count = after > hits ? after - hits : 0;
+  return EvaluateFixedWindow(params, state, now_us, hits);
+}
+
+}  // namespace sluice

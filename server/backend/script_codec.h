@@ -1,0 +1,62 @@
+// The wire contract between RedisBackend and Redis (lua/README.md has the whole of it):
+//   - the arguments of the Lua scripts, one binary ARGV of little-endian doubles (Redis 7.0
+//     spends about 0.3 us per tonumber() of a decimal argument; one struct.unpack costs less
+//     than one of them), and their replies, 40 bytes per decision in the same form (a packed
+//     string is about 1.5 us cheaper for Redis to return than an array of five integers);
+//   - the lone fixed window, which runs without a script as envoyproxy/ratelimit's does:
+//     INCRBY <window key> <hits> then PEXPIRE <window key> <ttl> NX, one key per window, the
+//     decision made here from the count INCRBY returns (FixedWindowDecision). A denied request's
+//     hits are given back (DECRBY) right after; until then, for one round trip, they count
+//     against concurrent requests of the same window, which errs on the side of denying.
+//
+// Every value a double carries is an integer below 2^53, so it is exact; the scripts reject
+// anything else with an error reply rather than decide on a rounded value.
+// Pure functions; safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "server/algorithm/algorithm.h"
+
+namespace sluice {
+
+// Bytes of one check's record in a script's argument and of one decision in a reply.
+inline constexpr size_t kScriptCheckBytes = 40;
+inline constexpr size_t kScriptDecisionBytes = 40;
+
+// ARGV[1] of a single-key script: now, limit, period_us, burst, hits.
+void AppendSingleScriptArgs(int64_t now_us, const LimitParams& params, uint64_t hits,
+                            std::string* out);
+
+// ARGV[1] of the group script: AppendGroupScriptNow once, then AppendGroupScriptCheck per key,
+// in key order (algorithm code, limit, period_us, burst, hits).
+void AppendGroupScriptNow(int64_t now_us, std::string* out);
+void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out);
+
+// Decodes a script's reply of `count` decisions (each allowed, remaining, retry_after_us,
+// reset_after_us, delay_us) and appends them to *decisions. kInternal if the reply is not
+// exactly that: a wrong length, or a field that is not an integer in its range.
+absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
+                                   std::vector<Decision>* decisions);
+
+// The key of the fixed window that holds `now_us`: `base` followed by ":w" and the window's
+// index, floor(now_us / period_us). REQUIRES: period_us > 0.
+void AppendFixedWindowKey(absl::string_view base, int64_t now_us, int64_t period_us,
+                          std::string* out);
+
+// The TTL of a window key written at `now_us`: the rest of the window in whole milliseconds,
+// rounded up (at least 1). REQUIRES: period_us > 0.
+int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us);
+
+// The decision of a lone fixed window whose INCRBY by `hits` returned `count_after`: exactly
+// what EvaluateFixedWindow decides for a window that held count_after - hits (a negative count,
+// left by hits given back after the key expired, is 0).
+Decision FixedWindowDecision(const LimitParams& params, int64_t now_us, uint64_t hits,
+                             int64_t count_after);
+
+}  // namespace sluice

@@ -1,0 +1,131 @@
+#include "server/backend/script_codec.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/algorithm/fixed_window.h"
+
+namespace sluice {
+namespace {
+
+std::string Pack(std::initializer_list<double> values) {
+  std::string out;
+  for (double v : values) {
+    char bytes[sizeof(double)];
+    std::memcpy(bytes, &v, sizeof v);
+    out.append(bytes, sizeof bytes);
+  }
+  return out;
+}
+
+double At(const std::string& packed, size_t i) {
+  double v;
+  std::memcpy(&v, packed.data() + i * sizeof v, sizeof v);
+  return v;
+}
+
+// Verifies the argument layouts the drivers unpack ("<ddddd" and "<d" + N * "<ddddd").
+TEST(ScriptCodecTest, ArgumentLayouts) {
+  const LimitParams p{Algorithm::kGcra, 7, 1'000'000, 9};
+  std::string single;
+  AppendSingleScriptArgs(1'700'000'000'123'456, p, 3, &single);
+  EXPECT_EQ(single, Pack({1'700'000'000'123'456.0, 7, 1'000'000, 9, 3}));
+
+  std::string group;
+  AppendGroupScriptNow(-5, &group);
+  AppendGroupScriptCheck(p, 0, &group);
+  AppendGroupScriptCheck(LimitParams{Algorithm::kFixedWindow, 1, 2, 0}, 4, &group);
+  ASSERT_EQ(group.size(), 8 + 2 * kScriptCheckBytes);
+  EXPECT_EQ(At(group, 0), -5);
+  EXPECT_EQ(At(group, 1), 5);  // kGcra
+  EXPECT_EQ(At(group, 6), 0);  // kFixedWindow
+  EXPECT_EQ(At(group, 10), 4);
+}
+
+// Verifies a limit at or above 2^53 is not rounded into range: the scripts see >= 2^53 and
+// refuse it.
+TEST(ScriptCodecTest, HugeValuesStayOutOfRange) {
+  std::string args;
+  AppendSingleScriptArgs(0, LimitParams{Algorithm::kTokenBucket, (1ull << 53) + 1, 1, 1},
+                         std::numeric_limits<uint64_t>::max(), &args);
+  EXPECT_GE(At(args, 1), 9007199254740992.0);
+  EXPECT_GE(At(args, 4), 9007199254740992.0);
+}
+
+TEST(ScriptCodecTest, DecodesDecisions) {
+  std::vector<Decision> d;
+  ASSERT_TRUE(DecodeScriptDecisions(Pack({1, 5, 0, 1000, 0, 0, 0, 250, 9007199254740992.0, 7}), 2,
+                                    &d)
+                  .ok());
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_TRUE(d[0].allowed);
+  EXPECT_EQ(d[0].remaining, 5u);
+  EXPECT_EQ(d[0].reset_after_us, 1000);
+  EXPECT_FALSE(d[1].allowed);
+  EXPECT_EQ(d[1].retry_after_us, 250);
+  EXPECT_EQ(d[1].reset_after_us, 9007199254740992);
+  EXPECT_EQ(d[1].delay_us, 7);
+}
+
+// Verifies a reply that is not exactly N decisions of integers is an error, never a decision.
+TEST(ScriptCodecTest, RejectsMalformedReplies) {
+  std::vector<Decision> d;
+  EXPECT_FALSE(DecodeScriptDecisions(Pack({1, 5, 0, 1000}), 1, &d).ok());            // short
+  EXPECT_FALSE(DecodeScriptDecisions(Pack({1, 5, 0, 1000, 0, 0}), 1, &d).ok());      // long
+  EXPECT_FALSE(DecodeScriptDecisions(Pack({1, 5, 0, 1000, 0}), 2, &d).ok());         // count
+  EXPECT_FALSE(DecodeScriptDecisions(Pack({2, 5, 0, 1000, 0}), 1, &d).ok());         // allowed 2
+  EXPECT_FALSE(DecodeScriptDecisions(Pack({1, 5.5, 0, 1000, 0}), 1, &d).ok());       // fraction
+  EXPECT_FALSE(DecodeScriptDecisions(Pack({1, 5, NAN, 1000, 0}), 1, &d).ok());       // NaN
+  EXPECT_FALSE(DecodeScriptDecisions(Pack({1, 5, 0, INFINITY, 0}), 1, &d).ok());     // inf
+  EXPECT_FALSE(DecodeScriptDecisions(Pack({1, 5, 0, 1e300, 0}), 1, &d).ok());        // > 2^53
+  EXPECT_TRUE(d.empty());
+}
+
+TEST(ScriptCodecTest, FixedWindowKeyNamesTheWindow) {
+  std::string a, b, c, before;
+  AppendFixedWindowKey("k", 5'999'999, 3'000'000, &a);
+  AppendFixedWindowKey("k", 3'000'000, 3'000'000, &b);
+  AppendFixedWindowKey("k", 6'000'000, 3'000'000, &c);
+  AppendFixedWindowKey("k", -1, 3'000'000, &before);
+  EXPECT_EQ(a, "k:w1");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(c, "k:w2");
+  EXPECT_EQ(before, "k:w-1");  // floor, not truncation
+}
+
+TEST(ScriptCodecTest, FixedWindowTtlIsTheRestOfTheWindow) {
+  EXPECT_EQ(FixedWindowTtlMs(0, 1'000'000), 1000);
+  EXPECT_EQ(FixedWindowTtlMs(999'999, 1'000'000), 1);    // 1 us left: at least 1 ms
+  EXPECT_EQ(FixedWindowTtlMs(998'500, 1'000'000), 2);    // 1.5 ms rounds up
+  EXPECT_EQ(FixedWindowTtlMs(-1, 1'000'000), 1);
+}
+
+// Verifies the lone fixed window decides exactly as EvaluateFixedWindow on the count before the
+// increment, for every count around the limit, and treats a negative count as 0.
+TEST(ScriptCodecTest, FixedWindowDecisionMatchesTheAlgorithm) {
+  const LimitParams p{Algorithm::kFixedWindow, 5, 1'000'000, 0};
+  const int64_t now = 1'700'000'000'250'000;
+  for (uint64_t hits : {0u, 1u, 2u, 5u, 6u}) {
+    for (int64_t before = 0; before <= 8; ++before) {
+      FixedWindowState state{now - 250'000, static_cast<uint64_t>(before)};
+      const Decision expected = EvaluateFixedWindow(p, state, now, hits);
+      const Decision got =
+          FixedWindowDecision(p, now, hits, before + static_cast<int64_t>(hits));
+      SCOPED_TRACE(testing::Message() << "hits " << hits << " before " << before);
+      EXPECT_EQ(got.allowed, expected.allowed);
+      EXPECT_EQ(got.remaining, expected.remaining);
+      EXPECT_EQ(got.retry_after_us, expected.retry_after_us);
+      EXPECT_EQ(got.reset_after_us, expected.reset_after_us);
+    }
+  }
+  const Decision from_negative = FixedWindowDecision(p, now, 1, -3);
+  EXPECT_TRUE(from_negative.allowed);
+  EXPECT_EQ(from_negative.remaining, 4u);
+}
+
+}  // namespace
+}  // namespace sluice
