@@ -29,7 +29,8 @@ struct Part {
   Decision decision;
 };
 
-std::string_view View(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+// Redis commands take std::string_view; Debian's abseil has its own string_view.
+std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
 }  // namespace
 
@@ -40,13 +41,16 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
   auto scripts = std::make_shared<ScriptCache>();
   std::array<const RedisScript*, 6> single_key_scripts{};
   const RedisScript* group_script = nullptr;
+  const RedisScript* give_back_script = nullptr;
   for (const LuaScript& script : LuaScripts()) {
-    auto registered = scripts->Register(View(script.name), View(script.source));
+    auto registered = scripts->Register(StdView(script.name), StdView(script.source));
     if (!registered.ok()) {
       return registered.status();
     }
     if (script.name == "group") {
       group_script = *registered;
+    } else if (script.name == "give_back") {
+      give_back_script = *registered;
     } else if (auto algorithm = ParseAlgorithm(script.name)) {
       single_key_scripts[static_cast<size_t>(*algorithm)] = *registered;
     }
@@ -58,8 +62,8 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
                                               AlgorithmName(static_cast<Algorithm>(a))));
     }
   }
-  if (group_script == nullptr) {
-    return absl::InternalError("no embedded Lua script named group");
+  if (group_script == nullptr || give_back_script == nullptr) {
+    return absl::InternalError("no embedded Lua script named group or give_back");
   }
 
   std::unique_ptr<RedisExecutor> executor;
@@ -86,6 +90,7 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
       new RedisBackend(std::move(options), clock, std::move(executor)));
   backend->single_key_scripts_ = single_key_scripts;
   backend->group_script_ = group_script;
+  backend->give_back_script_ = give_back_script;
   return backend;
 }
 
@@ -195,7 +200,7 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
         part.kind = Part::Kind::kFixedWindow;
         part.params = first.params;
         part.hits = first.hits;
-        AppendFixedWindowKey(absl::string_view(first.key.data(), first.key.size()), now, first.params.period_us, &part.window_key);
+        AppendFixedWindowKey(first.key, now, first.params.period_us, &part.window_key);
         const std::string_view hits(
             hits_text, std::to_chars(hits_text, hits_text + sizeof(hits_text), first.hits).ptr -
                            hits_text);
@@ -220,10 +225,10 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
       const LimitCheck& check = checks[c];
       if (check.params.algorithm == Algorithm::kFixedWindow) {
         std::string& key = keys.emplace_back();
-        AppendFixedWindowKey(absl::string_view(check.key.data(), check.key.size()), now, check.params.period_us, &key);
+        AppendFixedWindowKey(check.key, now, check.params.period_us, &key);
         key_views.push_back(key);
       } else {
-        key_views.push_back(View(check.key));
+        key_views.push_back(StdView(check.key));
       }
       if (size > 1) {
         AppendGroupScriptCheck(check.params, check.hits, &args);
@@ -293,7 +298,7 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
               const Decision decision =
                   FixedWindowDecision(part.params, now, part.hits, count.integer());
               if (!decision.allowed && part.hits > 0) {
-                GiveBack(part.window_key, part.hits, FixedWindowTtlMs(now, part.params.period_us));
+                GiveBack(part.window_key, part.hits);
               }
               decisions.push_back(decision);
               continue;
@@ -304,14 +309,14 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
       });
 }
 
-void RedisBackend::GiveBack(const std::string& window_key, uint64_t hits, int64_t ttl_ms) {
-  // DECRBY undoes the INCRBY of a denied request; PEXPIRE NX gives the key a TTL again in case
-  // it expired in between (DECRBY would then have created it).
-  const std::string hits_text = absl::StrCat(hits);
-  const std::string ttl_text = absl::StrCat(ttl_ms);
+void RedisBackend::GiveBack(const std::string& window_key, uint64_t hits) {
+  char text[24];
+  const std::string_view hits_text(text,
+                                   std::to_chars(text, text + sizeof(text), hits).ptr - text);
+  const std::string_view key = window_key;
   CommandBatch batch;
-  batch.Add({"DECRBY", window_key, hits_text});
-  batch.Add({"PEXPIRE", window_key, ttl_text, "NX"});
+  batch.AddEvalSha(*give_back_script_, absl::MakeConstSpan(&key, 1),
+                   absl::MakeConstSpan(&hits_text, 1));
   client_->Execute(std::move(batch),
                    clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout),
                    [](absl::Status, absl::Span<RedisReply>) {});

@@ -75,7 +75,7 @@ class RedisBackend final : public Backend {
                std::unique_ptr<RedisExecutor> client);
 
   // Returns a denied lone fixed window's hits to its window key (fire and forget).
-  void GiveBack(const std::string& window_key, uint64_t hits, int64_t ttl_ms);
+  void GiveBack(const std::string& window_key, uint64_t hits);
   // Samples Redis' clock now if the last sample is older than the interval.
   void MaybeSyncClock();
 
@@ -91,6 +91,7 @@ class RedisBackend final : public Backend {
   // Indexed by Algorithm.
   std::array<const RedisScript*, 6> single_key_scripts_{};
   const RedisScript* group_script_ = nullptr;
+  const RedisScript* give_back_script_ = nullptr;
 };
 
 }  // namespace sluice

@@ -6,8 +6,9 @@
 //   - the lone fixed window, which runs without a script as envoyproxy/ratelimit's does:
 //     INCRBY <window key> <hits> then PEXPIRE <window key> <ttl> NX, one key per window, the
 //     decision made here from the count INCRBY returns (FixedWindowDecision). A denied request's
-//     hits are given back (DECRBY) right after; until then, for one round trip, they count
-//     against concurrent requests of the same window, which errs on the side of denying.
+//     hits are given back right after (the give_back script: DECRBY while the key exists); until
+//     then, for one round trip, they count against concurrent requests of the same window, which
+//     errs on the side of denying.
 //
 // Every value a double carries is an integer below 2^53, so it is exact; the scripts reject
 // anything else with an error reply rather than decide on a rounded value.

@@ -1,21 +1,29 @@
 // Runs the composed Lua scripts of lua/ (LuaScripts()) on a real redis-server: every shared case
 // of tests/cases/*.cases through each algorithm's single-key script and through "group" with a
 // group of one, random sequences against the C++ algorithms, and the Redis side of the contract
-// (all-or-nothing groups, TTLs, Redis' clock, argument errors, keys made of any bytes).
+// (all-or-nothing groups, TTLs, argument errors, keys made of any bytes, the fixed window's
+// per-window keys). The scripts' arguments and replies are the packed doubles of
+// server/backend/script_codec.h; a fixed window, which only the group script runs, is run
+// through it with a group of one.
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <initializer_list>
+#include <limits>
 #include <map>
 #include <memory>
-#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/base/casts.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
@@ -25,6 +33,7 @@
 #include "gtest/gtest.h"
 #include "lua/lua_scripts.h"
 #include "server/algorithm/algorithm.h"
+#include "server/backend/script_codec.h"
 #include "tests/support/algorithm_cases.h"
 #include "tests/support/redis_server.h"
 
@@ -151,47 +160,96 @@ std::vector<std::string> EvalshaArgs(const ScriptCall& call) {
   return argv;
 }
 
-std::string NowArg(std::optional<int64_t> now_us) {
-  return now_us.has_value() ? absl::StrCat(*now_us) : std::string();
+// The key a check's state lives in: `key` itself, or for a fixed window the key of the window
+// that holds now_us (one key per window, as the backend names it).
+std::string StateKey(const std::string& key, int64_t now_us, const LimitParams& p) {
+  if (p.algorithm != Algorithm::kFixedWindow) {
+    return key;
+  }
+  std::string window_key;
+  AppendFixedWindowKey(key, now_us, p.period_us, &window_key);
+  return window_key;
 }
 
-// The single-key script of params.algorithm; now_us nullopt means Redis' clock.
-ScriptCall Single(const std::string& key, std::optional<int64_t> now_us, const LimitParams& p,
-                  uint64_t hits) {
-  return ScriptCall{std::string(AlgorithmName(p.algorithm)),
-                    {key},
-                    {NowArg(now_us), absl::StrCat(p.limit), absl::StrCat(p.period_us),
-                     absl::StrCat(p.burst), absl::StrCat(hits)}};
+// The single-key script of params.algorithm. A fixed window has no single-key script (the
+// backend runs a lone one natively), so it runs as a group of one on its window key: the only
+// script that holds it, and so the one the shared cases must check.
+ScriptCall Single(const std::string& key, int64_t now_us, const LimitParams& p, uint64_t hits) {
+  std::string args;
+  if (p.algorithm == Algorithm::kFixedWindow) {
+    AppendGroupScriptNow(now_us, &args);
+    AppendGroupScriptCheck(p, hits, &args);
+    return ScriptCall{"group", {StateKey(key, now_us, p)}, {std::move(args)}};
+  }
+  AppendSingleScriptArgs(now_us, p, hits, &args);
+  return ScriptCall{std::string(AlgorithmName(p.algorithm)), {key}, {std::move(args)}};
 }
 
 struct GroupCheck {
-  std::string key;
+  std::string key;  // the base key: a fixed window's check runs on its window key
   LimitParams params;
   uint64_t hits = 1;
 };
 
-ScriptCall Group(std::optional<int64_t> now_us, const std::vector<GroupCheck>& checks) {
-  ScriptCall call{"group", {}, {NowArg(now_us)}};
+ScriptCall Group(int64_t now_us, const std::vector<GroupCheck>& checks) {
+  ScriptCall call{"group", {}, {""}};
+  AppendGroupScriptNow(now_us, &call.args[0]);
   for (const GroupCheck& check : checks) {
-    call.keys.push_back(check.key);
-    call.args.push_back(absl::StrCat(static_cast<int>(check.params.algorithm)));
-    call.args.push_back(absl::StrCat(check.params.limit));
-    call.args.push_back(absl::StrCat(check.params.period_us));
-    call.args.push_back(absl::StrCat(check.params.burst));
-    call.args.push_back(absl::StrCat(check.hits));
+    call.keys.push_back(StateKey(check.key, now_us, check.params));
+    AppendGroupScriptCheck(check.params, check.hits, &call.args[0]);
   }
   return call;
 }
 
-// A script's reply as decisions: 5 integers per key. An error reply is kUnknown with its text.
-absl::StatusOr<std::vector<Decision>> ToDecisions(const redisReply* reply) {
+// A script's reply as decisions: one packed record of 40 bytes per key, `count` keys. An error
+// reply is kUnknown with its text; any other reply that is not exactly that is an error status.
+absl::StatusOr<std::vector<Decision>> ToDecisions(const redisReply* reply, size_t count) {
   if (reply == nullptr) {
     return absl::UnavailableError("redis I/O error");
   }
   if (reply->type == REDIS_REPLY_ERROR) {
     return absl::UnknownError(std::string(reply->str, reply->len));
   }
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 5 != 0) {
+  if (reply->type != REDIS_REPLY_STRING) {
+    return absl::InternalError(absl::StrCat("not a packed string: reply type ", reply->type));
+  }
+  const absl::string_view packed(reply->str, reply->len);
+  std::vector<Decision> decisions;
+  absl::Status decoded = DecodeScriptDecisions(packed, count, &decisions);
+  if (!decoded.ok()) {
+    return decoded;
+  }
+  // DecodeScriptDecisions reads a negative remaining as 0; a script must never reply one.
+  for (size_t i = 0; i < count; ++i) {
+    double remaining;
+    std::memcpy(&remaining, packed.data() + i * kScriptDecisionBytes + sizeof(double),
+                sizeof(double));
+    if (remaining < 0) {
+      return absl::InternalError(absl::StrCat("decision ", i, ": negative remaining ", remaining));
+    }
+  }
+  return decisions;
+}
+
+// The single-key scripts' text form (for redis-cli and redis-benchmark): five decimal
+// arguments instead of the packed one.
+ScriptCall TextSingle(const std::string& key, int64_t now_us, const LimitParams& p, uint64_t hits) {
+  return ScriptCall{std::string(AlgorithmName(p.algorithm)),
+                    {key},
+                    {absl::StrCat(now_us), absl::StrCat(p.limit), absl::StrCat(p.period_us),
+                     absl::StrCat(p.burst), absl::StrCat(hits)}};
+}
+
+// A text-form reply as decisions: an array of 5 integers per key, `count` keys. An error reply
+// is kUnknown with its text.
+absl::StatusOr<std::vector<Decision>> FromTextReply(const redisReply* reply, size_t count) {
+  if (reply == nullptr) {
+    return absl::UnavailableError("redis I/O error");
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return absl::UnknownError(std::string(reply->str, reply->len));
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 5 * count) {
     return absl::InternalError(absl::StrCat("not an array of 5 integers per key: type ",
                                             reply->type, ", ", reply->elements, " elements"));
   }
@@ -213,9 +271,12 @@ absl::StatusOr<std::vector<Decision>> ToDecisions(const redisReply* reply) {
   return decisions;
 }
 
-absl::StatusOr<std::vector<Decision>> Eval(const ScriptCall& call) {
+using ReplyDecoder = absl::StatusOr<std::vector<Decision>> (*)(const redisReply*, size_t);
+
+absl::StatusOr<std::vector<Decision>> Eval(const ScriptCall& call,
+                                           ReplyDecoder decode = ToDecisions) {
   ReplyPtr reply = Redis().Command(EvalshaArgs(call));
-  return ToDecisions(reply.get());
+  return decode(reply.get(), call.keys.size());
 }
 
 // Runs `calls` in order, for the steps of a caller's clock that jumps hours in microseconds of
@@ -225,7 +286,7 @@ absl::StatusOr<std::vector<Decision>> Eval(const ScriptCall& call) {
 // so no key can expire between a script that writes it and the PERSIST that follows. (TTLs are
 // tested on their own, on Redis' clock.)
 std::vector<absl::StatusOr<std::vector<Decision>>> RunAtomically(
-    const std::vector<ScriptCall>& calls) {
+    const std::vector<ScriptCall>& calls, ReplyDecoder decode = ToDecisions) {
   std::vector<std::vector<std::string>> commands = {{"MULTI"}};
   std::vector<size_t> call_index;  // EXEC element of each call
   for (const ScriptCall& call : calls) {
@@ -250,7 +311,7 @@ std::vector<absl::StatusOr<std::vector<Decision>>> RunAtomically(
                            : "EXEC did not return one reply per command")));
       continue;
     }
-    out.push_back(ToDecisions(exec->element[call_index[i]]));
+    out.push_back(decode(exec->element[call_index[i]], calls[i].keys.size()));
   }
   return out;
 }
@@ -293,6 +354,19 @@ std::string Describe(const std::vector<Decision>& decisions) {
   std::string out;
   for (const Decision& d : decisions) {
     absl::StrAppend(&out, out.empty() ? "" : " | ", FormatDecision(d));
+  }
+  return out;
+}
+
+// struct.pack("<d...", ...): little-endian IEEE doubles (the host's order: script_codec.cc
+// requires a little-endian host), built by hand rather than with the encoders, so that
+// malformed arguments and seeded states do not depend on the code under test.
+std::string PackDoubles(std::initializer_list<double> values) {
+  std::string out;
+  for (double value : values) {
+    char bytes[sizeof(double)];
+    std::memcpy(bytes, &value, sizeof(double));
+    out.append(bytes, sizeof(double));
   }
   return out;
 }
@@ -368,8 +442,9 @@ TEST(LuaCaseFilesTest, EveryAlgorithmHasCases) {
 
 // ---- The embedded scripts.
 
-// Verifies that LuaScripts() holds exactly the seven composed scripts, sorted by name, and that
-// each loads into Redis (SCRIPT LOAD compiles it).
+// Verifies that LuaScripts() holds exactly the six composed scripts, sorted by name (a single-key
+// script per algorithm but the fixed window, which the backend runs without one, and the group),
+// and that each loads into Redis (SCRIPT LOAD compiles it).
 TEST_F(LuaScriptsTest, EmbedsOneScriptPerAlgorithmAndGroup) {
   std::vector<std::string> names;
   for (const LuaScript& script : LuaScripts()) {
@@ -377,7 +452,7 @@ TEST_F(LuaScriptsTest, EmbedsOneScriptPerAlgorithmAndGroup) {
     EXPECT_FALSE(script.source.empty()) << script.name;
     EXPECT_EQ(Shared().sha.count(std::string(script.name)), 1u) << script.name;
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("fixed_window", "gcra", "group", "leaky_bucket",
+  EXPECT_THAT(names, ::testing::ElementsAre("gcra", "give_back", "group", "leaky_bucket",
                                             "sliding_window_counter", "sliding_window_log",
                                             "token_bucket"));
 }
@@ -459,7 +534,9 @@ int64_t NextTime(std::mt19937_64& rng, int64_t now, const LimitParams& p, const 
 // Runs `sequences` random sequences of `steps` single-key decisions against the C++ algorithm
 // and compares every field. With step_back the clock sometimes steps back, and the reference
 // drops a state whose reset_after is 0 as the scripts do (both decide alike only while time
-// does not go backwards).
+// does not go backwards). The reference keeps one state per Redis key: a fixed window keeps one
+// per window, so a clock stepping back into an earlier window finds that window's count again,
+// as the scripts do (RunAtomically keeps every window key).
 void RunRandomSingleKeySequences(uint64_t seed, int sequences, int steps, bool step_back) {
   std::mt19937_64 rng(seed);
   int mismatches = 0;
@@ -467,13 +544,15 @@ void RunRandomSingleKeySequences(uint64_t seed, int sequences, int steps, bool s
     const Algorithm algorithm = kAllAlgorithms[seq % 6];
     const LimitParams params = RandomParams(rng, algorithm);
     const std::string key = absl::StrCat("sluice:{random:", seed, ":", seq, "}");
-    AlgorithmState state = NewState(algorithm);
+    std::map<std::string, AlgorithmState> states;  // StateKey -> the C++ state of that key
     int64_t now = kCaseBaseUs + static_cast<int64_t>(rng() % 86'400'000'000);
     std::vector<ScriptCall> calls;
     std::vector<RandomStep> trace;
     std::vector<Decision> expected;
     for (int i = 0; i < steps; ++i) {
       const uint64_t hits = RandomHits(rng, params);
+      AlgorithmState& state =
+          states.try_emplace(StateKey(key, now, params), NewState(algorithm)).first->second;
       const Decision d = Evaluate(params, state, now, hits);
       if (step_back && d.allowed && d.reset_after_us == 0) {
         state = NewState(algorithm);
@@ -586,6 +665,46 @@ TEST_F(LuaScriptsTest, SaturatedDurationsMatchCpp) {
   }
 }
 
+// ---- The text form.
+
+// Verifies that the single-key scripts' text form (five decimal arguments, answered with an
+// array of five integers) decides as the packed form and the C++ do, and leaves the same state:
+// random sequences run both ways, on a key per form.
+TEST_F(LuaScriptsTest, TextFormDecidesAsPackedForm) {
+  std::mt19937_64 rng(1729);
+  for (int seq = 0; seq < 100; ++seq) {
+    // Every algorithm but the fixed window, which has no single-key script.
+    const Algorithm algorithm = kAllAlgorithms[1 + seq % 5];
+    const LimitParams params = RandomParams(rng, algorithm);
+    const std::string packed_key = absl::StrCat("sluice:{text:", seq, "}packed");
+    const std::string text_key = absl::StrCat("sluice:{text:", seq, "}text");
+    AlgorithmState state = NewState(algorithm);
+    int64_t now = kCaseBaseUs + static_cast<int64_t>(rng() % 86'400'000'000);
+    std::vector<ScriptCall> packed_calls;
+    std::vector<ScriptCall> text_calls;
+    std::vector<Decision> expected;
+    for (int i = 0; i < 16; ++i) {
+      const uint64_t hits = RandomHits(rng, params);
+      expected.push_back(Evaluate(params, state, now, hits));
+      packed_calls.push_back(Single(packed_key, now, params, hits));
+      text_calls.push_back(TextSingle(text_key, now, params, hits));
+      now = NextTime(rng, now, params, expected.back(), /*step_back=*/false);
+    }
+    std::vector<absl::StatusOr<std::vector<Decision>>> packed = RunAtomically(packed_calls);
+    std::vector<absl::StatusOr<std::vector<Decision>>> text =
+        RunAtomically(text_calls, FromTextReply);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_TRUE(packed[i].ok()) << packed[i].status();
+      ASSERT_TRUE(text[i].ok()) << text[i].status();
+      ASSERT_EQ(Describe(*text[i]), Describe(*packed[i]))
+          << "sequence " << seq << " " << FormatParams(params) << ", step " << i;
+      ASSERT_EQ(Describe(*text[i]), FormatDecision(expected[i]))
+          << "sequence " << seq << " " << FormatParams(params) << ", step " << i;
+    }
+    EXPECT_EQ(Dump(text_key), Dump(packed_key)) << "sequence " << seq;
+  }
+}
+
 // ---- Groups.
 
 // Verifies that a group is all-or-nothing: when one key denies, every other key, of every
@@ -611,17 +730,22 @@ TEST_F(LuaScriptsTest, DeniedGroupWritesNothing) {
         }
         return denier_first ? std::make_pair((*d)[1], (*d)[0]) : std::make_pair((*d)[0], (*d)[1]);
       };
+      // On a whole second, 40 s into a minute: every step below is in the same windows, so
+      // each check keeps one key throughout.
       const int64_t t = kCaseBaseUs + 10'000'000'000;
+      const std::string key_state = StateKey(key, t, params);
+      const std::string denier_state = StateKey(denier, t, narrow);
       AlgorithmState state = NewState(algorithm);
 
       // Both admit: both are written.
       auto [first, first_narrow] = group(t, 2);
       EXPECT_EQ(FormatDecision(first), FormatDecision(Evaluate(params, state, t, 2)));
       EXPECT_TRUE(first.allowed && first_narrow.allowed);
-      ASSERT_NE(Dump(key), "") << AlgorithmName(algorithm);
-      ASSERT_NE(Dump(denier), "");
-      const std::string value = Dump(key);
-      const int64_t expire_at = Integer({"PEXPIRETIME", key});
+      ASSERT_NE(Dump(key_state), "") << AlgorithmName(algorithm);
+      ASSERT_NE(Dump(denier_state), "");
+      const std::string value = Dump(key_state);
+      const std::string denier_value = Dump(denier_state);
+      const int64_t expire_at = Integer({"PEXPIRETIME", key_state});
 
       // The narrow limit denies: the key's own decision is reported, but nothing is written.
       AlgorithmState copy = state;
@@ -629,8 +753,9 @@ TEST_F(LuaScriptsTest, DeniedGroupWritesNothing) {
       EXPECT_FALSE(second_narrow.allowed);
       EXPECT_TRUE(second.allowed) << AlgorithmName(algorithm);
       EXPECT_EQ(FormatDecision(second), FormatDecision(Evaluate(params, copy, t + 1'000, 2)));
-      EXPECT_EQ(Dump(key), value) << AlgorithmName(algorithm);
-      EXPECT_EQ(Integer({"PEXPIRETIME", key}), expire_at) << AlgorithmName(algorithm);
+      EXPECT_EQ(Dump(key_state), value) << AlgorithmName(algorithm);
+      EXPECT_EQ(Integer({"PEXPIRETIME", key_state}), expire_at) << AlgorithmName(algorithm);
+      EXPECT_EQ(Dump(denier_state), denier_value) << AlgorithmName(algorithm);
 
       // The next request sees the state of the first group only.
       absl::StatusOr<std::vector<Decision>> third = Eval(Single(key, t + 2'000, params, 1));
@@ -652,8 +777,10 @@ TEST_F(LuaScriptsTest, TtlCoversResetAfter) {
     const LimitParams params = Params(algorithm, 3, 1'000'500, 3);
     const std::string key = absl::StrCat("sluice:{ttl}", AlgorithmName(algorithm));
     AlgorithmState state = NewState(algorithm);
-    // 1 ms into a window, so that every step below stays inside it.
+    // 1 ms into a window, so that every step below stays inside it (and a fixed window in one
+    // key).
     const int64_t t = (kCaseBaseUs / params.period_us + 1) * params.period_us + 1'000;
+    const std::string state_key = StateKey(key, t, params);
     struct Step {
       int64_t now;
       uint64_t hits;
@@ -667,7 +794,7 @@ TEST_F(LuaScriptsTest, TtlCoversResetAfter) {
       ASSERT_EQ(Describe(*d), FormatDecision(expected)) << AlgorithmName(algorithm);
       ASSERT_TRUE(expected.allowed);
       ASSERT_GT(expected.reset_after_us, 0);
-      const int64_t expire_at = Integer({"PEXPIRETIME", key});
+      const int64_t expire_at = Integer({"PEXPIRETIME", state_key});
       const int64_t ttl = ExpectedTtlMs(expected.reset_after_us);
       EXPECT_GE(expire_at, before_ms + ttl) << AlgorithmName(algorithm) << " reset "
                                             << expected.reset_after_us;
@@ -680,25 +807,31 @@ TEST_F(LuaScriptsTest, TtlCoversResetAfter) {
     }
 
     // A denial (3 more hits do not fit) writes nothing: same value, same expiry.
-    const std::string value = Dump(key);
-    const int64_t expire_at = Integer({"PEXPIRETIME", key});
+    const std::string value = Dump(state_key);
+    const int64_t expire_at = Integer({"PEXPIRETIME", state_key});
     absl::StatusOr<std::vector<Decision>> denied = Eval(Single(key, t + 400'000, params, 3));
     ASSERT_TRUE(denied.ok()) << denied.status();
     EXPECT_EQ(Describe(*denied), FormatDecision(Evaluate(params, state, t + 400'000, 3)));
     EXPECT_FALSE((*denied)[0].allowed) << AlgorithmName(algorithm);
-    EXPECT_EQ(Dump(key), value) << AlgorithmName(algorithm);
-    EXPECT_EQ(Integer({"PEXPIRETIME", key}), expire_at) << AlgorithmName(algorithm);
+    EXPECT_EQ(Dump(state_key), value) << AlgorithmName(algorithm);
+    EXPECT_EQ(Integer({"PEXPIRETIME", state_key}), expire_at) << AlgorithmName(algorithm);
 
     // A day later the state is that of a fresh key: a check (hits 0) reports reset 0 and the
     // key is dropped rather than kept for nothing. (PERSIST first, so that only the script can
-    // have removed it.)
-    ASSERT_EQ(Integer({"PERSIST", key}), 1);
+    // have removed it.) A fixed window is then in another window, whose key the check must not
+    // create, and must leave the old window's key alone (which its TTL would remove; it was
+    // PERSISTed, so it is deleted here).
+    ASSERT_EQ(Integer({"PERSIST", state_key}), 1);
     const int64_t later = t + 86'400'000'000;
     absl::StatusOr<std::vector<Decision>> idle = Eval(Single(key, later, params, 0));
     ASSERT_TRUE(idle.ok()) << idle.status();
     EXPECT_EQ(Describe(*idle), FormatDecision(Evaluate(params, state, later, 0)));
     EXPECT_EQ((*idle)[0].reset_after_us, 0) << AlgorithmName(algorithm);
-    EXPECT_EQ(Integer({"EXISTS", key}), 0) << AlgorithmName(algorithm);
+    EXPECT_EQ(Integer({"EXISTS", StateKey(key, later, params)}), 0) << AlgorithmName(algorithm);
+    if (algorithm == Algorithm::kFixedWindow) {
+      EXPECT_EQ(Dump(state_key), value) << "a check in another window touched this one's key";
+      EXPECT_EQ(Integer({"DEL", state_key}), 1);
+    }
   }
 }
 
@@ -711,7 +844,7 @@ TEST_F(LuaScriptsTest, ShortestTtlIsOneMillisecond) {
       Redis().Pipeline({{"MULTI"},
                         {"TIME"},
                         EvalshaArgs(Single(key, kCaseBaseUs + 999'997, params, 1)),
-                        {"PEXPIRETIME", key},
+                        {"PEXPIRETIME", StateKey(key, kCaseBaseUs + 999'997, params)},
                         {"EXEC"}});
   const redisReply* exec = replies.back().get();
   ASSERT_TRUE(exec != nullptr && exec->type == REDIS_REPLY_ARRAY && exec->elements == 3);
@@ -719,7 +852,7 @@ TEST_F(LuaScriptsTest, ShortestTtlIsOneMillisecond) {
   ASSERT_EQ(time->type, REDIS_REPLY_ARRAY);
   const int64_t before_ms = std::stoll(time->element[0]->str) * 1000 +
                             std::stoll(time->element[1]->str) / 1000;
-  absl::StatusOr<std::vector<Decision>> d = ToDecisions(exec->element[1]);
+  absl::StatusOr<std::vector<Decision>> d = ToDecisions(exec->element[1], 1);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(Describe(*d), "allow remaining 0 retry 0 reset 3 delay 0");
   ASSERT_EQ(exec->element[2]->type, REDIS_REPLY_INTEGER);
@@ -728,120 +861,258 @@ TEST_F(LuaScriptsTest, ShortestTtlIsOneMillisecond) {
   EXPECT_LE(expire_at, RedisTimeUs() / 1000 + 1);
 }
 
-// ---- Redis' clock.
+// ---- The fixed window's window keys.
 
-// Verifies that now = "" takes the time from Redis TIME in microseconds: sequences decide sanely
-// on Redis' clock, and a follow-up request on the caller's clock sees the admission at a time
-// between two TIME readings taken around it.
-TEST_F(LuaScriptsTest, RedisClockWhenNowIsEmpty) {
-  for (Algorithm algorithm : kAllAlgorithms) {
-    const std::string key = absl::StrCat("sluice:{time}", AlgorithmName(algorithm));
-    // limit 2 per hour: two admitted, the third denied.
-    const LimitParams two = Params(algorithm, 2, 3'600'000'000, 2);
-    std::vector<Decision> got;
-    for (int i = 0; i < 3; ++i) {
-      absl::StatusOr<std::vector<Decision>> d = Eval(Single(key, std::nullopt, two, 1));
-      ASSERT_TRUE(d.ok()) << d.status();
-      got.push_back((*d)[0]);
-    }
-    EXPECT_TRUE(got[0].allowed && got[1].allowed) << Describe(got);
-    EXPECT_FALSE(got[2].allowed) << Describe(got);
-    EXPECT_EQ(got[2].remaining, 0u);
-    EXPECT_GT(got[2].retry_after_us, 0) << Describe(got);
-    // sliding_window_counter may wait into the next window, until the previous one weighs less.
-    EXPECT_LE(got[2].retry_after_us, 7'200'000'000) << Describe(got);
-    EXPECT_GT(got[2].reset_after_us, 0) << Describe(got);
-    EXPECT_LE(got[2].reset_after_us, 7'200'000'000) << Describe(got);
-    if (algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindowCounter) {
-      continue;  // their retry depends on the window, not on the admission time
-    }
-    // One per 10 s, admitted at Redis' time tau: a request on the caller's clock at `after` is
-    // denied until tau + 10 s.
-    const std::string one_key = key + ":one";
-    const LimitParams one = Params(algorithm, 1, 10'000'000, 1);
-    const int64_t t0 = RedisTimeUs();
-    absl::StatusOr<std::vector<Decision>> first = Eval(Single(one_key, std::nullopt, one, 1));
-    const int64_t t1 = RedisTimeUs();
-    ASSERT_TRUE(first.ok()) << first.status();
-    EXPECT_TRUE((*first)[0].allowed);
-    absl::StatusOr<std::vector<Decision>> probe = Eval(Single(one_key, t1, one, 1));
-    ASSERT_TRUE(probe.ok()) << probe.status();
-    ASSERT_FALSE((*probe)[0].allowed) << AlgorithmName(algorithm);
-    const int64_t tau = t1 + (*probe)[0].retry_after_us - 10'000'000;
-    EXPECT_GE(tau, t0) << AlgorithmName(algorithm);
-    EXPECT_LE(tau, t1) << AlgorithmName(algorithm);
+// Verifies that a fixed window in a group keeps its state as the lone fixed window does natively
+// (INCRBY + PEXPIRE NX on the same window key): the plain decimal count, which an INCRBY between
+// two group calls adds to and the second group call then counts, deciding as the native path
+// would on the count INCRBY returns; that the key expires when its window ends, no later; and
+// that a negative count (hits a lone request gave back after its key expired) counts as 0.
+TEST_F(LuaScriptsTest, GroupFixedWindowSharesTheNativeState) {
+  const LimitParams params = Params(Algorithm::kFixedWindow, 5, 60'000'000, 0);
+  const std::string key = "sluice:{native}key";
+  // A caller's clock close to Redis' own, so that the TTL can be compared with the window's end;
+  // at least 5 s before that end, so that no key expires during the test.
+  int64_t now = RedisTimeUs();
+  if (params.period_us - now % params.period_us < 5'000'000) {
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(params.period_us - now % params.period_us + 10'000));
+    now = RedisTimeUs();
   }
-}
+  const int64_t window_end = (now / params.period_us + 1) * params.period_us;
+  const std::string window_key = StateKey(key, now, params);
+  const std::string given_back = StateKey("sluice:{native}given_back", now, params);
+  ASSERT_TRUE(Redis().Command({"DEL", window_key, given_back}) != nullptr);
+  auto get = [](const std::string& k) {
+    ReplyPtr reply = Redis().Command({"GET", k});
+    return reply != nullptr && reply->type == REDIS_REPLY_STRING
+               ? std::string(reply->str, reply->len)
+               : std::string("(none)");
+  };
 
-// Verifies that a group takes one time from Redis for all its keys.
-TEST_F(LuaScriptsTest, GroupOnRedisClock) {
-  const LimitParams tb = Params(Algorithm::kTokenBucket, 1, 10'000'000, 1);
-  const LimitParams gcra = Params(Algorithm::kGcra, 1, 10'000'000, 1);
-  const std::vector<GroupCheck> checks = {{"{gtime}a", tb, 1}, {"{gtime}b", gcra, 1}};
-  absl::StatusOr<std::vector<Decision>> first = Eval(Group(std::nullopt, checks));
+  absl::StatusOr<std::vector<Decision>> first = Eval(Group(now, {{key, params, 2}}));
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_TRUE((*first)[0].allowed && (*first)[1].allowed) << Describe(*first);
-  absl::StatusOr<std::vector<Decision>> second = Eval(Group(std::nullopt, checks));
+  EXPECT_EQ(Describe(*first), FormatDecision(FixedWindowDecision(params, now, 2, 2)));
+  EXPECT_EQ(get(window_key), "2");
+  const int64_t pttl = Integer({"PTTL", window_key});
+  EXPECT_GT(pttl, 0);
+  EXPECT_LE(pttl, (window_end - now + 999) / 1000);
+  // Redis' clock is at or past `now`, so the key lives until the window's end.
+  EXPECT_GE(Integer({"PEXPIRETIME", window_key}), window_end / 1000);
+
+  // The lone native form adds a hit to the same key...
+  EXPECT_EQ(Integer({"INCRBY", window_key, "1"}), 3);
+  // ...which the group counts: it decides as the native path does on the count INCRBY returns.
+  absl::StatusOr<std::vector<Decision>> second = Eval(Group(now + 1, {{key, params, 1}}));
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_FALSE((*second)[0].allowed || (*second)[1].allowed) << Describe(*second);
-  // Both keys were admitted at the same microsecond, so both wait exactly as long.
-  EXPECT_EQ((*second)[0].retry_after_us, (*second)[1].retry_after_us) << Describe(*second);
+  EXPECT_EQ(Describe(*second), FormatDecision(FixedWindowDecision(params, now + 1, 1, 4)));
+  EXPECT_EQ((*second)[0].remaining, 1u) << Describe(*second);
+  EXPECT_EQ(get(window_key), "4");
+  absl::StatusOr<std::vector<Decision>> denied = Eval(Group(now + 2, {{key, params, 2}}));
+  ASSERT_TRUE(denied.ok()) << denied.status();
+  EXPECT_EQ(Describe(*denied), FormatDecision(FixedWindowDecision(params, now + 2, 2, 6)));
+  EXPECT_FALSE((*denied)[0].allowed);
+  EXPECT_EQ(get(window_key), "4");
+  EXPECT_LE(Integer({"PTTL", window_key}), (window_end - now + 999) / 1000);
+
+  // A negative count, as DECRBY leaves on a key that expired (without a TTL), is a fresh window:
+  // a check drops it, an admission replaces it by its own hits, with a TTL.
+  ASSERT_TRUE(Redis().Command({"SET", given_back, "-3"}) != nullptr);
+  absl::StatusOr<std::vector<Decision>> check =
+      Eval(Group(now + 3, {{"sluice:{native}given_back", params, 0}}));
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_EQ(Describe(*check), FormatDecision(FixedWindowDecision(params, now + 3, 0, -3)));
+  EXPECT_EQ((*check)[0].remaining, 5u) << Describe(*check);
+  EXPECT_EQ(Integer({"EXISTS", given_back}), 0);
+  ASSERT_TRUE(Redis().Command({"SET", given_back, "-3"}) != nullptr);
+  absl::StatusOr<std::vector<Decision>> admitted =
+      Eval(Group(now + 4, {{"sluice:{native}given_back", params, 2}}));
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  EXPECT_EQ(Describe(*admitted), FormatDecision(FixedWindowDecision(params, now + 4, 2, -1)));
+  EXPECT_EQ((*admitted)[0].remaining, 3u) << Describe(*admitted);
+  EXPECT_EQ(get(given_back), "2");
+  EXPECT_GT(Integer({"PTTL", given_back}), 0);
 }
 
 // ---- Malformed calls.
 
 // Verifies that every malformed call is an error reply that says what is wrong, and writes
-// nothing.
+// nothing: wrong key or argument counts, a packed argument of the wrong length, each value out
+// of its range or not an integer (the scripts must not decide on a rounded value), an unknown
+// algorithm code and a repeated key in a group.
 TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
   const std::string key = "sluice:{bad}key";
+  const std::string key2 = key + "2";
+  constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  constexpr double kTwo50 = 1125899906842624.0;
+  constexpr double kTwo52 = 4503599627370496.0;
+  constexpr double kTwo53 = 9007199254740992.0;
+  const double now = static_cast<double>(kCaseBaseUs);
   struct Bad {
     ScriptCall call;
     std::string message;
   };
+  // token_bucket on `key`; its valid argument is now, limit 10 per second, burst 10, hits 1.
+  const std::string valid = PackDoubles({now, 10, 1'000'000, 10, 1});
   auto single = [&](std::vector<std::string> args) {
     return ScriptCall{"token_bucket", {key}, std::move(args)};
   };
+  auto values = [&](double n, double limit, double period, double burst, double hits) {
+    return single({PackDoubles({n, limit, period, burst, hits})});
+  };
+  // A group's argument: now, then per key a record of algorithm code, limit, period_us, burst,
+  // hits. `record` is a valid one (token_bucket, as above).
+  const std::string record = PackDoubles({3, 10, 1'000'000, 10, 1});
   auto group = [&](std::vector<std::string> keys, std::vector<std::string> args) {
     return ScriptCall{"group", std::move(keys), std::move(args)};
   };
-  const std::vector<Bad> bad = {
-      {single({"abc", "10", "1000000", "10", "1"}), "now (ARGV[1]) must be an integer"},
-      {single({"1.5", "10", "1000000", "10", "1"}), "now (ARGV[1]) must be an integer"},
-      {single({"99999999999999999999", "10", "1000000", "10", "1"}), "now (ARGV[1])"},
-      {single({"", "ten", "1000000", "10", "1"}), "limit (ARGV[2]) must be an integer"},
-      {single({"", "-1", "1000000", "10", "1"}), "limit (ARGV[2])"},
-      {single({"", "10", "0", "10", "1"}), "period_us (ARGV[3]) must be an integer in [1,"},
-      {single({"", "10", "-5", "10", "1"}), "period_us (ARGV[3])"},
-      {single({"", "10", "1125899906842625", "10", "1"}), "period_us (ARGV[3])"},
-      {single({"", "10", "1000000", "inf", "1"}), "burst (ARGV[4])"},
-      {single({"", "10", "1000000", "10", "nan"}), "hits (ARGV[5])"},
-      {single({"", "10", "1000000", "10", "0x"}), "hits (ARGV[5])"},
-      {single({"", "10", "1000000", "10"}), "expected 1 key and 5 arguments"},
-      {ScriptCall{"gcra", {key, key + "2"}, {"", "10", "1000000", "10", "1"}},
-       "expected 1 key and 5 arguments"},
-      {group({key}, {"", "9", "10", "1000000", "10", "1"}), "unknown algorithm code"},
-      {group({key}, {"", "token_bucket", "10", "1000000", "10", "1"}), "unknown algorithm code"},
-      {group({key}, {"", "3", "10", "1000000", "10"}), "expected N >= 1 keys"},
-      {group({}, {""}), "expected N >= 1 keys"},
-      {group({key, key + "2"}, {"", "3", "10", "1000000", "10", "1", "0", "10", "0", "0", "1"}),
-       "key 2: period_us (ARGV[9])"},
-      {group({key, key}, {"", "3", "10", "1000000", "10", "1", "0", "10", "1000", "0", "1"}),
-       "KEYS[2] repeats KEYS[1]"},
+  auto group_of = [&](std::vector<std::string> keys, double n,
+                      std::vector<std::vector<double>> records) {
+    std::string packed = PackDoubles({n});
+    for (const std::vector<double>& r : records) {
+      packed += PackDoubles({r[0], r[1], r[2], r[3], r[4]});
+    }
+    return group(std::move(keys), {std::move(packed)});
   };
+  const std::vector<double> tb = {3, 10, 1'000'000, 10, 1};
+
+  std::vector<Bad> bad = {
+      // Counts and lengths. (Five arguments are the text form, below.)
+      {single({}), "expected 1 key and 1 argument of 40 bytes"},
+      {single({""}), "expected 1 key and 1 argument of 40 bytes"},
+      {single({valid.substr(0, 39)}), "expected 1 key and 1 argument of 40 bytes"},
+      {single({valid + "x"}), "expected 1 key and 1 argument of 40 bytes"},
+      {single({valid, valid}), "got 1 keys, 2 arguments"},
+      {single({valid, valid, valid, valid}), "got 1 keys, 4 arguments"},
+      {single({valid, valid, valid, valid, valid, valid}), "got 1 keys, 6 arguments"},
+      {ScriptCall{"token_bucket", {key, key2}, {valid}}, "got 2 keys, 1 arguments"},
+      {ScriptCall{"token_bucket", {}, {valid}}, "got 0 keys, 1 arguments"},
+      // now: an integer with |now| < 2^52.
+      {values(now + 0.5, 10, 1'000'000, 10, 1), "token_bucket: now must be an integer in"},
+      {values(kNan, 10, 1'000'000, 10, 1), "now must be an integer in"},
+      {values(kInf, 10, 1'000'000, 10, 1), "now must be an integer in"},
+      {values(-kInf, 10, 1'000'000, 10, 1), "now must be an integer in"},
+      {values(kTwo52, 10, 1'000'000, 10, 1), "now must be an integer in"},
+      {values(-kTwo52, 10, 1'000'000, 10, 1), "now must be an integer in"},
+      {values(kTwo53, 10, 1'000'000, 10, 1), "now must be an integer in"},
+      // limit: an integer in [0, 2^53).
+      {values(now, 1.5, 1'000'000, 10, 1), "limit must be an integer in [0,"},
+      {values(now, -1, 1'000'000, 10, 1), "limit must be an integer in [0,"},
+      {values(now, kNan, 1'000'000, 10, 1), "limit must be an integer in [0,"},
+      {values(now, kInf, 1'000'000, 10, 1), "limit must be an integer in [0,"},
+      {values(now, kTwo53, 1'000'000, 10, 1), "limit must be an integer in [0,"},
+      // period_us: an integer in [1, 2^50].
+      {values(now, 10, 0, 10, 1), "period_us must be an integer in [1,"},
+      {values(now, 10, -5, 10, 1), "period_us must be an integer in [1,"},
+      {values(now, 10, 1.5, 10, 1), "period_us must be an integer in [1,"},
+      {values(now, 10, kTwo50 + 1, 10, 1), "period_us must be an integer in [1,"},
+      {values(now, 10, kNan, 10, 1), "period_us must be an integer in [1,"},
+      {values(now, 10, kInf, 10, 1), "period_us must be an integer in [1,"},
+      // burst: an integer in [0, 2^53).
+      {values(now, 10, 1'000'000, 0.5, 1), "burst must be an integer in [0,"},
+      {values(now, 10, 1'000'000, -1, 1), "burst must be an integer in [0,"},
+      {values(now, 10, 1'000'000, kNan, 1), "burst must be an integer in [0,"},
+      {values(now, 10, 1'000'000, kInf, 1), "burst must be an integer in [0,"},
+      {values(now, 10, 1'000'000, kTwo53, 1), "burst must be an integer in [0,"},
+      // hits: an integer in [0, 2^53).
+      {values(now, 10, 1'000'000, 10, 1.5), "hits must be an integer in [0,"},
+      {values(now, 10, 1'000'000, 10, -1), "hits must be an integer in [0,"},
+      {values(now, 10, 1'000'000, 10, kNan), "hits must be an integer in [0,"},
+      {values(now, 10, 1'000'000, 10, kInf), "hits must be an integer in [0,"},
+      {values(now, 10, 1'000'000, 10, kTwo53), "hits must be an integer in [0,"},
+      // The text form: five decimal arguments, checked alike.
+      {single({"abc", "10", "1000000", "10", "1"}), "expected 1 key and 5 decimal arguments"},
+      {single({"", "10", "1000000", "10", "1"}), "expected 1 key and 5 decimal arguments"},
+      {single({"1", "10", "1000000", "10", "0x"}), "expected 1 key and 5 decimal arguments"},
+      {single({"1", "ten", "1000000", "10", "1"}), "expected 1 key and 5 decimal arguments"},
+      {ScriptCall{"token_bucket", {key, key2}, {"1", "10", "1000000", "10", "1"}},
+       "5 decimal arguments (now, limit, period_us, burst, hits), got 2 keys"},
+      {single({"1.5", "10", "1000000", "10", "1"}), "now must be an integer in"},
+      {single({"99999999999999999999", "10", "1000000", "10", "1"}), "now must be an integer"},
+      {single({"1", "-1", "1000000", "10", "1"}), "limit must be an integer in [0,"},
+      {single({"1", "10", "0", "10", "1"}), "period_us must be an integer in [1,"},
+      {single({"1", "10", "1125899906842625", "10", "1"}), "period_us must be an integer in [1,"},
+      {single({"1", "10", "1000000", "inf", "1"}), "burst must be an integer in [0,"},
+      {single({"1", "10", "1000000", "10", "nan"}), "hits must be an integer in [0,"},
+      {single({"1", "10", "1000000", "10", "9007199254740992"}), "hits must be an integer in [0,"},
+
+      // The group: counts and lengths.
+      {group({}, {PackDoubles({now})}), "ERR sluice group: expected N >= 1 keys"},
+      {group({}, {}), "expected N >= 1 keys"},
+      {group({key}, {}), "got 1 keys, 0 arguments"},
+      {group({key}, {PackDoubles({now}) + record, ""}), "got 1 keys, 2 arguments"},
+      {group({key}, {(PackDoubles({now}) + record).substr(0, 47)}), "1 arguments, 47 bytes"},
+      {group({key}, {PackDoubles({now}) + record + "x"}), "1 arguments, 49 bytes"},
+      {group({key}, {record}), "1 arguments, 40 bytes"},
+      {group({key, key2}, {PackDoubles({now}) + record}), "got 2 keys, 1 arguments, 48 bytes"},
+      // now, then each record's values.
+      {group_of({key}, kNan, {tb}), "group: now must be an integer in"},
+      {group_of({key}, now + 0.5, {tb}), "group: now must be an integer in"},
+      {group_of({key}, kTwo52, {tb}), "group: now must be an integer in"},
+      {group_of({key}, now, {{6, 10, 1'000'000, 10, 1}}), "key 1: unknown algorithm code 6"},
+      {group_of({key}, now, {{2.5, 10, 1'000'000, 10, 1}}), "key 1: unknown algorithm code 2.5"},
+      {group_of({key}, now, {{-1, 10, 1'000'000, 10, 1}}), "key 1: unknown algorithm code -1"},
+      {group_of({key}, now, {{kNan, 10, 1'000'000, 10, 1}}), "key 1: unknown algorithm code"},
+      {group_of({key, key2}, now, {tb, {6, 10, 1'000'000, 10, 1}}),
+       "key 2: unknown algorithm code 6"},
+      {group_of({key}, now, {{3, -1, 1'000'000, 10, 1}}), "key 1: limit must be an integer"},
+      {group_of({key}, now, {{3, 2.5, 1'000'000, 10, 1}}), "key 1: limit must be an integer"},
+      {group_of({key}, now, {{3, kTwo53, 1'000'000, 10, 1}}), "key 1: limit must be an integer"},
+      {group_of({key}, now, {{3, kNan, 1'000'000, 10, 1}}), "key 1: limit must be an integer"},
+      {group_of({key}, now, {{3, 10, kTwo50 + 1, 10, 1}}), "key 1: period_us must be an integer"},
+      {group_of({key}, now, {{3, 10, -kInf, 10, 1}}), "key 1: period_us must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, 0.5, 1}}), "key 1: burst must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, -1, 1}}), "key 1: burst must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, kTwo53, 1}}), "key 1: burst must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, 10, 1.5}}), "key 1: hits must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, 10, -1}}), "key 1: hits must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, 10, kInf}}), "key 1: hits must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, 10, kTwo53}}), "key 1: hits must be an integer"},
+      {group_of({key, key2}, now, {tb, {0, 10, 0, 0, 1}}), "key 2: period_us must be an integer"},
+      {group_of({key, key2}, now, {tb, {0, 10, 1.5, 0, 1}}),
+       "key 2: period_us must be an integer"},
+      {group_of({key, key2}, now, {tb, {5, 10, 1'000'000, kInf, 1}}),
+       "key 2: burst must be an integer"},
+      {group_of({key, key2}, now, {tb, {2, 10, 1'000'000, 0, kNan}}),
+       "key 2: hits must be an integer"},
+      // A repeated key, of the same or another algorithm.
+      {group_of({key, key}, now, {tb, {0, 10, 1'000, 0, 1}}), "KEYS[2] repeats KEYS[1]"},
+      {group_of({key2, key, key2}, now, {tb, tb, tb}), "KEYS[3] repeats KEYS[1]"},
+  };
+  // Every single-key script checks its call, and names itself.
+  for (Algorithm algorithm : kAllAlgorithms) {
+    if (algorithm == Algorithm::kFixedWindow) {
+      continue;  // no single-key script
+    }
+    const std::string name(AlgorithmName(algorithm));
+    bad.push_back({ScriptCall{name, {key}, {valid.substr(0, 32)}},
+                   absl::StrCat("ERR sluice ", name, ": expected 1 key")});
+    bad.push_back({ScriptCall{name, {key}, {PackDoubles({now, 10, 1'000'000, 10, kNan})}},
+                   absl::StrCat("ERR sluice ", name, ": hits must be an integer")});
+  }
   for (const Bad& b : bad) {
     absl::StatusOr<std::vector<Decision>> d = Eval(b.call);
     ASSERT_FALSE(d.ok()) << b.message << ": got " << Describe(*d);
     EXPECT_EQ(d.status().code(), absl::StatusCode::kUnknown) << d.status();
-    EXPECT_THAT(d.status().message(), HasSubstr(b.message));
-    EXPECT_THAT(d.status().message(), HasSubstr("ERR sluice"));
-    EXPECT_EQ(Integer({"EXISTS", key, key + "2"}), 0) << b.message;
+    const std::string message(d.status().message());
+    EXPECT_THAT(message, HasSubstr(b.message));
+    EXPECT_THAT(message, HasSubstr("ERR sluice"));
+    EXPECT_EQ(Integer({"EXISTS", key, key2}), 0) << b.message;
   }
+  // The valid calls the bad ones were made from do write the keys, so the EXISTS above means
+  // something.
+  ASSERT_TRUE(Eval(single({valid})).ok());
+  ASSERT_TRUE(Eval(group_of({key2}, now, {tb})).ok());
+  EXPECT_EQ(Integer({"EXISTS", key, key2}), 2);
+  EXPECT_EQ(Integer({"DEL", key, key2}), 2);
 }
 
 // ---- Keys.
 
 // Verifies that keys made of any bytes (spaces, newlines, braces, RESP syntax, NUL, UTF-8)
-// are each their own state, for every algorithm and through the group script.
+// are each their own state, for every algorithm and through the group script (a fixed window's
+// in its window key, the key followed by ":w" and the window's index).
 TEST_F(LuaScriptsTest, KeysWithHostileCharacters) {
   const std::vector<std::string> keys = {
       "a b",        "line\nbreak",           "{",     "}",          "{}",   "x{y}z{",
@@ -856,7 +1127,7 @@ TEST_F(LuaScriptsTest, KeysWithHostileCharacters) {
       absl::StatusOr<std::vector<Decision>> first = Eval(Single(key, t, params, 1));
       ASSERT_TRUE(first.ok()) << first.status();
       EXPECT_TRUE((*first)[0].allowed) << absl::CEscape(key);
-      EXPECT_EQ(Integer({"EXISTS", key}), 1) << absl::CEscape(key);
+      EXPECT_EQ(Integer({"EXISTS", StateKey(key, t, params)}), 1) << absl::CEscape(key);
       // The key's own state denies the next hit, also through the group script.
       absl::StatusOr<std::vector<Decision>> second = Eval(Group(t + 1, {{key, params, 1}}));
       ASSERT_TRUE(second.ok()) << second.status();
@@ -871,7 +1142,11 @@ TEST_F(LuaScriptsTest, KeysWithHostileCharacters) {
     const std::string name(all->element[i]->str, all->element[i]->len);
     for (const std::string& raw : keys) {
       for (Algorithm algorithm : kAllAlgorithms) {
-        hostile += name == absl::StrCat(raw, AlgorithmName(algorithm)) ? 1 : 0;
+        const LimitParams params = Params(algorithm, 1, 60'000'000, 1);
+        hostile += name == StateKey(absl::StrCat(raw, AlgorithmName(algorithm)),
+                                    kCaseBaseUs + 5'000'000, params)
+                       ? 1
+                       : 0;
       }
     }
   }
@@ -880,21 +1155,44 @@ TEST_F(LuaScriptsTest, KeysWithHostileCharacters) {
 
 // Verifies that a key written by one algorithm is a fresh key to another (the rule's algorithm
 // changed), as in the memory backend, including a sorted set (sliding_window_log) read by a
-// string-valued algorithm and the reverse.
+// string-valued algorithm and the reverse. Every step runs on one Redis key, the window key of
+// the fixed window's steps, so that the fixed window's decimal count is read by the others and
+// their states by the fixed window.
 TEST_F(LuaScriptsTest, AlgorithmChangeStartsFresh) {
   const std::string key = "sluice:{change}key";
+  // 17 s into a minute: every step is in the same window, so the fixed window keeps one key.
   int64_t t = kCaseBaseUs + 77'000'000;
-  const Algorithm order[] = {Algorithm::kTokenBucket,    Algorithm::kLeakyBucket,
-                             Algorithm::kSlidingWindowLog, Algorithm::kGcra,
-                             Algorithm::kSlidingWindowCounter, Algorithm::kSlidingWindowLog,
-                             Algorithm::kFixedWindow,    Algorithm::kTokenBucket};
+  const std::string window_key =
+      StateKey(key, t, Params(Algorithm::kFixedWindow, 4, 60'000'000, 4));
+  // Each step reads the state the step before it left.
+  const Algorithm order[] = {
+      Algorithm::kTokenBucket,
+      Algorithm::kLeakyBucket,           // token_bucket's string
+      Algorithm::kSlidingWindowLog,      // leaky_bucket's string
+      Algorithm::kGcra,                  // a sorted set
+      Algorithm::kSlidingWindowCounter,  // gcra's string
+      Algorithm::kSlidingWindowLog,      // sliding_window_counter's string
+      Algorithm::kFixedWindow,           // a sorted set
+      Algorithm::kTokenBucket,           // a decimal count
+      Algorithm::kFixedWindow,           // token_bucket's string
+      Algorithm::kSlidingWindowLog,      // a decimal count
+      Algorithm::kGcra,                  // a sorted set
+      Algorithm::kFixedWindow,           // gcra's string
+      Algorithm::kSlidingWindowCounter,  // a decimal count
+  };
   for (Algorithm algorithm : order) {
     const LimitParams params = Params(algorithm, 4, 60'000'000, 4);
     AlgorithmState fresh = NewState(algorithm);
-    absl::StatusOr<std::vector<Decision>> d = Eval(Single(key, t, params, 3));
+    // The fixed window's Single derives window_key from key itself.
+    const ScriptCall call = algorithm == Algorithm::kFixedWindow
+                                ? Single(key, t, params, 3)
+                                : Single(window_key, t, params, 3);
+    ASSERT_EQ(call.keys, std::vector<std::string>{window_key});
+    absl::StatusOr<std::vector<Decision>> d = Eval(call);
     ASSERT_TRUE(d.ok()) << AlgorithmName(algorithm) << ": " << d.status();
     EXPECT_EQ(Describe(*d), FormatDecision(Evaluate(params, fresh, t, 3)))
         << AlgorithmName(algorithm);
+    ASSERT_EQ(Integer({"EXISTS", window_key}), 1) << AlgorithmName(algorithm);
     t += 1'000;
   }
 }
@@ -955,18 +1253,6 @@ TEST_F(LuaScriptsTest, SlidingLogLongLogMatchesCpp) {
   }
 }
 
-// struct.pack("<dd", a, b): two little-endian IEEE doubles.
-std::string PackDoubles(double a, double b) {
-  std::string out;
-  for (double x : {a, b}) {
-    const auto bits = absl::bit_cast<uint64_t>(x);
-    for (int i = 0; i < 8; ++i) {
-      out.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
-    }
-  }
-  return out;
-}
-
 // Verifies that the cumulative scores are shifted back to 0 before they pass 2^53 (a key that
 // never goes idle), with no change in the decisions. The log is seeded in the documented
 // layout (lua/sliding_window_log.lua): score = hits before the entry, member
@@ -977,9 +1263,11 @@ TEST_F(LuaScriptsTest, SlidingLogRebasesCumulativeScores) {
   const int64_t t = kCaseBaseUs + 500'000;
   const int64_t big = (int64_t{1} << 53) - 10;
   // Entries (t - 900ms, 2 hits), (t - 100ms, 4 hits): 6 live hits.
-  ASSERT_TRUE(Redis().Command({"ZADD", key, absl::StrCat(big),
-                               PackDoubles(t - 900'000, big + 2), absl::StrCat(big + 2),
-                               PackDoubles(t - 100'000, big + 6)}) != nullptr);
+  auto member = [](int64_t ts, int64_t cum_after) {
+    return PackDoubles({static_cast<double>(ts), static_cast<double>(cum_after)});
+  };
+  ASSERT_TRUE(Redis().Command({"ZADD", key, absl::StrCat(big), member(t - 900'000, big + 2),
+                               absl::StrCat(big + 2), member(t - 100'000, big + 6)}) != nullptr);
   ASSERT_EQ(Integer({"ZCARD", key}), 2);
   SlidingWindowLogState seeded;
   seeded.entries = {{t - 900'000, 2}, {t - 100'000, 4}};
@@ -1000,6 +1288,24 @@ TEST_F(LuaScriptsTest, SlidingLogRebasesCumulativeScores) {
   ReplyPtr scores = Redis().Command({"ZRANGE", key, "0", "-1", "WITHSCORES"});
   ASSERT_TRUE(scores != nullptr && scores->type == REDIS_REPLY_ARRAY && scores->elements > 0);
   EXPECT_LT(std::stod(scores->element[scores->elements - 1]->str), 1000.0);
+}
+
+// Verifies give_back returns hits to a window key that still exists, and leaves a key that has
+// expired alone: a DECRBY there would create a negative count that later requests see as room.
+TEST_F(LuaScriptsTest, GiveBackOnlyTouchesALiveWindow) {
+  const std::string key = "{give}fw:1:w7";
+  ASSERT_EQ(Integer({"INCRBY", key, "5"}), 5);
+  ASSERT_EQ(Integer({"PEXPIRE", key, "60000"}), 1);
+  ReplyPtr reply = Redis().Command({"EVALSHA", Shared().sha["give_back"], "1", key, "3"});
+  ASSERT_TRUE(reply != nullptr && reply->type == REDIS_REPLY_INTEGER);
+  EXPECT_EQ(reply->integer, 2);
+  EXPECT_GT(Integer({"PTTL", key}), 0);  // DECRBY keeps the TTL
+
+  ASSERT_EQ(Integer({"DEL", key}), 1);
+  reply = Redis().Command({"EVALSHA", Shared().sha["give_back"], "1", key, "3"});
+  ASSERT_TRUE(reply != nullptr);
+  EXPECT_EQ(reply->type, REDIS_REPLY_NIL);
+  EXPECT_EQ(Integer({"EXISTS", key}), 0);
 }
 
 }  // namespace

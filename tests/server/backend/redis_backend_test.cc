@@ -105,7 +105,8 @@ TEST_F(RedisBackendTest, GroupIsAllOrNothing) {
                                   {"{h}alone", narrow, 1, 1}});
   ASSERT_TRUE(first.status.ok()) << first.status;
   ASSERT_EQ(first.decisions.size(), 3u);
-  EXPECT_TRUE(first.decisions[0].allowed && first.decisions[1].allowed && first.decisions[2].allowed);
+  EXPECT_TRUE(first.decisions[0].allowed && first.decisions[1].allowed &&
+              first.decisions[2].allowed);
   Outcome second = Run(*backend_, {{"{g}wide", wide, 1, 0}, {"{g}narrow", narrow, 1, 0}});
   EXPECT_FALSE(second.decisions[1].allowed);
   Outcome peek = Run(*backend_, {{"{g}wide", wide, 0, 0}});
@@ -171,7 +172,8 @@ TEST_F(RedisBackendTest, LoneAndGroupedFixedWindowShareOneCount) {
   Outcome third = Run(*backend_, {{"{s}fw", window, 1, 0}});
   EXPECT_TRUE(third.decisions[0].allowed);
   EXPECT_EQ(third.decisions[0].remaining, 0u);
-  EXPECT_FALSE(Run(*backend_, {{"{s}fw", window, 1, 0}, {"{s}tb", wide, 1, 0}}).decisions[0].allowed);
+  Outcome full = Run(*backend_, {{"{s}fw", window, 1, 0}, {"{s}tb", wide, 1, 0}});
+  EXPECT_FALSE(full.decisions[0].allowed);
   // A new window starts from zero.
   clock_.AdvanceMicros(60000000);
   EXPECT_TRUE(Run(*backend_, {{"{s}fw", window, 3, 0}}).decisions[0].allowed);
