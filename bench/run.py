@@ -276,9 +276,9 @@ def is_admin_command(name):
 
 
 # The commands Sluice sends itself (the scripts' own GET/SET/... are inside EVALSHA's usec and
-# are not counted again): the scripts, a lone fixed window's INCRBY + PEXPIRE (+ DECRBY when
-# denied), and the clock sample (TIME, once a second).
-SLUICE_COMMANDS = ("evalsha", "incrby", "pexpire", "decrby", "time")
+# are not counted again): the scripts (a denied lone fixed window's give_back included), a lone
+# fixed window's INCRBY + PEXPIRE, and the clock sample (TIME, once a second).
+SLUICE_COMMANDS = ("evalsha", "incrby", "pexpire", "time")
 
 
 def sluice_usec(delta):
@@ -553,11 +553,12 @@ def table(rows, opts):
     floor_cpu = floor["at_rate"]["server_cpu_us_per_request"] if floor else None
     floor_rps = floor["saturation"]["rps"] if floor else None
     header = ["row", "req/s", "dec/s", "p50 ms", "p99 ms", "CPU us/req", f"CPU us/req",
-              "p99 ms", "Redis us", "Redis cmd", "Redis CPU", "over", "gen us/req",
+              "p99 ms", "Redis us", "Redis us", "Redis cmd", "Redis CPU", "over", "gen us/req",
               "gen us/req",
               "CPU x", "req/s x", "others"]
     header2 = ["", "(sat.)", "(sat.)", "(sat.)", "(sat.)", "(sat.)", f"@{opts.rate:.0f}/s",
-               "@sat/2", "/dec", "/dec", "us/dec", "limit", "(sat.)", f"@{opts.rate:.0f}/s",
+               "@sat/2", "/dec sat.", f"@{opts.rate:.0f}/s", "/dec", "us/dec", "limit", "(sat.)",
+               f"@{opts.rate:.0f}/s",
                "floor", "floor", "cores"]
     lines = []
     for r in rows:
@@ -565,6 +566,7 @@ def table(rows, opts):
         at_rate = r.get("at_rate")
         at_half = r.get("at_half")
         redis = sat.get("redis")
+        redis_at_rate = at_rate.get("redis") if at_rate else None
         cpu_rate = at_rate["server_cpu_us_per_request"] if at_rate else None
         over = None
         if r["kind"] == "grpc":
@@ -582,6 +584,7 @@ def table(rows, opts):
             fmt(cpu_rate, ".1f"),
             fmt(at_half["latency_ms"]["p99"] if at_half else None, ".3f"),
             fmt(redis["usec_per_decision"] if redis else None, ".2f"),
+            fmt(redis_at_rate["usec_per_decision"] if redis_at_rate else None, ".2f"),
             fmt(redis["commands_per_decision"] if redis else None, ".2f"),
             fmt(redis["cpu_us_per_decision"] if redis else None, ".1f"),
             fmt(over, ".0f") + ("%" if over is not None else ""),
@@ -813,7 +816,9 @@ def main():
     legend = (
         "sat. = closed loop (saturation). CPU us/req = the server process's utime+stime per "
         "request. Redis us/dec = INFO commandstats usec of the commands Sluice sends (EVALSHA, "
-        "INCRBY, PEXPIRE, DECRBY, TIME) per decision; Redis cmd/dec = every command Redis ran "
+        "INCRBY, PEXPIRE, TIME) per decision, at saturation and at the fixed rate (usec is "
+        "wall time inside each command: at the fixed rate Redis idles between calls and each "
+        "call meets colder caches, so it costs more there); Redis cmd/dec = every command Redis ran "
         "(the scripts' own GET/SET included) per decision; Redis CPU = "
         "redis-server's utime+stime per decision. gen us/req = sluice-bench's own CPU per "
         "request (it shares the machine with the servers). x floor = CPU per request at the "
