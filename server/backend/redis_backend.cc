@@ -1,5 +1,6 @@
 #include "server/backend/redis_backend.h"
 
+#include <algorithm>
 #include <charconv>
 #include <string>
 #include <string_view>
@@ -160,10 +161,22 @@ void RedisBackend::MaybeSyncClock() {
                                     std::memory_order_relaxed);
           return;
         }
-        // Redis read its clock somewhere in [sent, received]: assume the middle.
+        // Redis read its clock somewhere in [sent, received]: assume the middle, so the error
+        // is at most half the round trip. A sample whose round trip is more than twice the
+        // last one kept (a slow moment) is skipped, unless the kept one is a minute old.
+        const int64_t rtt = received - sent;
+        const int64_t monotonic_now = clock_.MonotonicMicros();
+        const bool first = !clock_synced_.load(std::memory_order_acquire);
+        const int64_t kept_rtt = clock_rtt_us_.load(std::memory_order_relaxed);
+        const int64_t kept_at = clock_sampled_at_us_.load(std::memory_order_relaxed);
+        if (!first && rtt > std::max<int64_t>(1000, 2 * kept_rtt) &&
+            monotonic_now - kept_at < 60'000'000) {
+          return;
+        }
         const int64_t redis_now = seconds * 1'000'000 + micros;
-        clock_offset_us_.store(redis_now - (sent + (received - sent) / 2),
-                               std::memory_order_relaxed);
+        clock_offset_us_.store(redis_now - (sent + rtt / 2), std::memory_order_relaxed);
+        clock_rtt_us_.store(rtt, std::memory_order_relaxed);
+        clock_sampled_at_us_.store(monotonic_now, std::memory_order_relaxed);
         clock_synced_.store(true, std::memory_order_release);
       });
 }

@@ -42,9 +42,10 @@ struct RedisBackendOptions {
   // Per-decision budget, from Evaluate to the last reply.
   absl::Duration timeout = absl::Milliseconds(10);
   // false (default): decisions use Redis' clock, one clock for every replica: this process's
-  // clock plus an offset sampled with TIME every `clock_sync_interval` (error: half the
-  // sample's round trip, which must finish within `timeout`). Until the first sample, the
-  // offset is 0. true: this process's clock as it is; replicas must agree (NTP).
+  // clock plus an offset sampled with TIME every `clock_sync_interval` (error: half the kept
+  // sample's round trip; a sample must finish within `timeout`, and one slower than twice the
+  // kept one is skipped unless that is a minute old). Until the first sample, the offset is 0.
+  // true: this process's clock as it is; replicas must agree (NTP).
   bool use_caller_clock = false;
   absl::Duration clock_sync_interval = absl::Seconds(1);
 };
@@ -87,6 +88,10 @@ class RedisBackend final : public Backend {
   std::atomic<int64_t> clock_offset_us_{0};
   std::atomic<int64_t> next_clock_sync_us_{0};
   std::atomic<bool> clock_synced_{false};
+  // The kept sample's round trip, and when (monotonic) it was taken. Written by one sample's
+  // callback at a time (samples are a second apart and finish within the timeout).
+  std::atomic<int64_t> clock_rtt_us_{0};
+  std::atomic<int64_t> clock_sampled_at_us_{0};
   std::unique_ptr<RedisExecutor> client_;
   // Indexed by Algorithm.
   std::array<const RedisScript*, 6> single_key_scripts_{};
