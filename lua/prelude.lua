@@ -64,6 +64,7 @@ local function commit_value(key, ttl_ms, old, new)
       redis.call("DEL", key)
     end
   elseif new ~= old then
-    redis.call("SET", key, new, "PX", ttl_ms)
+    -- "%d": Lua would turn the number into text with "%.14g", several times dearer.
+    redis.call("SET", key, new, "PX", string.format("%d", ttl_ms))
   end
 end
