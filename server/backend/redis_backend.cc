@@ -21,7 +21,7 @@ namespace {
 // window's INCRBY + PEXPIRE, or a decision made without Redis (a limit of 0).
 struct Part {
   enum class Kind : uint8_t { kScript, kFixedWindow, kLocal } kind = Kind::kScript;
-  uint32_t size = 1;       // decisions (checks)
+  uint32_t size = 1;  // decisions (checks)
   // kFixedWindow:
   LimitParams params;
   uint64_t hits = 0;
