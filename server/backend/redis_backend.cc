@@ -103,7 +103,8 @@ RedisBackend::RedisBackend(RedisBackendOptions options, const Clock& clock,
       client_(std::move(client)) {}
 
 bool RedisBackend::WaitUntilReady(absl::Duration timeout) {
-  const int64_t deadline = clock_.MonotonicMicros() + absl::ToInt64Microseconds(timeout);
+  // Real time, whatever clock_ is: a test's fake clock would never let this end.
+  const absl::Time deadline = absl::Now() + timeout;
   if (!client_->WaitUntilReady(timeout)) {
     return false;
   }
@@ -111,7 +112,7 @@ bool RedisBackend::WaitUntilReady(absl::Duration timeout) {
     return true;
   }
   while (!clock_synced_.load(std::memory_order_acquire)) {
-    if (clock_.MonotonicMicros() >= deadline) {
+    if (absl::Now() >= deadline) {
       return false;
     }
     MaybeSyncClock();
@@ -157,6 +158,7 @@ void RedisBackend::MaybeSyncClock() {
                         absl::SimpleAtoi(replies[0].elements()[0].str(), &seconds) &&
                         absl::SimpleAtoi(replies[0].elements()[1].str(), &micros);
         if (!ok) {
+          clock_samples_failed_.fetch_add(1, std::memory_order_relaxed);
           next_clock_sync_us_.store(clock_.MonotonicMicros() + interval / 10,
                                     std::memory_order_relaxed);
           return;
@@ -171,6 +173,7 @@ void RedisBackend::MaybeSyncClock() {
         const int64_t kept_at = clock_sampled_at_us_.load(std::memory_order_relaxed);
         if (!first && rtt > std::max<int64_t>(1000, 2 * kept_rtt) &&
             monotonic_now - kept_at < 60'000'000) {
+          clock_samples_skipped_.fetch_add(1, std::memory_order_relaxed);
           return;
         }
         const int64_t redis_now = seconds * 1'000'000 + micros;
@@ -178,7 +181,14 @@ void RedisBackend::MaybeSyncClock() {
         clock_rtt_us_.store(rtt, std::memory_order_relaxed);
         clock_sampled_at_us_.store(monotonic_now, std::memory_order_relaxed);
         clock_synced_.store(true, std::memory_order_release);
+        clock_samples_kept_.fetch_add(1, std::memory_order_relaxed);
       });
+}
+
+RedisClockSamples RedisBackend::clock_samples() const {
+  return RedisClockSamples{clock_samples_kept_.load(std::memory_order_relaxed),
+                           clock_samples_skipped_.load(std::memory_order_relaxed),
+                           clock_samples_failed_.load(std::memory_order_relaxed)};
 }
 
 void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {

@@ -50,6 +50,14 @@ struct RedisBackendOptions {
   absl::Duration clock_sync_interval = absl::Seconds(1);
 };
 
+// Samples of Redis' clock so far (RedisBackendOptions::use_caller_clock false), for tests and
+// metrics.
+struct RedisClockSamples {
+  uint64_t kept = 0;     // the offset in use comes from the latest of these
+  uint64_t skipped = 0;  // round trip over twice the kept sample's
+  uint64_t failed = 0;   // no answer within the timeout, or not a TIME reply
+};
+
 class RedisBackend final : public Backend {
  public:
   // Registers the embedded scripts and starts connecting; does not wait for Redis (see
@@ -68,6 +76,7 @@ class RedisBackend final : public Backend {
   // The time decisions are made at: microseconds since the Unix epoch on Redis' clock (see
   // RedisBackendOptions::use_caller_clock).
   int64_t NowMicros();
+  RedisClockSamples clock_samples() const;
   // Closes the connections; pending batches complete with kUnavailable. Blocks; idempotent.
   void Stop() { client_->Stop(); }
 
@@ -92,6 +101,9 @@ class RedisBackend final : public Backend {
   // callback at a time (samples are a second apart and finish within the timeout).
   std::atomic<int64_t> clock_rtt_us_{0};
   std::atomic<int64_t> clock_sampled_at_us_{0};
+  std::atomic<uint64_t> clock_samples_kept_{0};
+  std::atomic<uint64_t> clock_samples_skipped_{0};
+  std::atomic<uint64_t> clock_samples_failed_{0};
   std::unique_ptr<RedisExecutor> client_;
   // Indexed by Algorithm.
   std::array<const RedisScript*, 6> single_key_scripts_{};

@@ -206,5 +206,57 @@ TEST_F(RedisBackendTest, DeniedLoneFixedWindowGivesHitsBack) {
   EXPECT_EQ(small.decisions[0].remaining, 0u);
 }
 
+// Verifies the clock sampler keeps its error small: a sample slower than twice the kept one is
+// skipped and the offset stays, a fast one is kept, and after a minute without a kept sample a
+// slow one is kept rather than none. Round trips are measured on the fake clock, which the test
+// advances while Redis is paused.
+TEST_F(RedisBackendTest, ClockSamplerSkipsSlowSamples) {
+  RedisBackendOptions options;
+  options.client.address = redis_->address();
+  options.timeout = absl::Seconds(2);
+  options.clock_sync_interval = absl::Seconds(1);
+  auto created = RedisBackend::Create(options, clock_);
+  ASSERT_TRUE(created.ok()) << created.status();
+  RedisBackend& backend = **created;
+  ASSERT_TRUE(backend.WaitUntilReady(absl::Seconds(5)));
+  ASSERT_EQ(backend.clock_samples().kept, 1u);
+  const int64_t offset = backend.NowMicros() - clock_.NowMicros();
+
+  auto wait_for_samples = [&](uint64_t total) {
+    for (int i = 0; i < 400; ++i) {
+      RedisClockSamples s = backend.clock_samples();
+      if (s.kept + s.skipped + s.failed >= total) {
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ADD_FAILURE() << "no clock sample completed";
+  };
+  // A sample that takes 20 ms (the kept one took 0 on the fake clock): skipped.
+  auto slow_sample = [&] {
+    redis_->Pause();
+    backend.NowMicros();  // due: sends TIME
+    clock_.AdvanceMicros(20'000);
+    redis_->Resume();
+  };
+
+  clock_.AdvanceMicros(1'000'000);
+  slow_sample();
+  wait_for_samples(2);
+  EXPECT_EQ(backend.clock_samples().skipped, 1u);
+  EXPECT_EQ(backend.NowMicros() - clock_.NowMicros(), offset);
+
+  clock_.AdvanceMicros(1'000'000);
+  backend.NowMicros();  // a fast sample
+  wait_for_samples(3);
+  EXPECT_EQ(backend.clock_samples().kept, 2u);
+
+  clock_.AdvanceMicros(61'000'000);
+  slow_sample();
+  wait_for_samples(4);
+  EXPECT_EQ(backend.clock_samples().kept, 3u);
+  EXPECT_EQ(backend.clock_samples().failed, 0u);
+}
+
 }  // namespace
 }  // namespace sluice
