@@ -63,34 +63,38 @@ class RedisBackendTest : public ::testing::Test {
 };
 
 // Verifies every algorithm decides on Redis exactly as the memory backend does, step by step,
-// for a mix of hits and times (the Lua scripts and the C++ code are one behaviour).
+// for a mix of hits and times (the Lua scripts, the lone fixed window's INCRBY and the C++ code
+// are one behaviour), including a limit of 0 (decided without touching Redis).
 TEST_F(RedisBackendTest, AgreesWithMemoryBackendOnEveryAlgorithm) {
   MemoryBackend memory(clock_);
   const int64_t steps[] = {0, 1, 250000, 333333, 999999, 1000000, 1500001, 4000000};
-  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
-                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
-                      Algorithm::kLeakyBucket, Algorithm::kGcra}) {
-    clock_.SetMicros(1700006400000000);
-    LimitParams p = Params(a, 3, 1000000, 4);
-    if (a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindowLog ||
-        a == Algorithm::kSlidingWindowCounter) {
-      p.burst = p.limit;
-    }
-    std::string key = absl::StrCat("{agree}", static_cast<int>(a));
-    for (int64_t step : steps) {
-      clock_.SetMicros(1700006400000000 + step);
-      for (uint64_t hits : {1u, 2u, 0u, 1u}) {
-        Outcome redis = Run(*backend_, {LimitCheck{key, p, hits, 0}});
-        Outcome mem = Run(memory, {LimitCheck{key, p, hits, 0}});
-        ASSERT_TRUE(redis.status.ok()) << redis.status;
-        const Decision& r = redis.decisions[0];
-        const Decision& m = mem.decisions[0];
-        SCOPED_TRACE(absl::StrCat(AlgorithmName(a), " t+", step, " hits ", hits));
-        EXPECT_EQ(r.allowed, m.allowed);
-        EXPECT_EQ(r.remaining, m.remaining);
-        EXPECT_EQ(r.retry_after_us, m.retry_after_us);
-        EXPECT_EQ(r.reset_after_us, m.reset_after_us);
-        EXPECT_EQ(r.delay_us, m.delay_us);
+  for (uint64_t limit : {3u, 0u}) {
+    for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                        Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
+                        Algorithm::kLeakyBucket, Algorithm::kGcra}) {
+      clock_.SetMicros(1700006400000000);
+      LimitParams p = Params(a, limit, 1000000, 4);
+      if (a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindowLog ||
+          a == Algorithm::kSlidingWindowCounter) {
+        p.burst = p.limit;
+      }
+      std::string key = absl::StrCat("{agree}", static_cast<int>(a), ":", limit);
+      for (int64_t step : steps) {
+        clock_.SetMicros(1700006400000000 + step);
+        for (uint64_t hits : {1u, 2u, 0u, 1u}) {
+          Outcome redis = Run(*backend_, {LimitCheck{key, p, hits, 0}});
+          Outcome mem = Run(memory, {LimitCheck{key, p, hits, 0}});
+          ASSERT_TRUE(redis.status.ok()) << redis.status;
+          const Decision& r = redis.decisions[0];
+          const Decision& m = mem.decisions[0];
+          SCOPED_TRACE(
+              absl::StrCat(AlgorithmName(a), " limit ", limit, " t+", step, " hits ", hits));
+          EXPECT_EQ(r.allowed, m.allowed);
+          EXPECT_EQ(r.remaining, m.remaining);
+          EXPECT_EQ(r.retry_after_us, m.retry_after_us);
+          EXPECT_EQ(r.reset_after_us, m.reset_after_us);
+          EXPECT_EQ(r.delay_us, m.delay_us);
+        }
       }
     }
   }
