@@ -3,6 +3,8 @@
 // (standalone and cluster). Implementations are safe for concurrent use from many threads.
 #pragma once
 
+#include <string>
+
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
@@ -46,6 +48,10 @@ class Backend {
   // Whether decisions can be made right now (e.g. Redis connections are up); /readyz reports
   // it. Cheap, lock-free and safe from any thread.
   virtual bool Ready() const { return true; }
+
+  // Appends the backend's own metrics, in the Prometheus text format, to *out (served after
+  // Metrics' at /metrics). Default: none.
+  virtual void AppendMetrics(std::string* /*out*/) const {}
 };
 
 }  // namespace sluice

@@ -185,6 +185,30 @@ void RedisBackend::MaybeSyncClock() {
       });
 }
 
+void RedisBackend::AppendMetrics(std::string* out) const {
+  if (options_.use_caller_clock) {
+    return;
+  }
+  const RedisClockSamples samples = clock_samples();
+  absl::StrAppend(
+      out,
+      "# HELP sluice_redis_clock_offset_microseconds Redis' clock minus this process's, as "
+      "decisions use it (--redis_clock=redis)\n"
+      "# TYPE sluice_redis_clock_offset_microseconds gauge\n"
+      "sluice_redis_clock_offset_microseconds ",
+      clock_offset_us_.load(std::memory_order_relaxed),
+      "\n# HELP sluice_redis_clock_round_trip_microseconds Round trip of the clock sample in use "
+      "(its error is at most half of it)\n"
+      "# TYPE sluice_redis_clock_round_trip_microseconds gauge\n"
+      "sluice_redis_clock_round_trip_microseconds ",
+      clock_rtt_us_.load(std::memory_order_relaxed),
+      "\n# HELP sluice_redis_clock_samples_total Samples of Redis' clock (TIME), by result\n"
+      "# TYPE sluice_redis_clock_samples_total counter\n"
+      "sluice_redis_clock_samples_total{result=\"kept\"} ", samples.kept,
+      "\nsluice_redis_clock_samples_total{result=\"skipped\"} ", samples.skipped,
+      "\nsluice_redis_clock_samples_total{result=\"failed\"} ", samples.failed, "\n");
+}
+
 RedisClockSamples RedisBackend::clock_samples() const {
   return RedisClockSamples{clock_samples_kept_.load(std::memory_order_relaxed),
                            clock_samples_skipped_.load(std::memory_order_relaxed),

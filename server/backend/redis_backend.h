@@ -68,6 +68,8 @@ class RedisBackend final : public Backend {
   void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override;
   absl::string_view Name() const override { return cluster_ ? "redis_cluster" : "redis"; }
   bool Ready() const override { return client_->ready_connections() > 0; }
+  // With Redis' clock: the offset in use and the samples so far.
+  void AppendMetrics(std::string* out) const override;
 
   // Start-up only: blocks until the connections are up (and, with Redis' clock, its offset is
   // sampled) or `timeout` passes.

@@ -148,7 +148,9 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
   } else if (path == "/config") {
     Reply(req, 200, "OK", "text/plain", self->config_.Get()->Dump());
   } else if (path == "/metrics") {
-    Reply(req, 200, "OK", "text/plain; version=0.0.4", self->metrics_.Serialize());
+    std::string text = self->metrics_.Serialize();
+    self->backend_.AppendMetrics(&text);
+    Reply(req, 200, "OK", "text/plain; version=0.0.4", text);
   } else {
     Reply(req, 404, "Not Found", "text/plain",
           "not found; try POST /json, /healthz, /readyz, /config or /metrics\n");

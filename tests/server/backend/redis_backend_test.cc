@@ -260,6 +260,16 @@ TEST_F(RedisBackendTest, ClockSamplerSkipsSlowSamples) {
   wait_for_samples(4);
   EXPECT_EQ(backend.clock_samples().kept, 3u);
   EXPECT_EQ(backend.clock_samples().failed, 0u);
+
+  std::string metrics;
+  backend.AppendMetrics(&metrics);
+  EXPECT_NE(metrics.find("sluice_redis_clock_samples_total{result=\"kept\"} 3\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sluice_redis_clock_samples_total{result=\"skipped\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("# TYPE sluice_redis_clock_offset_microseconds gauge\n"),
+            std::string::npos);
 }
 
 }  // namespace
