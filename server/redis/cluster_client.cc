@@ -753,13 +753,7 @@ RedisClusterClientStats RedisClusterClient::stats() const {
     std::lock_guard<std::mutex> lock(clients_mu_);
     stats.nodes = static_cast<int>(clients_.size());
     for (const auto& [address, client] : clients_) {
-      RedisConnectionStats one = client->stats().totals;
-      stats.connections.connects += one.connects;
-      stats.connections.disconnects += one.disconnects;
-      stats.connections.script_loads += one.script_loads;
-      stats.connections.noscript_retries += one.noscript_retries;
-      stats.connections.deadline_exceeded += one.deadline_exceeded;
-      stats.connections.late_replies += one.late_replies;
+      stats.connections += client->stats().totals;
     }
   }
   if (std::shared_ptr<const Routing> routing = routing_.Load()) {

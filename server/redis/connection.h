@@ -60,6 +60,17 @@ struct RedisConnectionStats {
   uint64_t noscript_retries = 0;  // EVALSHAs resent after NOSCRIPT
   uint64_t deadline_exceeded = 0;
   uint64_t late_replies = 0;  // replies that arrived after their batch had completed
+
+  // Field by field, for totals over several connections.
+  RedisConnectionStats& operator+=(const RedisConnectionStats& other) {
+    connects += other.connects;
+    disconnects += other.disconnects;
+    script_loads += other.script_loads;
+    noscript_retries += other.noscript_retries;
+    deadline_exceeded += other.deadline_exceeded;
+    late_replies += other.late_replies;
+    return *this;
+  }
 };
 
 class RedisConnection {

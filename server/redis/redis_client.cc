@@ -212,13 +212,7 @@ RedisClientStats RedisClient::stats() const {
   stats.connections = static_cast<int>(connections_.size());
   stats.ready_connections = ready_connections();
   for (const auto& connection : connections_) {
-    RedisConnectionStats one = connection->stats();
-    stats.totals.connects += one.connects;
-    stats.totals.disconnects += one.disconnects;
-    stats.totals.script_loads += one.script_loads;
-    stats.totals.noscript_retries += one.noscript_retries;
-    stats.totals.deadline_exceeded += one.deadline_exceeded;
-    stats.totals.late_replies += one.late_replies;
+    stats.totals += connection->stats();
   }
   return stats;
 }
