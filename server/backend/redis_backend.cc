@@ -98,7 +98,6 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
 RedisBackend::RedisBackend(RedisBackendOptions options, const Clock& clock,
                            std::unique_ptr<RedisExecutor> client)
     : options_(std::move(options)),
-      cluster_(options_.cluster),
       clock_(clock),
       client_(std::move(client)) {}
 
@@ -111,7 +110,7 @@ bool RedisBackend::WaitUntilReady(absl::Duration timeout) {
   if (options_.use_caller_clock) {
     return true;
   }
-  while (!clock_synced_.load(std::memory_order_acquire)) {
+  while (clock_samples_kept_.load(std::memory_order_acquire) == 0) {
     if (absl::Now() >= deadline) {
       return false;
     }
@@ -168,7 +167,7 @@ void RedisBackend::MaybeSyncClock() {
         // last one kept (a slow moment) is skipped, unless the kept one is a minute old.
         const int64_t rtt = received - sent;
         const int64_t monotonic_now = clock_.MonotonicMicros();
-        const bool first = !clock_synced_.load(std::memory_order_acquire);
+        const bool first = clock_samples_kept_.load(std::memory_order_acquire) == 0;
         const int64_t kept_rtt = clock_rtt_us_.load(std::memory_order_relaxed);
         const int64_t kept_at = clock_sampled_at_us_.load(std::memory_order_relaxed);
         if (!first && rtt > std::max<int64_t>(1000, 2 * kept_rtt) &&
@@ -180,8 +179,7 @@ void RedisBackend::MaybeSyncClock() {
         clock_offset_us_.store(redis_now - (sent + rtt / 2), std::memory_order_relaxed);
         clock_rtt_us_.store(rtt, std::memory_order_relaxed);
         clock_sampled_at_us_.store(monotonic_now, std::memory_order_relaxed);
-        clock_synced_.store(true, std::memory_order_release);
-        clock_samples_kept_.fetch_add(1, std::memory_order_relaxed);
+        clock_samples_kept_.fetch_add(1, std::memory_order_release);
       });
 }
 

@@ -66,7 +66,9 @@ class RedisBackend final : public Backend {
                                                               const Clock& clock);
 
   void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override;
-  absl::string_view Name() const override { return cluster_ ? "redis_cluster" : "redis"; }
+  absl::string_view Name() const override {
+    return options_.cluster ? "redis_cluster" : "redis";
+  }
   bool Ready() const override { return client_->ready_connections() > 0; }
   // With Redis' clock: the offset in use and the samples so far.
   void AppendMetrics(std::string* out) const override;
@@ -92,17 +94,16 @@ class RedisBackend final : public Backend {
   void MaybeSyncClock();
 
   const RedisBackendOptions options_;
-  const bool cluster_;
   const Clock& clock_;
   // Redis' clock minus ours, in microseconds; and when (monotonic) the next sample is due.
   // Declared before client_, whose destruction runs the callbacks that write them.
   std::atomic<int64_t> clock_offset_us_{0};
   std::atomic<int64_t> next_clock_sync_us_{0};
-  std::atomic<bool> clock_synced_{false};
   // The kept sample's round trip, and when (monotonic) it was taken. Written by one sample's
   // callback at a time (samples are a second apart and finish within the timeout).
   std::atomic<int64_t> clock_rtt_us_{0};
   std::atomic<int64_t> clock_sampled_at_us_{0};
+  // Incremented (release) after the offset is stored: non-zero means the offset is Redis'.
   std::atomic<uint64_t> clock_samples_kept_{0};
   std::atomic<uint64_t> clock_samples_skipped_{0};
   std::atomic<uint64_t> clock_samples_failed_{0};
