@@ -1,9 +1,16 @@
 # Composes and embeds the Lua scripts (called by lua/CMakeLists.txt):
 #   cmake -DOUT=lua_scripts.cc -DGEN_DIR=dir -DPARTS_DIR=lua
 #         "-DMANIFEST=name: part part|name: part ..." -P embed.cmake
-# Each manifest entry names a script and its parts; the script is the parts' text (lua/<part>.lua)
-# concatenated in order, each introduced by a "-- part: <part>.lua" line. Writes every composed
-# script to GEN_DIR/<name>.lua and a C++ table of them, sorted by name, to OUT.
+# Each manifest entry names a script and its parts. The script starts with
+# 'local SCRIPT = "<name>"', then each part's text (lua/<part>.lua) in order, introduced by a
+# "-- part: <part>.lua" line, with two rules (lua/README.md, "Composition"):
+#   - An algorithm part is split at its line "-- evaluate <code>": the text above it (helpers)
+#     goes where the part is; the text below it (the body) goes where a driver asks for it.
+#   - A driver asks with one line: "-- @evaluate inline" puts the script's one body there
+#     inside do ... end; "-- @evaluate functions" puts every body there as
+#     algorithms[<code>] = function(key, now, limit, period, burst, hits) ... end.
+# Writes every composed script to GEN_DIR/<name>.lua and a C++ table of them, sorted by name,
+# to OUT.
 string(REPLACE "|" ";" entries "${MANIFEST}")
 set(names "")
 foreach(entry ${entries})
@@ -12,15 +19,54 @@ foreach(entry ${entries})
   endif()
   set(name ${CMAKE_MATCH_1})
   separate_arguments(parts UNIX_COMMAND "${CMAKE_MATCH_2}")
-  set(text "")
+  set(text "local SCRIPT = \"${name}\"\n")
+  set(codes "")
+  set(expanded FALSE)
   foreach(part ${parts})
     set(path ${PARTS_DIR}/${part}.lua)
     if(NOT EXISTS ${path})
       message(FATAL_ERROR "script '${name}': no part ${path}")
     endif()
     file(READ ${path} part_text)
+    if(part_text MATCHES "\n-- evaluate ([0-9]+)\n")
+      # An algorithm part: helpers here, the body kept for the driver.
+      set(code ${CMAKE_MATCH_1})
+      string(FIND "${part_text}" "${CMAKE_MATCH_0}" at)
+      string(LENGTH "${CMAKE_MATCH_0}" marker_length)
+      math(EXPR body_at "${at} + ${marker_length}")
+      string(SUBSTRING "${part_text}" ${body_at} -1 body_${code})
+      set(part_${code} ${part})
+      string(SUBSTRING "${part_text}" 0 ${at} part_text)
+      list(APPEND codes ${code})
+    elseif(part_text MATCHES "\n *-- @evaluate ([a-z]+)\n")
+      # A driver: the bodies where it asks.
+      set(form ${CMAKE_MATCH_1})
+      set(directive "${CMAKE_MATCH_0}")
+      list(LENGTH codes count)
+      if(form STREQUAL "inline" AND count EQUAL 1)
+        set(expansion "\n  -- evaluate: ${part_${codes}}.lua\n  do\n${body_${codes}}  end\n")
+      elseif(form STREQUAL "functions" AND count GREATER 0)
+        set(expansion "\nlocal algorithms = {}\n")
+        foreach(code ${codes})
+          string(APPEND expansion "-- evaluate: ${part_${code}}.lua\n"
+                 "algorithms[${code}] = function(key, now, limit, period, burst, hits)\n"
+                 "  local allowed, remaining, retry, reset, delay, write, a, b, c, d\n"
+                 "${body_${code}}"
+                 "  return allowed, remaining, retry, reset, delay, write, a, b, c, d\nend\n")
+        endforeach()
+      else()
+        message(FATAL_ERROR "script '${name}': '-- @evaluate ${form}' with ${count} algorithm "
+                            "parts (inline takes exactly one, functions at least one)")
+      endif()
+      string(REPLACE "${directive}" "${expansion}" part_text "${part_text}")
+      set(expanded TRUE)
+    endif()
     string(APPEND text "-- part: ${part}.lua\n${part_text}\n")
   endforeach()
+  list(LENGTH codes count)
+  if(count GREATER 0 AND NOT expanded)
+    message(FATAL_ERROR "script '${name}': algorithm parts but no driver with '-- @evaluate'")
+  endif()
   file(WRITE ${GEN_DIR}/${name}.lua.tmp "${text}")
   execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different ${GEN_DIR}/${name}.lua.tmp
                           ${GEN_DIR}/${name}.lua)

@@ -7,7 +7,8 @@
 -- that is not a number, is a fresh window (count 0); a negative count (a lone request's hits
 -- returned after its window's key expired) counts as 0.
 
-algorithms[0] = function(key, now, limit, period, burst, hits)
+-- The body, deciding `key` (its contract: prelude.lua).
+-- evaluate 0
   -- WindowStart: floor(now / P) * P, exactly (fmod is exact).
   local r = math.fmod(now, period)
   if r < 0 then
@@ -15,9 +16,6 @@ algorithms[0] = function(key, now, limit, period, burst, hits)
   end
   local window_end = now - r + period
   local old = redis.pcall("GET", key)
-  if type(old) == "table" then
-    old = "" -- another type: not this algorithm's state
-  end
   local count = 0
   if old then
     count = tonumber(old) or 0
@@ -26,21 +24,21 @@ algorithms[0] = function(key, now, limit, period, burst, hits)
     end
   end
 
-  local allowed = hits <= limit and count <= limit - hits
+  allowed = hits <= limit and count <= limit - hits
   local new
   if allowed then
     count = count + hits
     new = string.format("%.0f", count)
   end
-  local remaining = 0
+  remaining = 0
   if count < limit then
     remaining = limit - count
   end
-  local reset = 0
+  reset = 0
   if count > 0 then
     reset = window_end - now
   end
-  local retry = 0
+  retry = 0
   if not allowed then
     if hits > limit then
       retry = reset
@@ -48,5 +46,4 @@ algorithms[0] = function(key, now, limit, period, burst, hits)
       retry = window_end - now
     end
   end
-  return allowed, remaining, retry, reset, 0, commit_value, old, new
-end
+  delay, a, b = 0, old, new

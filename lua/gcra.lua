@@ -14,15 +14,13 @@ local function gcra_admits(d, after, tat, cost, tolerance)
   return ahead + cost <= tolerance
 end
 
-algorithms[5] = function(key, now, limit, period, burst, hits)
+-- The body, deciding `key` (its contract: prelude.lua).
+-- evaluate 5
   local interval = period / limit
   local tolerance = interval * burst
   local cost = hits * interval
 
   local old = redis.pcall("GET", key)
-  if type(old) == "table" then
-    old = "" -- another type (sliding_window_log's sorted set): not this algorithm's state
-  end
   local tat = 0
   if old and #old == 9 and string.byte(old) == 5 then
     local _
@@ -32,7 +30,7 @@ algorithms[5] = function(key, now, limit, period, burst, hits)
   if not (tat < now) then
     ahead = tat - now
   end
-  local allowed = hits <= burst and ahead + cost <= tolerance
+  allowed = hits <= burst and ahead + cost <= tolerance
   local ahead_after = ahead
   local new
   if allowed then
@@ -47,10 +45,10 @@ algorithms[5] = function(key, now, limit, period, burst, hits)
     end
   end
 
-  local remaining = most_that_fits((tolerance - ahead_after) / interval, ahead_after, interval,
+  remaining = most_that_fits((tolerance - ahead_after) / interval, ahead_after, interval,
     tolerance)
-  local reset = ceil_micros(ahead_after)
-  local retry = 0
+  reset = ceil_micros(ahead_after)
+  retry = 0
   if not allowed then
     if hits > burst then
       retry = reset
@@ -59,5 +57,4 @@ algorithms[5] = function(key, now, limit, period, burst, hits)
         tolerance)
     end
   end
-  return allowed, remaining, retry, reset, 0, commit_value, old, new
-end
+  delay, a, b = 0, old, new

@@ -23,17 +23,19 @@
 --   number, a repeated key) is an error reply "ERR sluice group: ...", and nothing is read or
 --   written.
 
+-- @evaluate functions
+
 local n = #KEYS
 local packed = ARGV[1]
 if n == 0 or #ARGV ~= 1 or #packed ~= 8 + 40 * n then
-  return argument_error("group", string.format(
+  return argument_error(SCRIPT, string.format(
     "expected N >= 1 keys and 1 argument of 8 + 40 * N bytes (now, then algorithm_code, " ..
     "limit, period_us, burst, hits per key, as little-endian doubles), got %d keys, " ..
     "%d arguments, %d bytes", n, #ARGV, #(packed or "")))
 end
 local now = struct.unpack("<d", packed)
 if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0) then
-  return argument_error("group", nil, nil, now)
+  return argument_error(SCRIPT, nil, nil, now)
 end
 -- Checked whole before anything is read: a flat list of evaluate, limit, period, burst, hits.
 local checks = {}
@@ -42,18 +44,18 @@ for i = 1, n do
   local algorithm, limit, period, burst, hits = struct.unpack("<ddddd", packed, 9 + 40 * (i - 1))
   local evaluate = algorithms[algorithm]
   if not evaluate then
-    return argument_error("group", string.format(
+    return argument_error(SCRIPT, string.format(
       "key %d: unknown algorithm code %.17g (expected 0 to 5)", i, algorithm))
   end
   if not (limit >= 0 and limit < TWO_53 and limit % 1 == 0 and
       period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
       burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
       hits >= 0 and hits < TWO_53 and hits % 1 == 0) then
-    return argument_error("group", nil, "key " .. i, nil, limit, period, burst, hits)
+    return argument_error(SCRIPT, nil, "key " .. i, nil, limit, period, burst, hits)
   end
   local key = KEYS[i]
   if seen[key] then
-    return argument_error("group", string.format("KEYS[%d] repeats KEYS[%d]", i, seen[key]))
+    return argument_error(SCRIPT, string.format("KEYS[%d] repeats KEYS[%d]", i, seen[key]))
   end
   seen[key] = i
   local at = 5 * (i - 1)
@@ -61,14 +63,14 @@ for i = 1, n do
     evaluate, limit, period, burst, hits
 end
 
--- Phase 1: decide every key; keep each admitted key's commit.
+-- Phase 1: decide every key; keep each admitted key's state to commit.
 local reply = {}
 local commits = {}
 local all_allowed = true
 for i = 1, n do
   local at = 5 * (i - 1)
   local limit, period, hits = checks[at + 2], checks[at + 3], checks[at + 5]
-  local allowed, remaining, retry, reset, delay, commit, a, b, c, d
+  local allowed, remaining, retry, reset, delay, write, a, b, c, d
   if limit == 0 then
     -- ZeroLimitDecision: nothing is ever replenished; the key is neither read nor written.
     allowed, remaining, retry, reset, delay = hits == 0, 0, period, period, 0
@@ -76,29 +78,22 @@ for i = 1, n do
       retry = 0
     end
   else
-    allowed, remaining, retry, reset, delay, commit, a, b, c, d =
+    allowed, remaining, retry, reset, delay, write, a, b, c, d =
       checks[at + 1](KEYS[i], now, limit, period, checks[at + 4], hits)
+    if allowed then
+      commits[#commits + 1] = {KEYS[i], reset, write, a, b, c, d}
+    end
   end
   reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)
   if not allowed then
     all_allowed = false
-  elseif commit then
-    -- The TTL: reset_after rounded up to whole milliseconds; 0 drops a state fresh again.
-    local ttl_ms = 0
-    if reset > 0 then
-      ttl_ms = math.floor(reset / 1000)
-      if ttl_ms * 1000 < reset then
-        ttl_ms = ttl_ms + 1
-      end
-    end
-    commits[#commits + 1] = {commit, KEYS[i], ttl_ms, a, b, c, d}
   end
 end
 -- Phase 2: all or nothing.
 if all_allowed then
   for i = 1, #commits do
     local w = commits[i]
-    w[1](w[2], w[3], w[4], w[5], w[6], w[7])
+    commit(w[1], w[2], w[3], w[4], w[5], w[6], w[7])
   end
 end
 return table.concat(reply)

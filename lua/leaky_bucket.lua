@@ -19,11 +19,9 @@ local function lb_fits(d, after, level, last, limit, period, cost, bound)
   return drained + cost <= bound
 end
 
-algorithms[4] = function(key, now, limit, period, burst, hits)
+-- The body, deciding `key` (its contract: prelude.lua).
+-- evaluate 4
   local old = redis.pcall("GET", key)
-  if type(old) == "table" then
-    old = "" -- another type (sliding_window_log's sorted set): not this algorithm's state
-  end
   -- The stored bucket: what drain answers every "when" from.
   local stored_level, stored_last = 0, 0
   if old and #old == 17 and string.byte(old) == 4 then
@@ -43,8 +41,8 @@ algorithms[4] = function(key, now, limit, period, burst, hits)
     last = now
   end
 
-  local allowed = hits <= burst and level + hits <= burst
-  local delay = 0
+  allowed = hits <= burst and level + hits <= burst
+  delay = 0
   local new
   if allowed then
     delay = ceil_micros((level * period) / limit)
@@ -52,13 +50,13 @@ algorithms[4] = function(key, now, limit, period, burst, hits)
     stored_level, stored_last = level, last
     new = struct.pack("<Bdd", 4, level, last)
   end
-  local remaining = most_that_fits(burst - level, level, 1, burst)
-  local reset = 0
+  remaining = most_that_fits(burst - level, level, 1, burst)
+  reset = 0
   if level > 0 then
     reset = first_admitted((last - now) + ceil_micros((level * period) / limit), lb_fits, now,
       stored_level, stored_last, limit, period, 0, 0)
   end
-  local retry = 0
+  retry = 0
   if not allowed then
     if hits > burst then
       retry = reset
@@ -67,5 +65,4 @@ algorithms[4] = function(key, now, limit, period, burst, hits)
         limit), lb_fits, now, stored_level, stored_last, limit, period, hits, burst)
     end
   end
-  return allowed, remaining, retry, reset, delay, commit_value, old, new
-end
+  a, b = old, new

@@ -1,12 +1,14 @@
--- prelude.lua: the first part of every composed script (see lua/CMakeLists.txt): the registry
--- the algorithm parts fill in, the error reply for malformed calls and the commit of the
--- string-valued states.
+-- prelude.lua: the first part of every algorithm script (see lua/CMakeLists.txt): the argument
+-- ranges, the contract of the algorithm bodies, the error reply for malformed calls and the
+-- commit of a decided state.
 --
 -- Cost: Redis runs a script's whole body on every call, so every function a part defines is a
--- closure created on every call, dearer with each upvalue it captures. Parts therefore define
--- only what their scripts use, call library functions by their global names (redis.call,
--- struct.pack) rather than capture local copies, and parse nothing they can avoid; the drivers
--- check arguments inline.
+-- closure created on every call, dearer with each upvalue it captures, and every call of a Lua
+-- function costs about as much as a dozen arithmetic lines (callgrind: about 650 instructions
+-- for a call with 8 arguments). Parts therefore define only what their scripts use, call
+-- library functions by their global names (redis.call, struct.pack) rather than capture local
+-- copies, and parse nothing they can avoid; the single-key scripts run their algorithm's body
+-- inline, and the drivers check arguments inline.
 --
 -- Numbers: Lua 5.1 has only doubles, so every integer the scripts handle (times, durations,
 -- counts) stays below 2^53 to be exact; the drivers' argument ranges keep every intermediate
@@ -20,26 +22,25 @@ local TWO_53 = 9007199254740992 -- 2^53: doubles hold every integer up to here e
 local MAX_NOW = 4503599627370496 -- 2^52 us (year 2112): |now| stays below
 local MAX_PERIOD = 1125899906842624 -- 2^50 us (35.7 years): now + 4 periods stays below 2^53
 
--- Algorithm code (sluice::Algorithm) -> evaluate(key, now, limit, period, burst, hits), filled in
--- by the algorithm parts. REQUIRES: limit > 0 (the drivers answer limit 0 themselves, as
--- ZeroLimitDecision, without touching the key). evaluate reads the key, decides, and returns
---   allowed (boolean), remaining, retry_after_us, reset_after_us, delay_us, commit, a, b, c, d
--- where commit writes the decided state: commit(key, ttl_ms, a, b, c, d), called only when the
--- request (the whole group) is admitted, with ttl_ms = reset_after_us rounded up to whole
--- milliseconds, at least 1; 0 when reset_after_us is 0: the state decides like a fresh key and
--- is dropped.
-local algorithms = {}
+-- The algorithm bodies (lua/README.md, "Composition"). An algorithm part's text below its line
+-- "-- evaluate <code>" (the code of sluice::Algorithm) is its body: a driver gets it either inline
+-- (the single-key scripts: no function to create or call) or as algorithms[code], a function
+-- of (key, now, limit, period, burst, hits) (the group script). The body runs with those six in
+-- scope, limit > 0 (the drivers answer limit 0 themselves, as ZeroLimitDecision, without
+-- touching the key); it reads the key, decides, and assigns (never declares)
+--   allowed (boolean), remaining, retry, reset, delay: the decision (retry, reset and delay in
+--     microseconds: retry_after_us, reset_after_us, delay_us);
+--   write, a, b, c, d: how to store the decided state, for commit below. A string state leaves
+--     write nil and sets a = the value read (false: none; a wrong type reads as an error table,
+--     which is replaced) and b = the value decided; any other state sets write to a function
+--     write(key, ttl_ms, a, b, c, d).
+-- A body ends at the end of its part and never returns.
 
 -- The error reply for a malformed call: "ERR sluice <script>: [<context>: ]<what is wrong>".
--- script: a script name, or the code of the algorithm a single-key script runs. what: the
--- problem, or nil to name the first bad value among now and the four limit values (nil ones
--- are skipped). Runs only on errors.
+-- script: SCRIPT, the composed script's name. what: the problem, or nil to name the first bad
+-- value among now and the four limit values (nil ones are skipped). Runs only on errors.
 local function argument_error(script, what, context, now, limit, period, burst, hits)
   -- Literal limits rather than the constants above: no upvalues, the cheapest closure.
-  if type(script) == "number" then
-    script = ({[0] = "fixed_window", "sliding_window_log", "sliding_window_counter",
-      "token_bucket", "leaky_bucket", "gcra"})[script]
-  end
   local function bad(x, name, min, max)
     -- x % 1 is NaN for infinities and NaN, and every comparison with NaN is false.
     if x ~= nil and not (x % 1 == 0 and x >= min and x <= max) then
@@ -56,15 +57,26 @@ local function argument_error(script, what, context, now, limit, period, burst, 
   return redis.error_reply(string.format("ERR sluice %s: %s", script, message or "bad arguments"))
 end
 
--- The commit of every string-valued algorithm: old = the value read (false: none), new = the
--- value decided. An unchanged value keeps its TTL: the deadline it was written with still holds.
-local function commit_value(key, ttl_ms, old, new)
-  if ttl_ms == 0 then
-    if old then
+-- Stores an admitted request's decided state (a body's write, a, b, c, d) with a TTL of `reset`
+-- (reset_after_us) rounded up to whole milliseconds, at least 1; when reset is 0 the state
+-- decides like a fresh key: write gets ttl_ms 0, a string state is deleted. An unchanged string
+-- value keeps its TTL: the deadline it was written with still holds.
+local function commit(key, reset, write, a, b, c, d)
+  local ttl_ms = 0
+  if reset > 0 then
+    ttl_ms = math.floor(reset / 1000)
+    if ttl_ms * 1000 < reset then
+      ttl_ms = ttl_ms + 1
+    end
+  end
+  if write then
+    write(key, ttl_ms, a, b, c, d)
+  elseif ttl_ms == 0 then
+    if a then
       redis.call("DEL", key)
     end
-  elseif new ~= old then
+  elseif b ~= a then
     -- "%d": Lua would turn the number into text with "%.14g", several times dearer.
-    redis.call("SET", key, new, "PX", string.format("%d", ttl_ms))
+    redis.call("SET", key, b, "PX", string.format("%d", ttl_ms))
   end
 end

@@ -1,7 +1,7 @@
 -- single.lua: the driver of the single-key scripts, the last part of each of
 -- "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket" and "gcra" (see
 -- lua/CMakeLists.txt; a lone fixed window needs no script: server/backend/script_codec.h). It
--- runs the one algorithm its script holds on one key.
+-- runs the one algorithm its script holds on one key, the algorithm's body inline.
 --
 -- Calling contract (lua/README.md):
 --   EVALSHA <sha> 1 <key> <args>
@@ -27,14 +27,13 @@
 -- about 1.5 us turning a 5-element table into a reply; one struct.unpack and one packed string
 -- cost a fraction of that (lua/README.md has the measurements).
 
-local code, evaluate = next(algorithms)
 local now, limit, period, burst, hits
 local text = #ARGV == 5 -- the text form (for redis-cli and redis-benchmark), see above
 if text then
   now, limit, period, burst, hits =
     tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
   if #KEYS ~= 1 or not (now and limit and period and burst and hits) then
-    return argument_error(code, string.format(
+    return argument_error(SCRIPT, string.format(
       "expected 1 key and 5 decimal arguments (now, limit, period_us, burst, hits), got %d " ..
       "keys and arguments '%s' '%s' '%s' '%s' '%s'", #KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4],
       ARGV[5]))
@@ -42,7 +41,7 @@ if text then
 elseif #KEYS == 1 and #ARGV == 1 and #ARGV[1] == 40 then
   now, limit, period, burst, hits = struct.unpack("<ddddd", ARGV[1])
 else
-  return argument_error(code, string.format(
+  return argument_error(SCRIPT, string.format(
     "expected 1 key and 1 argument of 40 bytes (now, limit, period_us, burst, hits as " ..
     "little-endian doubles) or 5 decimal arguments, got %d keys, %d arguments", #KEYS, #ARGV))
 end
@@ -53,10 +52,10 @@ if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0 and
     period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
     burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
     hits >= 0 and hits < TWO_53 and hits % 1 == 0) then
-  return argument_error(code, nil, nil, now, limit, period, burst, hits)
+  return argument_error(SCRIPT, nil, nil, now, limit, period, burst, hits)
 end
 local key = KEYS[1]
-local allowed, remaining, retry, reset, delay, commit, a, b, c, d
+local allowed, remaining, retry, reset, delay, write, a, b, c, d
 if limit == 0 then
   -- ZeroLimitDecision: nothing is ever replenished; the key is neither read nor written.
   allowed, remaining, retry, reset, delay = hits == 0, 0, period, period, 0
@@ -64,19 +63,10 @@ if limit == 0 then
     retry = 0
   end
 else
-  allowed, remaining, retry, reset, delay, commit, a, b, c, d =
-    evaluate(key, now, limit, period, burst, hits)
-end
-if allowed and commit then
-  -- The TTL: reset_after rounded up to whole milliseconds; 0 drops a state that is fresh again.
-  local ttl_ms = 0
-  if reset > 0 then
-    ttl_ms = math.floor(reset / 1000)
-    if ttl_ms * 1000 < reset then
-      ttl_ms = ttl_ms + 1
-    end
+  -- @evaluate inline
+  if allowed then
+    commit(key, reset, write, a, b, c, d)
   end
-  commit(key, ttl_ms, a, b, c, d)
 end
 if text then
   return {allowed and 1 or 0, remaining, retry, reset, delay}

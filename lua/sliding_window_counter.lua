@@ -29,12 +29,10 @@ local function swc_admits(d, after, stored_ws, stored_current, stored_previous, 
   return hits <= limit and estimate + hits <= limit
 end
 
-algorithms[2] = function(key, now, limit, period, burst, hits)
+-- The body, deciding `key` (its contract: prelude.lua).
+-- evaluate 2
   local ws = window_start(now, period)
   local old = redis.pcall("GET", key)
-  if type(old) == "table" then
-    old = "" -- another type (sliding_window_log's sorted set): not this algorithm's state
-  end
   local stored_ws, stored_current, stored_previous = 0, 0, 0
   if old and #old == 25 and string.byte(old) == 2 then
     local _
@@ -50,21 +48,21 @@ algorithms[2] = function(key, now, limit, period, burst, hits)
   local weighted = (previous * (period - (now - ws))) / period
   local estimate = weighted + current
 
-  local allowed = hits <= limit and estimate + hits <= limit
+  allowed = hits <= limit and estimate + hits <= limit
   local new
   if allowed then
     current = current + hits
     new = struct.pack("<Bddd", 2, ws, current, previous)
   end
   local estimate_after = weighted + current
-  local remaining = most_that_fits(limit - estimate_after, estimate_after, 1, limit)
-  local reset = 0
+  remaining = most_that_fits(limit - estimate_after, estimate_after, 1, limit)
+  reset = 0
   if current > 0 then
     reset = ws + 2 * period - now
   elseif previous > 0 then
     reset = ws + period - now
   end
-  local retry = 0
+  retry = 0
   if not allowed then
     if hits > limit then
       retry = reset
@@ -91,5 +89,4 @@ algorithms[2] = function(key, now, limit, period, burst, hits)
         stored_previous, period, limit, hits)
     end
   end
-  return allowed, remaining, retry, reset, 0, commit_value, old, new
-end
+  delay, a, b = 0, old, new

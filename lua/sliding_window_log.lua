@@ -56,7 +56,8 @@ local function swl_commit(key, ttl_ms, trim, score, ts, hits)
   redis.call("PEXPIRE", key, ttl_ms)
 end
 
-algorithms[1] = function(key, now, limit, period, burst, hits)
+-- The body, deciding `key` (its contract: prelude.lua).
+-- evaluate 1
   local head = redis.pcall("ZRANGE", key, 0, SWL_HEAD - 1, "WITHSCORES")
   local exists = true
   if head.err then
@@ -93,7 +94,7 @@ algorithms[1] = function(key, now, limit, period, burst, hits)
     total = newest_cum - base
   end
 
-  local allowed = hits <= limit and total <= limit - hits
+  allowed = hits <= limit and total <= limit - hits
   local trim, score, entry_ts = expired, 0, now
   if allowed then
     if any_live then
@@ -109,15 +110,15 @@ algorithms[1] = function(key, now, limit, period, burst, hits)
     end
     total = total + hits
   end
-  local remaining = 0
+  remaining = 0
   if total < limit then
     remaining = limit - total
   end
-  local reset = 0
+  reset = 0
   if any_live then
     reset = newest_ts + period - now
   end
-  local retry = 0
+  retry = 0
   if not allowed then
     if hits > limit then
       retry = reset
@@ -129,5 +130,4 @@ algorithms[1] = function(key, now, limit, period, burst, hits)
       retry = struct.unpack("<d", entry[1]) + period - now
     end
   end
-  return allowed, remaining, retry, reset, 0, swl_commit, trim, score, entry_ts, hits
-end
+  delay, write, a, b, c, d = 0, swl_commit, trim, score, entry_ts, hits

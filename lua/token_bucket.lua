@@ -19,11 +19,9 @@ local function tb_holds(d, after, tokens, last, burst, limit, period, threshold)
   return refilled >= threshold
 end
 
-algorithms[3] = function(key, now, limit, period, burst, hits)
+-- The body, deciding `key` (its contract: prelude.lua).
+-- evaluate 3
   local old = redis.pcall("GET", key)
-  if type(old) == "table" then
-    old = "" -- another type (sliding_window_log's sorted set): not this algorithm's state
-  end
   -- The stored bucket: what refill answers every "when" from.
   local stored_tokens, stored_last = burst, now
   if old and #old == 17 and string.byte(old) == 3 then
@@ -43,23 +41,23 @@ algorithms[3] = function(key, now, limit, period, burst, hits)
     last = now
   end
 
-  local allowed = hits <= burst and tokens >= hits
+  allowed = hits <= burst and tokens >= hits
   local new
   if allowed then
     tokens = tokens - hits
     stored_tokens, stored_last = tokens, last
     new = struct.pack("<Bdd", 3, tokens, last)
   end
-  local remaining = 0
+  remaining = 0
   if tokens > 0 then
     remaining = math.floor(tokens)
   end
-  local reset = 0
+  reset = 0
   if tokens < burst then
     reset = first_admitted((last - now) + ceil_micros(((burst - tokens) * period) / limit),
       tb_holds, now, stored_tokens, stored_last, burst, limit, period, burst)
   end
-  local retry = 0
+  retry = 0
   if not allowed then
     if hits > burst then
       retry = reset
@@ -68,5 +66,4 @@ algorithms[3] = function(key, now, limit, period, burst, hits)
         tb_holds, now, stored_tokens, stored_last, burst, limit, period, hits)
     end
   end
-  return allowed, remaining, retry, reset, 0, commit_value, old, new
-end
+  delay, a, b = 0, old, new
