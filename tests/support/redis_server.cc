@@ -155,10 +155,10 @@ absl::Status RedisServer::Restart() {
 
 void RedisServer::Kill() {
   if (process_ != nullptr) {
-    if (paused_) {
-      Resume();
-    }
+    // SIGKILL ends a stopped process too. No SIGCONT first: between the two signals a paused
+    // server would run and answer what it was sent while paused.
     process_->Kill();
+    paused_ = false;
   }
 }
 
