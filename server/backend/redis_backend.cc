@@ -9,10 +9,12 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "lua/lua_scripts.h"
 #include "server/algorithm/fixed_window.h"
 #include "server/backend/script_codec.h"
+#include "server/backend/storage_key.h"
 
 namespace sluice {
 namespace {
@@ -41,6 +43,7 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
   // them during its handshake and the first requests never meet NOSCRIPT.
   auto scripts = std::make_shared<ScriptCache>();
   std::array<const RedisScript*, 6> single_key_scripts{};
+  std::array<const RedisScript*, 6> batch_scripts{};
   const RedisScript* group_script = nullptr;
   const RedisScript* give_back_script = nullptr;
   for (const LuaScript& script : LuaScripts()) {
@@ -48,18 +51,22 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
     if (!registered.ok()) {
       return registered.status();
     }
-    if (script.name == "group") {
+    // "<algorithm>" decides one key, "<algorithm>_batch" several independent ones.
+    absl::string_view name = script.name;
+    const bool batch = absl::ConsumeSuffix(&name, "_batch");
+    if (name == "group") {
       group_script = *registered;
-    } else if (script.name == "give_back") {
+    } else if (name == "give_back") {
       give_back_script = *registered;
-    } else if (auto algorithm = ParseAlgorithm(script.name)) {
-      single_key_scripts[static_cast<size_t>(*algorithm)] = *registered;
+    } else if (auto algorithm = ParseAlgorithm(name)) {
+      (batch ? batch_scripts : single_key_scripts)[static_cast<size_t>(*algorithm)] = *registered;
     }
   }
   for (size_t a = 0; a < single_key_scripts.size(); ++a) {
     // A lone fixed window needs no script (script_codec.h).
-    if (single_key_scripts[a] == nullptr && static_cast<Algorithm>(a) != Algorithm::kFixedWindow) {
-      return absl::InternalError(absl::StrCat("no embedded Lua script for ",
+    if ((single_key_scripts[a] == nullptr || batch_scripts[a] == nullptr) &&
+        static_cast<Algorithm>(a) != Algorithm::kFixedWindow) {
+      return absl::InternalError(absl::StrCat("no embedded Lua scripts for ",
                                               AlgorithmName(static_cast<Algorithm>(a))));
     }
   }
@@ -90,6 +97,7 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
   std::unique_ptr<RedisBackend> backend(
       new RedisBackend(std::move(options), clock, std::move(executor)));
   backend->single_key_scripts_ = single_key_scripts;
+  backend->batch_scripts_ = batch_scripts;
   backend->group_script_ = group_script;
   backend->give_back_script_ = give_back_script;
   return backend;
@@ -222,11 +230,20 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
 
   CommandBatch batch;
   absl::InlinedVector<Part, 4> parts;
+  // The check of each decision the replies will hold, in reply order: check order, except that
+  // a batch script call brings later lone checks forward to the first of them.
+  absl::InlinedVector<uint32_t, 8> order;
+  absl::InlinedVector<bool, 8> batched(checks.size(), false);  // sent with an earlier check
   absl::InlinedVector<std::string, 8> keys;  // a group's keys (fixed windows: window keys)
   absl::InlinedVector<std::string_view, 8> key_views;
   std::string args;
   char hits_text[24];
   char ttl_text[24];
+  // A lone check: a group of one (groups are runs of equal LimitCheck::group).
+  const auto lone = [&](size_t c) {
+    return (c == 0 || checks[c - 1].group != checks[c].group) &&
+           (c + 1 == checks.size() || checks[c + 1].group != checks[c].group);
+  };
   for (size_t i = 0; i < checks.size();) {
     size_t end = i + 1;
     while (end < checks.size() && checks[end].group == checks[i].group) {
@@ -234,9 +251,14 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
     }
     const size_t size = end - i;
     const LimitCheck& first = checks[i];
+    if (size == 1 && batched[i]) {
+      i = end;
+      continue;
+    }
     Part& part = parts.emplace_back();
     part.size = static_cast<uint32_t>(size);
     if (size == 1 && first.params.algorithm == Algorithm::kFixedWindow) {
+      order.push_back(static_cast<uint32_t>(i));
       if (first.params.limit == 0) {
         part.kind = Part::Kind::kLocal;
         FixedWindowState state;
@@ -263,36 +285,50 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
     keys.clear();
     key_views.clear();
     args.clear();
+    const RedisScript* script;
     if (size > 1) {
+      script = group_script_;
       AppendGroupScriptNow(now, &args);
-    }
-    for (size_t c = i; c < end; ++c) {
-      const LimitCheck& check = checks[c];
-      if (check.params.algorithm == Algorithm::kFixedWindow) {
-        std::string& key = keys.emplace_back();
-        AppendFixedWindowKey(check.key, now, check.params.period_us, &key);
-        key_views.push_back(key);
-      } else {
-        key_views.push_back(StdView(check.key));
-      }
-      if (size > 1) {
+      for (size_t c = i; c < end; ++c) {
+        const LimitCheck& check = checks[c];
+        order.push_back(static_cast<uint32_t>(c));
+        if (check.params.algorithm == Algorithm::kFixedWindow) {
+          std::string& key = keys.emplace_back();
+          AppendFixedWindowKey(check.key, now, check.params.period_us, &key);
+          key_views.push_back(key);
+        } else {
+          key_views.push_back(StdView(check.key));
+        }
         AppendGroupScriptCheck(check.params, check.hits, &args);
-      } else {
-        AppendSingleScriptArgs(now, check.params, check.hits, &args);
       }
+    } else {
+      // A lone check, with every later lone check of its algorithm (on a cluster: whose key has
+      // its hash tag, so its slot): one batch script call for them all, or the single-key
+      // script when it has no company.
+      const size_t algorithm = static_cast<size_t>(first.params.algorithm);
+      for (size_t c = i; c < checks.size(); ++c) {
+        const LimitCheck& check = checks[c];
+        if (c == i || (!batched[c] && check.params.algorithm == first.params.algorithm &&
+                       lone(c) &&
+                       (!options_.cluster || HashTagOf(check.key) == HashTagOf(first.key)))) {
+          batched[c] = true;
+          order.push_back(static_cast<uint32_t>(c));
+          key_views.push_back(StdView(check.key));
+          AppendSingleScriptArgs(now, check.params, check.hits, &args);
+        }
+      }
+      part.size = static_cast<uint32_t>(key_views.size());
+      script = part.size > 1 ? batch_scripts_[algorithm] : single_key_scripts_[algorithm];
     }
-    const RedisScript& script =
-        size > 1 ? *group_script_
-                 : *single_key_scripts_[static_cast<size_t>(first.params.algorithm)];
     const std::string_view arg_view = args;
-    batch.AddEvalSha(script, key_views, absl::MakeConstSpan(&arg_view, 1));
+    batch.AddEvalSha(*script, key_views, absl::MakeConstSpan(&arg_view, 1));
     i = end;
   }
 
   const int64_t deadline = clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout);
   client_->Execute(
       std::move(batch), deadline,
-      [this, now, parts = std::move(parts), total = checks.size(),
+      [this, now, parts = std::move(parts), order = std::move(order), total = checks.size(),
        done = std::move(done)](absl::Status status, absl::Span<RedisReply> replies) mutable {
         if (!status.ok()) {
           std::move(done)(std::move(status), {});
@@ -348,6 +384,17 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
               decisions.push_back(decision);
               continue;
             }
+          }
+        }
+        // Back to check order, when a batch script call brought checks forward.
+        for (size_t d = 0; d < order.size(); ++d) {
+          if (order[d] != d) {
+            std::vector<Decision> in_check_order(total);
+            for (size_t e = 0; e < order.size(); ++e) {
+              in_check_order[order[e]] = decisions[e];
+            }
+            decisions = std::move(in_check_order);
+            break;
           }
         }
         std::move(done)(absl::OkStatus(), decisions);

@@ -3,9 +3,11 @@
 // globally.
 //
 // One Evaluate call is one pipelined batch on one connection: a lone check runs its algorithm's
-// single-key script (a lone fixed window: INCRBY + PEXPIRE NX, no script), a group (the rules
-// of one descriptor) runs the "group" script, which decides all of its keys all-or-nothing in
-// one atomic call. The wire forms are in script_codec.h. The batch has one deadline (the
+// single-key script (a lone fixed window: INCRBY + PEXPIRE NX, no script), and the lone checks
+// of one algorithm (several descriptors of a request) share one call of its batch script, which
+// decides them one after the other, independently (on a cluster: those whose keys share a hash
+// tag). A group (the rules of one descriptor) runs the "group" script, which decides all of
+// its keys all-or-nothing in one atomic call. The wire forms are in script_codec.h. The batch has one deadline (the
 // per-decision budget); past it the caller gets kDeadlineExceeded and applies its failure
 // policy, and the late replies are dropped by the client. NOSCRIPT and reconnects are healed in
 // the Redis client. On a cluster the batch is split per node and sent in parallel, one
@@ -108,8 +110,10 @@ class RedisBackend final : public Backend {
   std::atomic<uint64_t> clock_samples_skipped_{0};
   std::atomic<uint64_t> clock_samples_failed_{0};
   std::unique_ptr<RedisExecutor> client_;
-  // Indexed by Algorithm.
+  // Indexed by Algorithm: "<algorithm>" (one key) and "<algorithm>_batch" (several
+  // independent keys); none for the fixed window, whose lone checks need no script.
   std::array<const RedisScript*, 6> single_key_scripts_{};
+  std::array<const RedisScript*, 6> batch_scripts_{};
   const RedisScript* group_script_ = nullptr;
   const RedisScript* give_back_script_ = nullptr;
 };

@@ -90,6 +90,10 @@ class GlobalLimitTest : public ::testing::Test {
   }
 
   void ExpectGlobalAccuracy();
+  // Sends requests of four token-bucket descriptors, one of them twice, through the first
+  // sluice: each is decided (no error: on a cluster the descriptors' keys lie in different
+  // slots), and the repeated descriptor's second status sees the first one's hit.
+  void ExpectMultiDescriptorRequestsDecided();
 
   TempDir dir_;
   std::unique_ptr<RedisServer> redis_;
@@ -188,20 +192,39 @@ void GlobalLimitTest::ExpectGlobalAccuracy() {
   }
 }
 
+void GlobalLimitTest::ExpectMultiDescriptorRequestsDecided() {
+  for (int i = 0; i < 20; ++i) {
+    auto request = BuildRequest("global", {"tb=m1", "tb=m2", "tb=m3", "tb=m1"}, 0);
+    ASSERT_TRUE(request.ok()) << request.status();
+    auto response = clients_[0]->ShouldRateLimit(*request, absl::Seconds(5));
+    ASSERT_TRUE(response.ok()) << response.status();
+    ASSERT_EQ(response->overall_code(), RlsResponse::OK) << i;
+    ASSERT_EQ(response->statuses_size(), 4);
+    // Burst 50: 20 requests of two hits on m1 stay far from it.
+    EXPECT_EQ(response->statuses(3).limit_remaining() + 1, response->statuses(0).limit_remaining())
+        << i;
+    EXPECT_LT(response->statuses(0).limit_remaining(), 50u) << i;
+  }
+}
+
 // Verifies three replicas on one Redis admit, in total, exactly what each algorithm allows for
-// the time span: never more, and not more than 2% less, under concurrent round-robin load.
+// the time span: never more, and not more than 2% less, under concurrent round-robin load; and
+// that a request of several descriptors is decided descriptor by descriptor, in order.
 TEST_F(GlobalLimitTest, ThreeReplicasShareEachLimit) {
   StartRedis();
   // A generous budget: this test is about accuracy, not latency, on a loaded 2-core machine.
   StartSluice(3, {"--redis_timeout=2s", "--failure_mode=deny"});
   ExpectGlobalAccuracy();
+  ExpectMultiDescriptorRequestsDecided();
 }
 
-// Verifies the same on a Redis Cluster of three masters with a replica each.
+// Verifies the same on a Redis Cluster of three masters with a replica each (where the
+// descriptors of one request lie in different slots).
 TEST_F(GlobalLimitTest, ThreeReplicasShareEachLimitOnCluster) {
   StartCluster();
   StartSluice(3, {"--redis_timeout=2s", "--failure_mode=deny"});
   ExpectGlobalAccuracy();
+  ExpectMultiDescriptorRequestsDecided();
 }
 
 // Verifies, through the real server on a real cluster: descriptors spread over every master;

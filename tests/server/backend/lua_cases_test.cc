@@ -201,6 +201,25 @@ ScriptCall Group(int64_t now_us, const std::vector<GroupCheck>& checks) {
   return call;
 }
 
+// One check of a batch script call: its key, its own now, its limit and hits.
+struct BatchCheck {
+  std::string key;
+  int64_t now;
+  LimitParams params;
+  uint64_t hits = 1;
+};
+
+// The batch script of `algorithm` ("<algorithm>_batch") deciding `checks` in one call. REQUIRES:
+// every check is of `algorithm`, which is not the fixed window (it has no batch script).
+ScriptCall Batch(Algorithm algorithm, const std::vector<BatchCheck>& checks) {
+  ScriptCall call{absl::StrCat(AlgorithmName(algorithm), "_batch"), {}, {""}};
+  for (const BatchCheck& check : checks) {
+    call.keys.push_back(check.key);
+    AppendSingleScriptArgs(check.now, check.params, check.hits, &call.args[0]);
+  }
+  return call;
+}
+
 // A script's reply as decisions: one packed record of 40 bytes per key, `count` keys. An error
 // reply is kUnknown with its text; any other reply that is not exactly that is an error status.
 absl::StatusOr<std::vector<Decision>> ToDecisions(const redisReply* reply, size_t count) {
@@ -422,6 +441,34 @@ TEST_P(LuaCasesTest, GroupOfOneMatchesCases) {
                       uint64_t hits) { return Group(now, {{key, params, hits}}); });
 }
 
+// Verifies that each algorithm's batch script, given every step of a case as one call on one
+// key repeated (each record with its step's now), produces every step's expected decision: a
+// record is decided on what the records before it wrote.
+TEST_P(LuaCasesTest, BatchScriptCallOfEveryStepMatchesCases) {
+  const AlgorithmCase& test_case = GetParam();
+  if (test_case.params.algorithm == Algorithm::kFixedWindow) {
+    GTEST_SKIP() << "a lone fixed window runs without a script, so it has no batch script";
+  }
+  const std::string key = absl::StrCat("sluice:{lua_cases:batch:", CaseFileStem(test_case.file),
+                                       ":", test_case.name, "}");
+  ASSERT_TRUE(Redis().Command({"DEL", key}) != nullptr);
+  std::vector<BatchCheck> checks;
+  for (const CaseStep& step : test_case.steps) {
+    checks.push_back({key, kCaseBaseUs + step.at_us, test_case.params, step.hits});
+  }
+  std::vector<absl::StatusOr<std::vector<Decision>>> results =
+      RunAtomically({Batch(test_case.params.algorithm, checks)});
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  ASSERT_EQ(results[0]->size(), test_case.steps.size());
+  for (size_t i = 0; i < test_case.steps.size(); ++i) {
+    const CaseStep& step = test_case.steps[i];
+    EXPECT_EQ(FormatDecision((*results[0])[i]), FormatDecision(step.expected))
+        << StepLocation(test_case, step) << ": case " << test_case.name << " (batch), at "
+        << step.at_us << " hits " << step.hits;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, LuaCasesTest, ::testing::ValuesIn(AllAlgorithmCases().cases),
                          [](const ::testing::TestParamInfo<AlgorithmCase>& info) {
                            return absl::StrCat(CaseFileStem(info.param.file), "_", info.param.name);
@@ -442,19 +489,21 @@ TEST(LuaCaseFilesTest, EveryAlgorithmHasCases) {
 
 // ---- The embedded scripts.
 
-// Verifies that LuaScripts() holds exactly the six composed scripts, sorted by name (a single-key
-// script per algorithm but the fixed window, which the backend runs without one, and the group),
-// and that each loads into Redis (SCRIPT LOAD compiles it).
-TEST_F(LuaScriptsTest, EmbedsOneScriptPerAlgorithmAndGroup) {
+// Verifies that LuaScripts() holds exactly the composed scripts, sorted by name (a single-key and
+// a batch script per algorithm but the fixed window, which the backend runs without one, the
+// group and give_back), and that each loads into Redis (SCRIPT LOAD compiles it).
+TEST_F(LuaScriptsTest, EmbedsTheScriptsOfEveryAlgorithmAndTheGroup) {
   std::vector<std::string> names;
   for (const LuaScript& script : LuaScripts()) {
     names.push_back(std::string(script.name));
     EXPECT_FALSE(script.source.empty()) << script.name;
     EXPECT_EQ(Shared().sha.count(std::string(script.name)), 1u) << script.name;
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("gcra", "give_back", "group", "leaky_bucket",
-                                            "sliding_window_counter", "sliding_window_log",
-                                            "token_bucket"));
+  EXPECT_THAT(names, ::testing::ElementsAre(
+                         "gcra", "gcra_batch", "give_back", "group", "leaky_bucket",
+                         "leaky_bucket_batch", "sliding_window_counter",
+                         "sliding_window_counter_batch", "sliding_window_log",
+                         "sliding_window_log_batch", "token_bucket", "token_bucket_batch"));
 }
 
 // ---- Random sequences against the C++ algorithms.
@@ -592,6 +641,70 @@ TEST_F(LuaScriptsTest, RandomSequencesMatchCpp) {
 // replicas).
 TEST_F(LuaScriptsTest, RandomSequencesWithClockSteppingBackMatchCpp) {
   RunRandomSingleKeySequences(42, 300, 24, /*step_back=*/true);
+}
+
+// Verifies that random batch script calls (one to six records over three keys of one
+// algorithm, keys repeating, each record with its own limits and now) decide bit for bit as the
+// C++ algorithms do when the records are evaluated one after the other.
+TEST_F(LuaScriptsTest, RandomBatchesMatchCpp) {
+  std::mt19937_64 rng(99);
+  constexpr Algorithm kScripted[] = {Algorithm::kSlidingWindowLog,
+                                     Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
+                                     Algorithm::kLeakyBucket, Algorithm::kGcra};
+  for (int seq = 0; seq < 150; ++seq) {
+    const Algorithm algorithm = kScripted[seq % 5];
+    std::vector<LimitParams> params;
+    std::vector<AlgorithmState> states;
+    std::vector<std::string> keys;
+    for (int k = 0; k < 3; ++k) {
+      params.push_back(RandomParams(rng, algorithm));
+      states.push_back(NewState(algorithm));
+      keys.push_back(absl::StrCat("sluice:{batch:", seq, "}", k));
+    }
+    int64_t now = kCaseBaseUs + static_cast<int64_t>(rng() % 86'400'000'000);
+    std::vector<ScriptCall> calls;
+    std::vector<std::vector<Decision>> expected;
+    for (int call = 0; call < 8; ++call) {
+      std::vector<BatchCheck> checks;
+      std::vector<Decision> decisions;
+      const size_t size = 1 + rng() % 6;
+      for (size_t r = 0; r < size; ++r) {
+        const size_t k = rng() % 3;
+        const uint64_t hits = RandomHits(rng, params[k]);
+        checks.push_back({keys[k], now, params[k], hits});
+        decisions.push_back(Evaluate(params[k], states[k], now, hits));
+        now = NextTime(rng, now, params[k], decisions.back(), false);
+      }
+      calls.push_back(Batch(algorithm, checks));
+      expected.push_back(std::move(decisions));
+    }
+    std::vector<absl::StatusOr<std::vector<Decision>>> results = RunAtomically(calls);
+    for (size_t i = 0; i < results.size(); ++i) {
+      ASSERT_TRUE(results[i].ok()) << results[i].status();
+      ASSERT_EQ(Describe(*results[i]), Describe(expected[i]))
+          << "batch sequence " << seq << " call " << i << ": " << AlgorithmName(algorithm);
+    }
+  }
+}
+
+// Verifies that a batch call with a malformed record after valid ones is an error reply naming
+// the record, and (as lua/batch.lua says) that the records before it were decided and written:
+// the scripts validate each record just before deciding it.
+TEST_F(LuaScriptsTest, BatchWithABadLaterRecordFailsWhole) {
+  const std::string key = "sluice:{batch:bad}1";
+  const std::string key2 = "sluice:{batch:bad}2";
+  ASSERT_TRUE(Redis().Command({"DEL", key, key2}) != nullptr);
+  const int64_t now = kCaseBaseUs;
+  ScriptCall call{"token_bucket_batch", {key, key2},
+                  {PackDoubles({static_cast<double>(now), 10, 1'000'000, 10, 1}) +
+                   PackDoubles({static_cast<double>(now), 10, 1'000'000, 10, 1.5})}};
+  absl::StatusOr<std::vector<Decision>> d = RunAtomically({call})[0];
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(std::string(d.status().message()),
+              HasSubstr("ERR sluice token_bucket_batch: key 2: hits must be an integer"));
+  EXPECT_EQ(Integer({"EXISTS", key}), 1);
+  EXPECT_EQ(Integer({"EXISTS", key2}), 0);
+  EXPECT_EQ(Integer({"DEL", key}), 1);
 }
 
 // Verifies that random groups of one to four keys of mixed algorithms decide as the C++
@@ -1076,6 +1189,14 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
        "key 2: burst must be an integer"},
       {group_of({key, key2}, now, {tb, {2, 10, 1'000'000, 0, kNan}}),
        "key 2: hits must be an integer"},
+      // A batch script: counts and lengths, and a bad first record.
+      {ScriptCall{"token_bucket_batch", {}, {valid}}, "token_bucket_batch: expected N >= 1 keys"},
+      {ScriptCall{"token_bucket_batch", {key}, {}}, "got 1 keys, 0 arguments"},
+      {ScriptCall{"token_bucket_batch", {key}, {valid, valid}}, "got 1 keys, 2 arguments"},
+      {ScriptCall{"token_bucket_batch", {key}, {valid + "x"}}, "1 arguments, 41 bytes"},
+      {ScriptCall{"token_bucket_batch", {key, key2}, {valid}}, "got 2 keys, 1 arguments, 40"},
+      {ScriptCall{"token_bucket_batch", {key, key2}, {PackDoubles({now, 10, 1, 10, kInf}) + valid}},
+       "key 1: hits must be an integer"},
       // A repeated key, of the same or another algorithm.
       {group_of({key, key}, now, {tb, {0, 10, 1'000, 0, 1}}), "KEYS[2] repeats KEYS[1]"},
       {group_of({key2, key, key2}, now, {tb, tb, tb}), "KEYS[3] repeats KEYS[1]"},
@@ -1090,6 +1211,11 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
                    absl::StrCat("ERR sluice ", name, ": expected 1 key")});
     bad.push_back({ScriptCall{name, {key}, {PackDoubles({now, 10, 1'000'000, 10, kNan})}},
                    absl::StrCat("ERR sluice ", name, ": hits must be an integer")});
+    const std::string batch_name = absl::StrCat(name, "_batch");
+    bad.push_back({ScriptCall{batch_name, {key}, {valid.substr(0, 32)}},
+                   absl::StrCat("ERR sluice ", batch_name, ": expected N >= 1 keys")});
+    bad.push_back({ScriptCall{batch_name, {key}, {PackDoubles({now, 10, 1'000'000, 10, kNan})}},
+                   absl::StrCat("ERR sluice ", batch_name, ": key 1: hits must be an integer")});
   }
   for (const Bad& b : bad) {
     absl::StatusOr<std::vector<Decision>> d = Eval(b.call);

@@ -12,11 +12,13 @@
 #include "gtest/gtest.h"
 #include "server/backend/memory_backend.h"
 #include "server/common/fake_clock.h"
+#include "tests/support/algorithm_cases.h"
 #include "tests/support/redis_server.h"
 
 namespace sluice {
 namespace {
 
+using testing::FormatDecision;
 using testing::RedisServer;
 
 LimitParams Params(Algorithm algorithm, uint64_t limit, int64_t period_us, uint64_t burst = 0) {
@@ -115,6 +117,48 @@ TEST_F(RedisBackendTest, GroupIsAllOrNothing) {
   EXPECT_FALSE(second.decisions[1].allowed);
   Outcome peek = Run(*backend_, {{"{g}wide", wide, 0, 0}});
   EXPECT_EQ(peek.decisions[0].remaining, 9u);
+}
+
+// The calls of `command` since the last CONFIG RESETSTAT (INFO commandstats).
+int64_t CommandCalls(RedisServer& redis, const std::string& command) {
+  auto info = redis.Command({"INFO", "commandstats"});
+  EXPECT_TRUE(info.ok()) << info.status();
+  const std::string field = absl::StrCat("cmdstat_", command, ":calls=");
+  const size_t at = info.ok() ? info->find(field) : std::string::npos;
+  return at == std::string::npos ? 0 : std::stoll(info->substr(at + field.size()));
+}
+
+// Verifies that the lone checks of one algorithm in a request (several descriptors) are decided
+// by one batch script call, in order (a key repeated in the request sees the first check's
+// write), interleaved with a group, a lone fixed window and another algorithm's checks, and
+// that every decision is the memory backend's, reported in check order.
+TEST_F(RedisBackendTest, LoneChecksOfOneAlgorithmShareOneScriptCall) {
+  MemoryBackend memory(clock_);
+  const LimitParams tb = Params(Algorithm::kTokenBucket, 3, 1000000, 4);
+  const LimitParams gcra = Params(Algorithm::kGcra, 2, 1000000, 2);
+  const LimitParams swc = Params(Algorithm::kSlidingWindowCounter, 5, 1000000);
+  const LimitParams fw = Params(Algorithm::kFixedWindow, 10, 1000000);  // never denied: no give_back
+  const std::vector<LimitCheck> checks = {
+      {"{m}tb_a", tb, 2, 0},    {"{m}fw", fw, 1, 1},        {"{m}gcra_x", gcra, 1, 2},
+      {"{m}tb_b", tb, 1, 3},    {"{m}group_tb", tb, 1, 4},  {"{m}group_swc", swc, 1, 4},
+      {"{m}tb_a", tb, 2, 5},    {"{m}gcra_y", gcra, 2, 6},
+  };
+  ASSERT_TRUE(redis_->Command({"CONFIG", "RESETSTAT"}).ok());
+  for (int64_t step : {0, 1, 300000, 300000, 999999, 2500000}) {
+    clock_.SetMicros(1700006400000000 + step);
+    Outcome redis = Run(*backend_, checks);
+    Outcome mem = Run(memory, checks);
+    ASSERT_TRUE(redis.status.ok()) << redis.status;
+    ASSERT_EQ(redis.decisions.size(), checks.size());
+    for (size_t i = 0; i < checks.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat("t+", step, " check ", i, " ", checks[i].key));
+      EXPECT_EQ(FormatDecision(redis.decisions[i]), FormatDecision(mem.decisions[i]));
+    }
+  }
+  // Per request: token_bucket_batch (tb_a, tb_b, tb_a), gcra_batch (x, y) and the group; the
+  // fixed window as INCRBY + PEXPIRE.
+  EXPECT_EQ(CommandCalls(*redis_, "evalsha"), 6 * 3);
+  EXPECT_EQ(CommandCalls(*redis_, "incrby"), 6);
 }
 
 // Verifies SCRIPT FLUSH (as after a failover) costs no failed decision.
