@@ -4,7 +4,8 @@
 Starts its own redis-server (free port, no persistence), sluice-floor (gRPC alone) and Sluice
 (memory and Redis backends, bench/config), drives each with sluice-bench, and prints one table:
 
-  rows     floor; memory token bucket; Redis token bucket; Redis fixed window; Redis surge (most
+  rows     floor; memory token bucket; Redis token bucket; the same with --redis_max_batch=1
+           (no lanes: each request's checks on their own); Redis fixed window; Redis surge (most
            requests over limit); Redis 5 descriptors per request; Redis alone (redis-benchmark
            EVALSHA of the token-bucket script, pipelined)
   columns  saturation (closed loop): requests/s, decisions/s, p50, p99, server CPU per request;
@@ -311,7 +312,8 @@ def start_floor(children, build_bin):
     return Target(children, "sluice-floor", proc, port)
 
 
-def start_sluice(children, build_bin, backend, redis_port=None, redis=None, redis_pid=None):
+def start_sluice(children, build_bin, backend, redis_port=None, redis=None, redis_pid=None,
+                 extra_flags=()):
     grpc_port, http_port = free_port(), free_port()
     name = f"sluice-{backend}"
     argv = [os.path.join(build_bin, "sluice"), f"--config={os.path.join(REPO, 'bench', 'config')}",
@@ -320,6 +322,7 @@ def start_sluice(children, build_bin, backend, redis_port=None, redis=None, redi
             "--config_poll_interval=0"]
     if backend == "redis":
         argv.append(f"--redis_addresses={HOST}:{redis_port}")
+    argv.extend(extra_flags)
     proc = children.start(name, argv)
     wait_for_port(grpc_port, proc, name, children)
     wait_for_port(http_port, proc, name, children)
@@ -657,7 +660,8 @@ def checks(rows):
 # ---------------------------------------------------------------------------------------------
 
 
-ROWS = ["floor", "memory", "redis_tb", "redis_fw", "surge", "multi", "redis_alone"]
+ROWS = ["floor", "memory", "redis_tb", "redis_tb_alone", "redis_fw", "surge", "multi",
+        "redis_alone"]
 
 
 def parse_args():
@@ -730,6 +734,9 @@ def main():
                        domain="bench_tb", keyspace=k, descriptors=1, expect_over="few"),
         "redis_tb": dict(name=f"Redis, token bucket, {k // 1000}k keys", server="redis",
                          domain="bench_tb", keyspace=k, descriptors=1, expect_over="few"),
+        "redis_tb_alone": dict(name=f"Redis, token bucket, {k // 1000}k keys, max_batch 1",
+                               server="redis_max_batch_1", domain="bench_tb", keyspace=k,
+                               descriptors=1, expect_over="few"),
         "redis_fw": dict(name=f"Redis, fixed window, {k // 1000}k keys", server="redis",
                          domain="bench_fw", keyspace=k, descriptors=1, expect_over="few"),
         "surge": dict(name=f"Redis, surge: {opts.surge_keyspace} keys at 10/s", server="redis",
@@ -758,6 +765,9 @@ def main():
             target = start_floor(children, build_bin)
         elif kind == "memory":
             target = start_sluice(children, build_bin, "memory")
+        elif kind == "redis_max_batch_1":
+            target = start_sluice(children, build_bin, "redis", redis_port, redis, redis_proc.pid,
+                                  ["--redis_max_batch=1"])
         else:
             target = start_sluice(children, build_bin, "redis", redis_port, redis, redis_proc.pid)
         servers[kind] = target
@@ -770,7 +780,7 @@ def main():
 
     try:
         for key in [r for r in ROWS if r in opts.rows]:
-            if key == "redis_alone" or workloads[key]["server"] == "redis":
+            if key == "redis_alone" or workloads[key]["server"].startswith("redis"):
                 if redis is None:
                     log("redis: starting redis-server")
                     redis_proc, redis_port, redis = start_redis(children, opts.workdir)

@@ -53,6 +53,9 @@ ABSL_FLAG(std::string, redis_clock, "redis",
           "sampled with TIME every second); local: this process's clock (replicas must agree)");
 ABSL_FLAG(int32_t, redis_io_threads, 1, "Redis I/O threads");
 ABSL_FLAG(int32_t, redis_connections, 2, "Redis connections per I/O thread");
+ABSL_FLAG(int32_t, redis_max_batch, 16,
+          "redis: most lone checks of one algorithm, from any requests, decided by one script "
+          "call (1: each request's checks on their own); ignored by redis_cluster");
 ABSL_FLAG(int64_t, over_limit_cache_keys, 100000,
           "redis backend: keys remembered as over limit, answered without a Redis call until "
           "their retry time (0 disables)");
@@ -78,7 +81,7 @@ const std::vector<std::string> kFlagNames = {
     "max_key_bytes",   "memory_max_keys",   "config_poll_interval", "shutdown_grace",
     "redis_addresses", "redis_username",    "redis_password",    "redis_db",
     "redis_key_prefix", "redis_timeout",    "redis_clock",       "redis_io_threads",
-    "redis_connections", "failure_mode",    "over_limit_cache_keys"};
+    "redis_connections", "redis_max_batch", "failure_mode",      "over_limit_cache_keys"};
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "sluice: %s\n", message.c_str());
@@ -173,6 +176,10 @@ int Run() {
     options.client.connections_per_thread = absl::GetFlag(FLAGS_redis_connections);
     options.timeout = absl::GetFlag(FLAGS_redis_timeout);
     options.use_caller_clock = redis_clock == "local";
+    if (absl::GetFlag(FLAGS_redis_max_batch) < 1) {
+      Die("--redis_max_batch must be at least 1");
+    }
+    options.max_batch = static_cast<size_t>(absl::GetFlag(FLAGS_redis_max_batch));
     auto created = RedisBackend::Create(options, clock);
     if (!created.ok()) {
       Die(absl::StrCat("--backend=", backend_name, ": ", created.status().message()));

@@ -19,9 +19,26 @@
 namespace sluice {
 namespace {
 
+// Redis commands take std::string_view; Debian's abseil has its own string_view.
+std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+
+// A script's reply of `count` decisions, appended to *decisions.
+absl::Status DecodeScriptReply(const RedisReply& reply, size_t count,
+                               std::vector<Decision>* decisions) {
+  if (reply.is_error()) {
+    return absl::UnavailableError(absl::StrCat("redis: ", reply.str()));
+  }
+  if (!reply.is_string()) {
+    return absl::InternalError(absl::StrCat("redis: unexpected script reply ", reply.DebugString()));
+  }
+  return DecodeScriptDecisions(reply.str(), count, decisions);
+}
+
+}  // namespace
+
 // How the replies of one part of a batch are read: a script's decisions, or a lone fixed
 // window's INCRBY + PEXPIRE, or a decision made without Redis (a limit of 0).
-struct Part {
+struct RedisBackend::Part {
   enum class Kind : uint8_t { kScript, kFixedWindow, kLocal } kind = Kind::kScript;
   uint32_t size = 1;  // decisions (checks)
   // kFixedWindow:
@@ -31,11 +48,6 @@ struct Part {
   // kLocal:
   Decision decision;
 };
-
-// Redis commands take std::string_view; Debian's abseil has its own string_view.
-std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendOptions options,
                                                                    const Clock& clock) {
@@ -107,6 +119,8 @@ RedisBackend::RedisBackend(RedisBackendOptions options, const Clock& clock,
                            std::unique_ptr<RedisExecutor> client)
     : options_(std::move(options)),
       clock_(clock),
+      max_lane_calls_(std::max(2, options_.client.io_threads *
+                                      options_.client.connections_per_thread)),
       client_(std::move(client)) {}
 
 bool RedisBackend::WaitUntilReady(absl::Duration timeout) {
@@ -227,6 +241,10 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
     return;
   }
   const int64_t now = NowMicros();
+  const int64_t deadline = clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout);
+  // Standalone: lone script checks go to their algorithm's lane, which decides them with other
+  // requests' (see Lane). A cluster keeps a request's checks to itself.
+  const bool lanes = !options_.cluster && options_.max_batch > 1;
 
   CommandBatch batch;
   absl::InlinedVector<Part, 4> parts;
@@ -234,6 +252,7 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
   // a batch script call brings later lone checks forward to the first of them.
   absl::InlinedVector<uint32_t, 8> order;
   absl::InlinedVector<bool, 8> batched(checks.size(), false);  // sent with an earlier check
+  absl::InlinedVector<uint32_t, 4> to_lanes;                    // lone checks for the lanes
   absl::InlinedVector<std::string, 8> keys;  // a group's keys (fixed windows: window keys)
   absl::InlinedVector<std::string_view, 8> key_views;
   std::string args;
@@ -252,6 +271,11 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
     const size_t size = end - i;
     const LimitCheck& first = checks[i];
     if (size == 1 && batched[i]) {
+      i = end;
+      continue;
+    }
+    if (size == 1 && first.params.algorithm != Algorithm::kFixedWindow && lanes) {
+      to_lanes.push_back(static_cast<uint32_t>(i));
       i = end;
       continue;
     }
@@ -302,8 +326,8 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
         AppendGroupScriptCheck(check.params, check.hits, &args);
       }
     } else {
-      // A lone check, with every later lone check of its algorithm (on a cluster: whose key has
-      // its hash tag, so its slot): one batch script call for them all, or the single-key
+      // A lone check on a cluster, with every later lone check of its algorithm whose key has
+      // its hash tag (so its slot): one batch script call for them all, or the single-key
       // script when it has no company.
       const size_t algorithm = static_cast<size_t>(first.params.algorithm);
       for (size_t c = i; c < checks.size(); ++c) {
@@ -325,80 +349,203 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
     i = end;
   }
 
-  const int64_t deadline = clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout);
+  if (to_lanes.empty()) {
+    // Everything in this request's own batch.
+    client_->Execute(
+        std::move(batch), deadline,
+        [this, now, parts = std::move(parts), order = std::move(order), total = checks.size(),
+         done = std::move(done)](absl::Status status, absl::Span<RedisReply> replies) mutable {
+          std::vector<Decision> decisions(total);
+          if (status.ok()) {
+            status = DecodeParts(absl::MakeConstSpan(parts), order, now, replies, decisions);
+          }
+          if (!status.ok()) {
+            std::move(done)(std::move(status), {});
+            return;
+          }
+          std::move(done)(absl::OkStatus(), decisions);
+        });
+    return;
+  }
+
+  // Some checks go to the lanes: the request completes when they and its own batch (if any)
+  // have all answered.
+  auto request = std::make_shared<Request>(std::move(done), checks.size(),
+                                           to_lanes.size() + (parts.empty() ? 0 : 1));
+  if (!parts.empty()) {
+    client_->Execute(std::move(batch), deadline,
+                     [this, now, request, parts = std::move(parts), order = std::move(order)](
+                         absl::Status status, absl::Span<RedisReply> replies) mutable {
+                       if (status.ok()) {
+                         status = DecodeParts(absl::MakeConstSpan(parts), order, now, replies, request->decisions);
+                       }
+                       request->Finish(std::move(status), 1);
+                     });
+  }
+  // One lane at a time, so that a request's checks of one algorithm travel together.
+  for (size_t k = 0; k < to_lanes.size(); ++k) {
+    const Algorithm algorithm = checks[to_lanes[k]].params.algorithm;
+    if (k > 0 && std::find_if(to_lanes.begin(), to_lanes.begin() + k, [&](uint32_t c) {
+                   return checks[c].params.algorithm == algorithm;
+                 }) != to_lanes.begin() + k) {
+      continue;  // queued with the first check of its algorithm
+    }
+    Lane& lane = lanes_[static_cast<size_t>(algorithm)];
+    std::vector<LaneCheck> ready;
+    {
+      std::lock_guard<std::mutex> lock(lane.mu);
+      for (size_t m = k; m < to_lanes.size(); ++m) {
+        const LimitCheck& check = checks[to_lanes[m]];
+        if (check.params.algorithm != algorithm) {
+          continue;
+        }
+        LaneCheck& queued = lane.waiting.emplace_back();
+        queued.request = request;
+        queued.index = to_lanes[m];
+        queued.key.assign(check.key.data(), check.key.size());
+        queued.params = check.params;
+        queued.hits = check.hits;
+        queued.now_us = now;
+        queued.deadline_us = deadline;
+      }
+      ready = TakeCall(lane);
+    }
+    SendLaneCall(algorithm, std::move(ready));
+  }
+}
+
+std::vector<RedisBackend::LaneCheck> RedisBackend::TakeCall(Lane& lane) {
+  std::vector<LaneCheck> call;
+  if (lane.waiting.empty() || lane.in_flight >= max_lane_calls_) {
+    return call;
+  }
+  ++lane.in_flight;
+  if (lane.waiting.size() <= options_.max_batch) {
+    call.swap(lane.waiting);
+  } else {
+    const auto split = lane.waiting.begin() + static_cast<ptrdiff_t>(options_.max_batch);
+    call.assign(std::make_move_iterator(lane.waiting.begin()), std::make_move_iterator(split));
+    lane.waiting.erase(lane.waiting.begin(), split);
+  }
+  return call;
+}
+
+void RedisBackend::SendLaneCall(Algorithm algorithm, std::vector<LaneCheck> call) {
+  if (call.empty()) {
+    return;
+  }
+  absl::InlinedVector<std::string_view, 16> key_views;
+  std::string args;
+  args.reserve(call.size() * kScriptCheckBytes);
+  int64_t deadline = call.front().deadline_us;
+  for (const LaneCheck& check : call) {
+    key_views.push_back(check.key);
+    AppendSingleScriptArgs(check.now_us, check.params, check.hits, &args);
+    deadline = std::min(deadline, check.deadline_us);  // no check waits past its own budget
+  }
+  const size_t a = static_cast<size_t>(algorithm);
+  const RedisScript& script = call.size() > 1 ? *batch_scripts_[a] : *single_key_scripts_[a];
+  const std::string_view arg_view = args;
+  CommandBatch batch;
+  batch.AddEvalSha(script, key_views, absl::MakeConstSpan(&arg_view, 1));
   client_->Execute(
       std::move(batch), deadline,
-      [this, now, parts = std::move(parts), order = std::move(order), total = checks.size(),
-       done = std::move(done)](absl::Status status, absl::Span<RedisReply> replies) mutable {
-        if (!status.ok()) {
-          std::move(done)(std::move(status), {});
-          return;
+      [this, algorithm, call = std::move(call)](absl::Status status,
+                                                absl::Span<RedisReply> replies) mutable {
+        // The lane's next call first: the checks that waited for this one go out now.
+        Lane& lane = lanes_[static_cast<size_t>(algorithm)];
+        std::vector<LaneCheck> next;
+        {
+          std::lock_guard<std::mutex> lock(lane.mu);
+          --lane.in_flight;
+          next = TakeCall(lane);
         }
+        SendLaneCall(algorithm, std::move(next));
+
         std::vector<Decision> decisions;
-        decisions.reserve(total);
-        size_t r = 0;
-        for (Part& part : parts) {
-          switch (part.kind) {
-            case Part::Kind::kLocal:
-              decisions.push_back(part.decision);
-              continue;
-            case Part::Kind::kScript: {
-              const RedisReply& reply = replies[r++];
-              absl::Status s;
-              if (reply.is_error()) {
-                s = absl::UnavailableError(absl::StrCat("redis: ", reply.str()));
-              } else if (!reply.is_string()) {
-                s = absl::InternalError(
-                    absl::StrCat("redis: unexpected script reply ", reply.DebugString()));
-              } else {
-                s = DecodeScriptDecisions(reply.str(), part.size, &decisions);
-              }
-              if (!s.ok()) {
-                std::move(done)(std::move(s), {});
-                return;
-              }
-              continue;
-            }
-            case Part::Kind::kFixedWindow: {
-              const RedisReply& count = replies[r];
-              const RedisReply& expire = replies[r + 1];
-              r += 2;
-              for (const RedisReply* reply : {&count, &expire}) {
-                if (reply->is_error()) {
-                  std::move(done)(absl::UnavailableError(absl::StrCat("redis: ", reply->str())),
-                                  {});
-                  return;
-                }
-              }
-              if (!count.is_integer()) {
-                std::move(done)(absl::InternalError(absl::StrCat(
-                                    "redis: unexpected INCRBY reply ", count.DebugString())),
-                                {});
-                return;
-              }
-              const Decision decision =
-                  FixedWindowDecision(part.params, now, part.hits, count.integer());
-              if (!decision.allowed && part.hits > 0) {
-                GiveBack(part.window_key, part.hits);
-              }
-              decisions.push_back(decision);
-              continue;
-            }
-          }
+        if (status.ok()) {
+          status = DecodeScriptReply(replies[0], call.size(), &decisions);
         }
-        // Back to check order, when a batch script call brought checks forward.
-        for (size_t d = 0; d < order.size(); ++d) {
-          if (order[d] != d) {
-            std::vector<Decision> in_check_order(total);
-            for (size_t e = 0; e < order.size(); ++e) {
-              in_check_order[order[e]] = decisions[e];
-            }
-            decisions = std::move(in_check_order);
-            break;
+        for (size_t i = 0; i < call.size(); ++i) {
+          if (status.ok()) {
+            call[i].request->decisions[call[i].index] = decisions[i];
           }
+          call[i].request->Finish(status, 1);
         }
-        std::move(done)(absl::OkStatus(), decisions);
       });
+}
+
+RedisBackend::Request::Request(EvaluateCallback done, size_t checks, size_t parts)
+    : decisions(checks), done_(std::move(done)), outstanding_(parts) {}
+
+void RedisBackend::Request::Finish(absl::Status status, size_t parts) {
+  if (!status.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status_.ok()) {
+      status_ = std::move(status);
+    }
+  }
+  // acq_rel: the last part sees every decision and status the others wrote.
+  if (outstanding_.fetch_sub(parts, std::memory_order_acq_rel) != parts) {
+    return;
+  }
+  absl::Status final_status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    final_status = status_;
+  }
+  if (!final_status.ok()) {
+    std::move(done_)(std::move(final_status), {});
+  } else {
+    std::move(done_)(absl::OkStatus(), decisions);
+  }
+}
+
+absl::Status RedisBackend::DecodeParts(absl::Span<const Part> parts, absl::Span<const uint32_t> order,
+                                       int64_t now, absl::Span<RedisReply> replies,
+                                       std::vector<Decision>& decisions) {
+  size_t r = 0;  // the next reply
+  size_t d = 0;  // the next decision, in reply order
+  std::vector<Decision> scripted;
+  for (const Part& part : parts) {
+    switch (part.kind) {
+      case Part::Kind::kLocal:
+        decisions[order[d++]] = part.decision;
+        continue;
+      case Part::Kind::kScript: {
+        scripted.clear();
+        absl::Status s = DecodeScriptReply(replies[r++], part.size, &scripted);
+        if (!s.ok()) {
+          return s;
+        }
+        for (const Decision& decision : scripted) {
+          decisions[order[d++]] = decision;
+        }
+        continue;
+      }
+      case Part::Kind::kFixedWindow: {
+        const RedisReply& count = replies[r];
+        const RedisReply& expire = replies[r + 1];
+        r += 2;
+        for (const RedisReply* reply : {&count, &expire}) {
+          if (reply->is_error()) {
+            return absl::UnavailableError(absl::StrCat("redis: ", reply->str()));
+          }
+        }
+        if (!count.is_integer()) {
+          return absl::InternalError(
+              absl::StrCat("redis: unexpected INCRBY reply ", count.DebugString()));
+        }
+        const Decision decision = FixedWindowDecision(part.params, now, part.hits, count.integer());
+        if (!decision.allowed && part.hits > 0) {
+          GiveBack(part.window_key, part.hits);
+        }
+        decisions[order[d++]] = decision;
+        continue;
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 void RedisBackend::GiveBack(const std::string& window_key, uint64_t hits) {

@@ -2,12 +2,20 @@
 // Sluice replicas sharing one Redis (standalone, or a Redis Cluster) enforce each limit once,
 // globally.
 //
-// One Evaluate call is one pipelined batch on one connection: a lone check runs its algorithm's
-// single-key script (a lone fixed window: INCRBY + PEXPIRE NX, no script), and the lone checks
-// of one algorithm (several descriptors of a request) share one call of its batch script, which
-// decides them one after the other, independently (on a cluster: those whose keys share a hash
-// tag). A group (the rules of one descriptor) runs the "group" script, which decides all of
-// its keys all-or-nothing in one atomic call. The wire forms are in script_codec.h. The batch has one deadline (the
+// One Evaluate call is one pipelined batch on one connection: a lone fixed window runs as
+// INCRBY + PEXPIRE NX (no script), and a group (the rules of one descriptor) runs the "group"
+// script, which decides all of its keys all-or-nothing in one atomic call. A lone check of any
+// other algorithm runs its algorithm's script: the single-key one, or the batch one that decides
+// several independent checks one after the other in one call, so that Redis pays a call's fixed
+// cost once for them all:
+//   - Standalone, lanes: each algorithm has a lane. A request's lone checks join their lane's
+//     queue together; a lane has at most one call out per Redis connection, and whatever queued
+//     meanwhile leaves as the next call (up to max_batch checks) as soon as one returns. Under
+//     light load every call leaves at once, alone; under heavy load checks of many requests
+//     share calls, having waited at most one call's round trip. A call's deadline is the
+//     earliest of its checks', so no check waits past its own budget.
+//   - Cluster: a request's lone checks of one algorithm whose keys share a hash tag (so a slot)
+//     share a call; requests are not mixed. The wire forms are in script_codec.h. The batch has one deadline (the
 // per-decision budget); past it the caller gets kDeadlineExceeded and applies its failure
 // policy, and the late replies are dropped by the client. NOSCRIPT and reconnects are healed in
 // the Redis client. On a cluster the batch is split per node and sent in parallel, one
@@ -21,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -50,6 +59,9 @@ struct RedisBackendOptions {
   // true: this process's clock as it is; replicas must agree (NTP).
   bool use_caller_clock = false;
   absl::Duration clock_sync_interval = absl::Seconds(1);
+  // Standalone Redis: the most lone checks of one algorithm that one script call decides (see
+  // "Lanes" below); 1 sends every request's checks on their own. Ignored on a cluster.
+  size_t max_batch = 16;
 };
 
 // Samples of Redis' clock so far (RedisBackendOptions::use_caller_clock false), for tests and
@@ -109,6 +121,53 @@ class RedisBackend final : public Backend {
   std::atomic<uint64_t> clock_samples_kept_{0};
   std::atomic<uint64_t> clock_samples_skipped_{0};
   std::atomic<uint64_t> clock_samples_failed_{0};
+  // A request answered in several parts (its own batch, and lane calls): decisions land by
+  // check index from whichever thread answers; the last part to finish calls `done`.
+  class Request {
+   public:
+    Request(EvaluateCallback done, size_t checks, size_t parts);
+    // One part answered (its decisions already stored, if `status` is OK).
+    void Finish(absl::Status status, size_t parts);
+
+    std::vector<Decision> decisions;  // by check index; each written by one part
+
+   private:
+    EvaluateCallback done_;
+    std::atomic<size_t> outstanding_;
+    std::mutex mu_;
+    absl::Status status_;  // the first failure; guarded by mu_
+  };
+  // A lone check waiting in, or sent from, its algorithm's lane.
+  struct LaneCheck {
+    std::shared_ptr<Request> request;
+    uint32_t index = 0;  // in the request's checks
+    std::string key;
+    LimitParams params;
+    uint64_t hits = 0;
+    int64_t now_us = 0;
+    int64_t deadline_us = 0;  // monotonic
+  };
+  struct Lane {
+    std::mutex mu;
+    std::vector<LaneCheck> waiting;  // guarded by mu
+    int in_flight = 0;               // calls out; guarded by mu
+  };
+  // How the replies of one part of a request's own batch are read (redis_backend.cc).
+  struct Part;
+
+  // The lane's next call, taken from its queue, if it may have one more out. REQUIRES: lane.mu.
+  std::vector<LaneCheck> TakeCall(Lane& lane);
+  // Sends `call` (no-op if empty); its answer sends the lane's next call.
+  void SendLaneCall(Algorithm algorithm, std::vector<LaneCheck> call);
+  // Reads the replies of a request's own batch into decisions[order[i]].
+  absl::Status DecodeParts(absl::Span<const Part> parts, absl::Span<const uint32_t> order,
+                           int64_t now, absl::Span<RedisReply> replies,
+                           std::vector<Decision>& decisions);
+
+  // Indexed by Algorithm; declared before client_, whose destruction runs the callbacks that
+  // use them.
+  std::array<Lane, 6> lanes_;
+  int max_lane_calls_ = 2;  // calls out per lane: one per connection, at least 2
   std::unique_ptr<RedisExecutor> client_;
   // Indexed by Algorithm: "<algorithm>" (one key) and "<algorithm>_batch" (several
   // independent keys); none for the fixed window, whose lone checks need no script.

@@ -5,6 +5,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,32 @@ class RedisBackendTest : public ::testing::Test {
     EXPECT_TRUE(backend.ok()) << backend.status();
     EXPECT_TRUE((*backend)->WaitUntilReady(absl::Seconds(5)));
     return std::move(*backend);
+  }
+
+  // A backend on one connection, so that each lane has at most two calls out.
+  std::unique_ptr<RedisBackend> MakeOneConnection(absl::Duration timeout, const Clock& clock,
+                                                  size_t max_batch = 16) {
+    RedisBackendOptions options;
+    options.max_batch = max_batch;
+    options.client.address = redis_->address();
+    options.client.io_threads = 1;
+    options.client.connections_per_thread = 1;
+    options.timeout = timeout;
+    options.use_caller_clock = true;
+    auto backend = RedisBackend::Create(options, clock);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    EXPECT_TRUE((*backend)->WaitUntilReady(absl::Seconds(5)));
+    return std::move(*backend);
+  }
+
+  // Starts Evaluate and returns its outcome to come.
+  static std::future<Outcome> Start(Backend& backend, std::vector<LimitCheck> checks) {
+    auto promise = std::make_shared<std::promise<Outcome>>();
+    std::future<Outcome> outcome = promise->get_future();
+    backend.Evaluate(checks, [promise](absl::Status status, absl::Span<const Decision> d) {
+      promise->set_value(Outcome{status, {d.begin(), d.end()}});
+    });
+    return outcome;
   }
 
   static Outcome Run(Backend& backend, std::vector<LimitCheck> checks) {
@@ -159,6 +186,55 @@ TEST_F(RedisBackendTest, LoneChecksOfOneAlgorithmShareOneScriptCall) {
   // fixed window as INCRBY + PEXPIRE.
   EXPECT_EQ(CommandCalls(*redis_, "evalsha"), 6 * 3);
   EXPECT_EQ(CommandCalls(*redis_, "incrby"), 6);
+}
+
+// Verifies that lone checks of different requests which wait in their algorithm's lane (its
+// calls are all out) leave together as one batch call when a call returns, in the order they
+// came: twelve requests for one token bucket of three make two calls that hang on a paused
+// Redis, then one call for the other ten; the first three requests are admitted, in order.
+TEST_F(RedisBackendTest, LaneSendsWaitingChecksOfManyRequestsAsOneCall) {
+  auto backend = MakeOneConnection(absl::Seconds(10), clock_);
+  const LimitParams tb = Params(Algorithm::kTokenBucket, 3, 60000000, 3);
+  ASSERT_TRUE(redis_->Command({"CONFIG", "RESETSTAT"}).ok());
+  redis_->Pause();
+  std::vector<std::future<Outcome>> outcomes;
+  for (int i = 0; i < 12; ++i) {
+    outcomes.push_back(Start(*backend, {LimitCheck{"{lane}hot", tb, 1, 0}}));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  redis_->Resume();
+  for (int i = 0; i < 12; ++i) {
+    Outcome o = outcomes[static_cast<size_t>(i)].get();
+    ASSERT_TRUE(o.status.ok()) << i << ": " << o.status;
+    ASSERT_EQ(o.decisions.size(), 1u);
+    EXPECT_EQ(o.decisions[0].allowed, i < 3) << i;
+    EXPECT_EQ(o.decisions[0].remaining, static_cast<uint64_t>(i < 3 ? 2 - i : 0)) << i;
+  }
+  EXPECT_EQ(CommandCalls(*redis_, "evalsha"), 3);
+  EXPECT_EQ(CommandCalls(*redis_, "get"), 12);
+}
+
+// Verifies that checks waiting in a lane behind calls to a hung Redis still get their answer
+// (kDeadlineExceeded) within their own budget, not one budget per call ahead of them: with two
+// checks per call, ten requests leave in three rounds of calls, all of which fail by the first
+// requests' deadline.
+TEST_F(RedisBackendTest, WaitingChecksKeepTheirBudget) {
+  auto backend = MakeOneConnection(absl::Milliseconds(200), RealClock::Get(), /*max_batch=*/2);
+  const LimitParams tb = Params(Algorithm::kTokenBucket, 3, 60000000, 3);
+  redis_->Pause();
+  auto begin = std::chrono::steady_clock::now();
+  std::vector<std::future<Outcome>> outcomes;
+  for (int i = 0; i < 10; ++i) {
+    outcomes.push_back(Start(*backend, {LimitCheck{absl::StrCat("{budget}", i), tb, 1, 0}}));
+  }
+  for (auto& outcome : outcomes) {
+    Outcome o = outcome.get();
+    EXPECT_EQ(o.status.code(), absl::StatusCode::kDeadlineExceeded) << o.status;
+  }
+  auto took = std::chrono::steady_clock::now() - begin;
+  redis_->Resume();
+  // One budget and some slack; a fresh budget per round would take three (600 ms).
+  EXPECT_LT(took, std::chrono::milliseconds(450));
 }
 
 // Verifies SCRIPT FLUSH (as after a failover) costs no failed decision.
