@@ -29,7 +29,8 @@ absl::Status DecodeScriptReply(const RedisReply& reply, size_t count,
     return absl::UnavailableError(absl::StrCat("redis: ", reply.str()));
   }
   if (!reply.is_string()) {
-    return absl::InternalError(absl::StrCat("redis: unexpected script reply ", reply.DebugString()));
+    return absl::InternalError(
+        absl::StrCat("redis: unexpected script reply ", reply.DebugString()));
   }
   return DecodeScriptDecisions(reply.str(), count, decisions);
 }
@@ -122,6 +123,12 @@ RedisBackend::RedisBackend(RedisBackendOptions options, const Clock& clock,
       max_lane_calls_(std::max(2, options_.client.io_threads *
                                       options_.client.connections_per_thread)),
       client_(std::move(client)) {}
+
+RedisBackend::~RedisBackend() {
+  // While every member is alive: the failed calls' callbacks send the lanes' waiting checks,
+  // which fail at once.
+  client_->Stop();
+}
 
 bool RedisBackend::WaitUntilReady(absl::Duration timeout) {
   // Real time, whatever clock_ is: a test's fake clock would never let this end.
@@ -377,7 +384,8 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
                      [this, now, request, parts = std::move(parts), order = std::move(order)](
                          absl::Status status, absl::Span<RedisReply> replies) mutable {
                        if (status.ok()) {
-                         status = DecodeParts(absl::MakeConstSpan(parts), order, now, replies, request->decisions);
+                         status = DecodeParts(absl::MakeConstSpan(parts), order, now, replies,
+                                              request->decisions);
                        }
                        request->Finish(std::move(status), 1);
                      });
@@ -501,7 +509,8 @@ void RedisBackend::Request::Finish(absl::Status status, size_t parts) {
   }
 }
 
-absl::Status RedisBackend::DecodeParts(absl::Span<const Part> parts, absl::Span<const uint32_t> order,
+absl::Status RedisBackend::DecodeParts(absl::Span<const Part> parts,
+                                       absl::Span<const uint32_t> order,
                                        int64_t now, absl::Span<RedisReply> replies,
                                        std::vector<Decision>& decisions) {
   size_t r = 0;  // the next reply

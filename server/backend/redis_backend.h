@@ -2,25 +2,26 @@
 // Sluice replicas sharing one Redis (standalone, or a Redis Cluster) enforce each limit once,
 // globally.
 //
-// One Evaluate call is one pipelined batch on one connection: a lone fixed window runs as
-// INCRBY + PEXPIRE NX (no script), and a group (the rules of one descriptor) runs the "group"
-// script, which decides all of its keys all-or-nothing in one atomic call. A lone check of any
-// other algorithm runs its algorithm's script: the single-key one, or the batch one that decides
-// several independent checks one after the other in one call, so that Redis pays a call's fixed
-// cost once for them all:
-//   - Standalone, lanes: each algorithm has a lane. A request's lone checks join their lane's
-//     queue together; a lane has at most one call out per Redis connection, and whatever queued
-//     meanwhile leaves as the next call (up to max_batch checks) as soon as one returns. Under
-//     light load every call leaves at once, alone; under heavy load checks of many requests
-//     share calls, having waited at most one call's round trip. A call's deadline is the
-//     earliest of its checks', so no check waits past its own budget.
-//   - Cluster: a request's lone checks of one algorithm whose keys share a hash tag (so a slot)
-//     share a call; requests are not mixed. The wire forms are in script_codec.h. The batch has one deadline (the
-// per-decision budget); past it the caller gets kDeadlineExceeded and applies its failure
-// policy, and the late replies are dropped by the client. NOSCRIPT and reconnects are healed in
-// the Redis client. On a cluster the batch is split per node and sent in parallel, one
-// pipelined write per node; MOVED, ASK and TRYAGAIN are healed in the cluster client. A group's
-// keys share a hash tag, so its one script call stays on one node.
+// How an Evaluate call's checks travel (the wire forms are in script_codec.h):
+//   - A lone fixed window runs as INCRBY + PEXPIRE NX (no script), and a group (the rules of
+//     one descriptor) runs the "group" script, which decides all of its keys all-or-nothing in
+//     one atomic call. These go in the request's own pipelined batch, on one connection.
+//   - A lone check of any other algorithm runs its algorithm's script: the single-key one, or
+//     the batch one, which decides several independent checks one after the other in one call,
+//     so that Redis pays a call's fixed cost once for them all.
+//     Standalone, lanes: each algorithm has a lane. A request's lone checks join their lane's
+//     queue together; a lane has at most one call out per Redis connection (at least 2), and
+//     whatever queued meanwhile leaves as the next call (up to max_batch checks) as soon as one
+//     returns. Under light load every call leaves at once; under heavy load checks of many
+//     requests share calls, having waited at most one call's round trip.
+//     Cluster: a request's lone checks of one algorithm whose keys share a hash tag (so a slot)
+//     share a call, in the request's own batch; requests are not mixed.
+// Every call has the per-decision budget as its deadline (a lane call: the earliest of its
+// checks'); past it the caller gets kDeadlineExceeded and applies its failure policy, and the
+// late replies are dropped by the client. NOSCRIPT and reconnects are healed in the Redis
+// client. On a cluster the batch is split per node and sent in parallel, one pipelined write
+// per node; MOVED, ASK and TRYAGAIN are healed in the cluster client. A group's keys share a
+// hash tag, so its one script call stays on one node.
 //
 // Thread-safe: Evaluate may be called from any thread; callbacks run on Redis I/O threads.
 #pragma once
@@ -78,6 +79,9 @@ class RedisBackend final : public Backend {
   // WaitUntilReady). `clock` must outlive the backend.
   static absl::StatusOr<std::unique_ptr<RedisBackend>> Create(RedisBackendOptions options,
                                                               const Clock& clock);
+
+  // Stops the client first (see Stop).
+  ~RedisBackend() override;
 
   void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override;
   absl::string_view Name() const override {

@@ -164,7 +164,8 @@ TEST_F(RedisBackendTest, LoneChecksOfOneAlgorithmShareOneScriptCall) {
   const LimitParams tb = Params(Algorithm::kTokenBucket, 3, 1000000, 4);
   const LimitParams gcra = Params(Algorithm::kGcra, 2, 1000000, 2);
   const LimitParams swc = Params(Algorithm::kSlidingWindowCounter, 5, 1000000);
-  const LimitParams fw = Params(Algorithm::kFixedWindow, 10, 1000000);  // never denied: no give_back
+  // Never denied here, so no give_back call.
+  const LimitParams fw = Params(Algorithm::kFixedWindow, 10, 1000000);
   const std::vector<LimitCheck> checks = {
       {"{m}tb_a", tb, 2, 0},    {"{m}fw", fw, 1, 1},        {"{m}gcra_x", gcra, 1, 2},
       {"{m}tb_b", tb, 1, 3},    {"{m}group_tb", tb, 1, 4},  {"{m}group_swc", swc, 1, 4},
