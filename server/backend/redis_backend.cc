@@ -399,7 +399,7 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
       continue;  // queued with the first check of its algorithm
     }
     Lane& lane = lanes_[static_cast<size_t>(algorithm)];
-    std::vector<LaneCheck> ready;
+    LaneCalls ready;
     {
       std::lock_guard<std::mutex> lock(lane.mu);
       for (size_t m = k; m < to_lanes.size(); ++m) {
@@ -416,32 +416,39 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
         queued.now_us = now;
         queued.deadline_us = deadline;
       }
-      ready = TakeCall(lane);
+      ready = TakeCalls(lane);
     }
-    SendLaneCall(algorithm, std::move(ready));
+    for (std::vector<LaneCheck>& call : ready) {
+      SendLaneCall(algorithm, std::move(call));
+    }
   }
 }
 
-std::vector<RedisBackend::LaneCheck> RedisBackend::TakeCall(Lane& lane) {
-  std::vector<LaneCheck> call;
-  if (lane.waiting.empty() || lane.in_flight >= max_lane_calls_) {
-    return call;
-  }
-  ++lane.in_flight;
-  if (lane.waiting.size() <= options_.max_batch) {
-    call.swap(lane.waiting);
-  } else {
-    const auto split = lane.waiting.begin() + static_cast<ptrdiff_t>(options_.max_batch);
+RedisBackend::LaneCalls RedisBackend::TakeCalls(Lane& lane) {
+  LaneCalls calls;
+  const auto take = [&](size_t n) {
+    ++lane.in_flight;
+    std::vector<LaneCheck>& call = calls.emplace_back();
+    if (n == lane.waiting.size()) {
+      call.swap(lane.waiting);
+      return;
+    }
+    const auto split = lane.waiting.begin() + static_cast<ptrdiff_t>(n);
     call.assign(std::make_move_iterator(lane.waiting.begin()), std::make_move_iterator(split));
     lane.waiting.erase(lane.waiting.begin(), split);
+  };
+  // Full calls leave at once, however many are out: a lane never caps throughput.
+  while (lane.waiting.size() >= options_.max_batch) {
+    take(options_.max_batch);
   }
-  return call;
+  // The rest waits for company while the lane has its calls out.
+  if (!lane.waiting.empty() && lane.in_flight < max_lane_calls_) {
+    take(lane.waiting.size());
+  }
+  return calls;
 }
 
 void RedisBackend::SendLaneCall(Algorithm algorithm, std::vector<LaneCheck> call) {
-  if (call.empty()) {
-    return;
-  }
   absl::InlinedVector<std::string_view, 16> key_views;
   std::string args;
   args.reserve(call.size() * kScriptCheckBytes);
@@ -462,13 +469,15 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, std::vector<LaneCheck> call
                                                 absl::Span<RedisReply> replies) mutable {
         // The lane's next call first: the checks that waited for this one go out now.
         Lane& lane = lanes_[static_cast<size_t>(algorithm)];
-        std::vector<LaneCheck> next;
+        LaneCalls next;
         {
           std::lock_guard<std::mutex> lock(lane.mu);
           --lane.in_flight;
-          next = TakeCall(lane);
+          next = TakeCalls(lane);
         }
-        SendLaneCall(algorithm, std::move(next));
+        for (std::vector<LaneCheck>& next_call : next) {
+          SendLaneCall(algorithm, std::move(next_call));
+        }
 
         std::vector<Decision> decisions;
         if (status.ok()) {

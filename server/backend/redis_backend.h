@@ -10,10 +10,11 @@
 //     the batch one, which decides several independent checks one after the other in one call,
 //     so that Redis pays a call's fixed cost once for them all.
 //     Standalone, lanes: each algorithm has a lane. A request's lone checks join their lane's
-//     queue together; a lane has at most one call out per Redis connection (at least 2), and
-//     whatever queued meanwhile leaves as the next call (up to max_batch checks) as soon as one
-//     returns. Under light load every call leaves at once; under heavy load checks of many
-//     requests share calls, having waited at most one call's round trip.
+//     queue together. A full call (max_batch checks) leaves at once; fewer checks leave at once
+//     only while the lane has fewer calls out than Redis connections (at least 2), else they
+//     wait for company until one returns. Under light load every check leaves at once; under
+//     heavy load checks of many requests share calls, having waited at most one call's round
+//     trip, and a lane never caps throughput.
 //     Cluster: a request's lone checks of one algorithm whose keys share a hash tag (so a slot)
 //     share a call, in the request's own batch; requests are not mixed.
 // Every call has the per-decision budget as its deadline (a lane call: the earliest of its
@@ -34,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/backend/backend.h"
@@ -159,9 +161,11 @@ class RedisBackend final : public Backend {
   // How the replies of one part of a request's own batch are read (redis_backend.cc).
   struct Part;
 
-  // The lane's next call, taken from its queue, if it may have one more out. REQUIRES: lane.mu.
-  std::vector<LaneCheck> TakeCall(Lane& lane);
-  // Sends `call` (no-op if empty); its answer sends the lane's next call.
+  using LaneCalls = absl::InlinedVector<std::vector<LaneCheck>, 1>;
+  // The calls that may leave the lane now, taken from its queue: every full one (max_batch
+  // checks), then the rest if the lane has fewer than max_lane_calls_ out. REQUIRES: lane.mu.
+  LaneCalls TakeCalls(Lane& lane);
+  // Sends `call` (not empty); its answer sends what may leave the lane then.
   void SendLaneCall(Algorithm algorithm, std::vector<LaneCheck> call);
   // Reads the replies of a request's own batch into decisions[order[i]].
   absl::Status DecodeParts(absl::Span<const Part> parts, absl::Span<const uint32_t> order,

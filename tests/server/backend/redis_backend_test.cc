@@ -216,11 +216,11 @@ TEST_F(RedisBackendTest, LaneSendsWaitingChecksOfManyRequestsAsOneCall) {
 }
 
 // Verifies that checks waiting in a lane behind calls to a hung Redis still get their answer
-// (kDeadlineExceeded) within their own budget, not one budget per call ahead of them: with two
-// checks per call, ten requests leave in three rounds of calls, all of which fail by the first
-// requests' deadline.
+// (kDeadlineExceeded) within their own budget, not one budget per call ahead of them: of ten
+// requests, two leave at once and hang; the other eight wait, leave when those fail at the
+// deadline, and fail at once, their budget being spent too.
 TEST_F(RedisBackendTest, WaitingChecksKeepTheirBudget) {
-  auto backend = MakeOneConnection(absl::Milliseconds(200), RealClock::Get(), /*max_batch=*/2);
+  auto backend = MakeOneConnection(absl::Milliseconds(300), RealClock::Get());
   const LimitParams tb = Params(Algorithm::kTokenBucket, 3, 60000000, 3);
   redis_->Pause();
   auto begin = std::chrono::steady_clock::now();
@@ -234,8 +234,32 @@ TEST_F(RedisBackendTest, WaitingChecksKeepTheirBudget) {
   }
   auto took = std::chrono::steady_clock::now() - begin;
   redis_->Resume();
-  // One budget and some slack; a fresh budget per round would take three (600 ms).
-  EXPECT_LT(took, std::chrono::milliseconds(450));
+  // One budget and some slack; a fresh budget for the second round would take two (600 ms).
+  EXPECT_LT(took, std::chrono::milliseconds(480));
+}
+
+// Verifies that full lane calls (max_batch checks) leave at once however many calls are out,
+// and that every check is decided: with max_batch 2 and Redis paused, nine requests make five
+// calls (the first two alone, then three full pairs), and the ninth check waits until fewer
+// than two calls are out, then leaves alone.
+TEST_F(RedisBackendTest, FullLaneCallsLeaveAtOnce) {
+  auto backend = MakeOneConnection(absl::Seconds(10), clock_, /*max_batch=*/2);
+  const LimitParams tb = Params(Algorithm::kTokenBucket, 100, 60000000, 100);
+  ASSERT_TRUE(redis_->Command({"CONFIG", "RESETSTAT"}).ok());
+  redis_->Pause();
+  std::vector<std::future<Outcome>> outcomes;
+  for (int i = 0; i < 9; ++i) {
+    outcomes.push_back(Start(*backend, {LimitCheck{absl::StrCat("{full}", i), tb, 1, 0}}));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  redis_->Resume();
+  for (auto& outcome : outcomes) {
+    Outcome o = outcome.get();
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_TRUE(o.decisions[0].allowed);
+  }
+  EXPECT_EQ(CommandCalls(*redis_, "evalsha"), 6);
+  EXPECT_EQ(CommandCalls(*redis_, "get"), 9);
 }
 
 // Verifies SCRIPT FLUSH (as after a failover) costs no failed decision.
