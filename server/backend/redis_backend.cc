@@ -12,7 +12,6 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "lua/lua_scripts.h"
-#include "server/algorithm/fixed_window.h"
 #include "server/backend/script_codec.h"
 #include "server/backend/storage_key.h"
 
@@ -281,35 +280,40 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
       i = end;
       continue;
     }
-    if (size == 1 && first.params.algorithm != Algorithm::kFixedWindow && lanes) {
+    if (size == 1 && first.params.algorithm != Algorithm::kFixedWindow &&
+        first.params.limit != 0 && lanes) {
       to_lanes.push_back(static_cast<uint32_t>(i));
       i = end;
       continue;
     }
     Part& part = parts.emplace_back();
     part.size = static_cast<uint32_t>(size);
+    if (size == 1 && first.params.limit == 0) {
+      // A limit of 0 replenishes nothing, so every algorithm decides it without its state
+      // (ZeroLimitDecision): no Redis call for a rule that blocks everything.
+      order.push_back(static_cast<uint32_t>(i));
+      part.kind = Part::Kind::kLocal;
+      AlgorithmState state = NewState(first.params.algorithm);
+      part.decision = sluice::Evaluate(first.params, state, now, first.hits);
+      i = end;
+      continue;
+    }
     if (size == 1 && first.params.algorithm == Algorithm::kFixedWindow) {
       order.push_back(static_cast<uint32_t>(i));
-      if (first.params.limit == 0) {
-        part.kind = Part::Kind::kLocal;
-        FixedWindowState state;
-        part.decision = EvaluateFixedWindow(first.params, state, now, first.hits);
-      } else {
-        part.kind = Part::Kind::kFixedWindow;
-        part.params = first.params;
-        part.hits = first.hits;
-        AppendFixedWindowKey(first.key, now, first.params.period_us, &part.window_key);
-        const std::string_view hits(
-            hits_text, std::to_chars(hits_text, hits_text + sizeof(hits_text), first.hits).ptr -
-                           hits_text);
-        const std::string_view ttl(
-            ttl_text, std::to_chars(ttl_text, ttl_text + sizeof(ttl_text),
-                                    FixedWindowTtlMs(now, first.params.period_us))
-                              .ptr -
-                          ttl_text);
-        batch.Add({"INCRBY", part.window_key, hits});
-        batch.Add({"PEXPIRE", part.window_key, ttl, "NX"});
-      }
+      part.kind = Part::Kind::kFixedWindow;
+      part.params = first.params;
+      part.hits = first.hits;
+      AppendFixedWindowKey(first.key, now, first.params.period_us, &part.window_key);
+      const std::string_view hits(
+          hits_text, std::to_chars(hits_text, hits_text + sizeof(hits_text), first.hits).ptr -
+                         hits_text);
+      const std::string_view ttl(
+          ttl_text, std::to_chars(ttl_text, ttl_text + sizeof(ttl_text),
+                                  FixedWindowTtlMs(now, first.params.period_us))
+                            .ptr -
+                        ttl_text);
+      batch.Add({"INCRBY", part.window_key, hits});
+      batch.Add({"PEXPIRE", part.window_key, ttl, "NX"});
       i = end;
       continue;
     }
@@ -340,7 +344,7 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
       for (size_t c = i; c < checks.size(); ++c) {
         const LimitCheck& check = checks[c];
         if (c == i || (!batched[c] && check.params.algorithm == first.params.algorithm &&
-                       lone(c) &&
+                       check.params.limit != 0 && lone(c) &&
                        (!options_.cluster || HashTagOf(check.key) == HashTagOf(first.key)))) {
           batched[c] = true;
           order.push_back(static_cast<uint32_t>(c));

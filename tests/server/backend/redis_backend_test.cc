@@ -189,6 +189,25 @@ TEST_F(RedisBackendTest, LoneChecksOfOneAlgorithmShareOneScriptCall) {
   EXPECT_EQ(CommandCalls(*redis_, "incrby"), 6);
 }
 
+// Verifies that a lone check with a limit of 0 (a rule that blocks everything) is decided
+// without Redis, for every algorithm: hits 0 admitted, any other denied, and no command sent.
+TEST_F(RedisBackendTest, LimitZeroNeedsNoRedis) {
+  ASSERT_TRUE(redis_->Command({"CONFIG", "RESETSTAT"}).ok());
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
+                      Algorithm::kLeakyBucket, Algorithm::kGcra}) {
+    const LimitParams zero = Params(a, 0, 1000000, 0);
+    Outcome o = Run(*backend_, {{"{zero}a", zero, 1, 0}, {"{zero}b", zero, 0, 1}});
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    EXPECT_FALSE(o.decisions[0].allowed) << AlgorithmName(a);
+    EXPECT_EQ(o.decisions[0].retry_after_us, 1000000) << AlgorithmName(a);
+    EXPECT_TRUE(o.decisions[1].allowed) << AlgorithmName(a);
+  }
+  for (const char* command : {"evalsha", "incrby", "get"}) {
+    EXPECT_EQ(CommandCalls(*redis_, command), 0) << command;
+  }
+}
+
 // Verifies that lone checks of different requests which wait in their algorithm's lane (its
 // calls are all out) leave together as one batch call when a call returns, in the order they
 // came: twelve requests for one token bucket of three make two calls that hang on a paused
