@@ -212,6 +212,28 @@ void RedisBackend::MaybeSyncClock() {
 }
 
 void RedisBackend::AppendMetrics(std::string* out) const {
+  if (!options_.cluster && options_.max_batch > 1) {
+    std::string calls, checks;
+    for (size_t a = 0; a < lanes_.size(); ++a) {
+      if (static_cast<Algorithm>(a) == Algorithm::kFixedWindow) {
+        continue;  // no lane: a lone fixed window runs without a script
+      }
+      const absl::string_view name = AlgorithmName(static_cast<Algorithm>(a));
+      absl::StrAppend(&calls, "sluice_redis_lane_calls_total{algorithm=\"", name, "\"} ",
+                      lanes_[a].calls.load(std::memory_order_relaxed), "\n");
+      absl::StrAppend(&checks, "sluice_redis_lane_checks_total{algorithm=\"", name, "\"} ",
+                      lanes_[a].checks.load(std::memory_order_relaxed), "\n");
+    }
+    absl::StrAppend(out,
+                    "# HELP sluice_redis_lane_calls_total Script calls sent by the algorithm's "
+                    "lane (--redis_max_batch)\n"
+                    "# TYPE sluice_redis_lane_calls_total counter\n",
+                    calls,
+                    "# HELP sluice_redis_lane_checks_total Checks decided by those calls (checks "
+                    "per call: the mean batch)\n"
+                    "# TYPE sluice_redis_lane_checks_total counter\n",
+                    checks);
+  }
   if (options_.use_caller_clock) {
     return;
   }
@@ -432,6 +454,8 @@ RedisBackend::LaneCalls RedisBackend::TakeCalls(Lane& lane) {
   LaneCalls calls;
   const auto take = [&](size_t n) {
     ++lane.in_flight;
+    lane.calls.store(lane.calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    lane.checks.store(lane.checks.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
     std::vector<LaneCheck>& call = calls.emplace_back();
     if (n == lane.waiting.size()) {
       call.swap(lane.waiting);

@@ -90,7 +90,8 @@ class RedisBackend final : public Backend {
     return options_.cluster ? "redis_cluster" : "redis";
   }
   bool Ready() const override { return client_->ready_connections() > 0; }
-  // With Redis' clock: the offset in use and the samples so far.
+  // With Redis' clock: the offset in use and the samples so far. With lanes: the calls each
+  // lane sent and the checks they carried (their ratio is the mean batch).
   void AppendMetrics(std::string* out) const override;
 
   // Start-up only: blocks until the connections are up (and, with Redis' clock, its offset is
@@ -157,6 +158,9 @@ class RedisBackend final : public Backend {
     std::mutex mu;
     std::vector<LaneCheck> waiting;  // guarded by mu
     int in_flight = 0;               // calls out; guarded by mu
+    // Calls sent and the checks they carried, for /metrics (written under mu, read relaxed).
+    std::atomic<uint64_t> calls{0};
+    std::atomic<uint64_t> checks{0};
   };
   // How the replies of one part of a request's own batch are read (redis_backend.cc).
   struct Part;

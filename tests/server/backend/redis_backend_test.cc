@@ -232,6 +232,17 @@ TEST_F(RedisBackendTest, LaneSendsWaitingChecksOfManyRequestsAsOneCall) {
   }
   EXPECT_EQ(CommandCalls(*redis_, "evalsha"), 3);
   EXPECT_EQ(CommandCalls(*redis_, "get"), 12);
+  std::string metrics;
+  backend->AppendMetrics(&metrics);
+  EXPECT_NE(metrics.find("sluice_redis_lane_calls_total{algorithm=\"token_bucket\"} 3\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sluice_redis_lane_checks_total{algorithm=\"token_bucket\"} 12\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sluice_redis_lane_calls_total{algorithm=\"gcra\"} 0\n"),
+            std::string::npos)
+      << metrics;
 }
 
 // Verifies that checks waiting in a lane behind calls to a hung Redis still get their answer
