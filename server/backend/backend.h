@@ -3,9 +3,8 @@
 // (standalone and cluster). Implementations are safe for concurrent use from many threads.
 #pragma once
 
-#include <string>
-
 #include <cstdint>
+#include <string>
 
 #include "absl/strings/string_view.h"
 #include "absl/functional/any_invocable.h"

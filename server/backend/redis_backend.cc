@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -21,9 +22,9 @@ namespace {
 // Redis commands take std::string_view; Debian's abseil has its own string_view.
 std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
-// A script's reply of `count` decisions, appended to *decisions.
+// A script's reply of `count` decisions, each stored by store(i, decision).
 absl::Status DecodeScriptReply(const RedisReply& reply, size_t count,
-                               std::vector<Decision>* decisions) {
+                               absl::FunctionRef<void(size_t i, const Decision&)> store) {
   if (reply.is_error()) {
     return absl::UnavailableError(absl::StrCat("redis: ", reply.str()));
   }
@@ -31,7 +32,7 @@ absl::Status DecodeScriptReply(const RedisReply& reply, size_t count,
     return absl::InternalError(
         absl::StrCat("redis: unexpected script reply ", reply.DebugString()));
   }
-  return DecodeScriptDecisions(reply.str(), count, decisions);
+  return DecodeScriptDecisions(reply.str(), count, store);
 }
 
 }  // namespace
@@ -417,13 +418,14 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
                      });
   }
   // One lane at a time, so that a request's checks of one algorithm travel together.
+  uint32_t queued_lanes = 0;  // bit a: this request's checks of algorithm a are queued
   for (size_t k = 0; k < to_lanes.size(); ++k) {
     const Algorithm algorithm = checks[to_lanes[k]].params.algorithm;
-    if (k > 0 && std::find_if(to_lanes.begin(), to_lanes.begin() + k, [&](uint32_t c) {
-                   return checks[c].params.algorithm == algorithm;
-                 }) != to_lanes.begin() + k) {
+    const uint32_t bit = 1u << static_cast<uint32_t>(algorithm);
+    if ((queued_lanes & bit) != 0) {
       continue;  // queued with the first check of its algorithm
     }
+    queued_lanes |= bit;
     Lane& lane = lanes_[static_cast<size_t>(algorithm)];
     LaneCalls ready;
     {
@@ -507,15 +509,13 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, std::vector<LaneCheck> call
           SendLaneCall(algorithm, std::move(next_call));
         }
 
-        std::vector<Decision> decisions;
         if (status.ok()) {
-          status = DecodeScriptReply(replies[0], call.size(), &decisions);
+          status = DecodeScriptReply(replies[0], call.size(), [&](size_t i, const Decision& d) {
+            call[i].request->decisions[call[i].index] = d;
+          });
         }
-        for (size_t i = 0; i < call.size(); ++i) {
-          if (status.ok()) {
-            call[i].request->decisions[call[i].index] = decisions[i];
-          }
-          call[i].request->Finish(status, 1);
+        for (LaneCheck& check : call) {
+          check.request->Finish(status, 1);
         }
       });
 }
@@ -552,21 +552,19 @@ absl::Status RedisBackend::DecodeParts(absl::Span<const Part> parts,
                                        std::vector<Decision>& decisions) {
   size_t r = 0;  // the next reply
   size_t d = 0;  // the next decision, in reply order
-  std::vector<Decision> scripted;
   for (const Part& part : parts) {
     switch (part.kind) {
       case Part::Kind::kLocal:
         decisions[order[d++]] = part.decision;
         continue;
       case Part::Kind::kScript: {
-        scripted.clear();
-        absl::Status s = DecodeScriptReply(replies[r++], part.size, &scripted);
+        absl::Status s = DecodeScriptReply(
+            replies[r++], part.size,
+            [&](size_t i, const Decision& decision) { decisions[order[d + i]] = decision; });
         if (!s.ok()) {
           return s;
         }
-        for (const Decision& decision : scripted) {
-          decisions[order[d++]] = decision;
-        }
+        d += part.size;
         continue;
       }
       case Part::Kind::kFixedWindow: {

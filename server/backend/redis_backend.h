@@ -179,7 +179,7 @@ class RedisBackend final : public Backend {
   // Indexed by Algorithm; declared before client_, whose destruction runs the callbacks that
   // use them.
   std::array<Lane, 6> lanes_;
-  int max_lane_calls_ = 2;  // calls out per lane: one per connection, at least 2
+  const int max_lane_calls_;  // calls out per lane: one per connection, at least 2
   std::unique_ptr<RedisExecutor> client_;
   // Indexed by Algorithm: "<algorithm>" (one key) and "<algorithm>_batch" (several
   // independent keys); none for the fixed window, whose lone checks need no script.

@@ -66,6 +66,12 @@ void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::strin
 
 absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
                                    std::vector<Decision>* decisions) {
+  return DecodeScriptDecisions(reply, count,
+                               [decisions](size_t, const Decision& d) { decisions->push_back(d); });
+}
+
+absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
+                                   absl::FunctionRef<void(size_t i, const Decision&)> store) {
   if (reply.size() != count * kScriptDecisionBytes) {
     return absl::InternalError(absl::StrCat("redis: script reply of ", reply.size(),
                                             " bytes, expected ", count * kScriptDecisionBytes));
@@ -86,7 +92,7 @@ absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
     d.retry_after_us = fields[2];
     d.reset_after_us = fields[3];
     d.delay_us = fields[4];
-    decisions->push_back(d);
+    store(i, d);
   }
   return absl::OkStatus();
 }

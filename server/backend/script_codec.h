@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "server/algorithm/algorithm.h"
@@ -40,8 +41,13 @@ void AppendGroupScriptNow(int64_t now_us, std::string* out);
 void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out);
 
 // Decodes a script's reply of `count` decisions (each allowed, remaining, retry_after_us,
-// reset_after_us, delay_us) and appends them to *decisions. kInternal if the reply is not
-// exactly that: a wrong length, or a field that is not an integer in its range.
+// reset_after_us, delay_us), calling store(i, decision) for each in order, so that a caller
+// places them where they belong without a copy. kInternal if the reply is not exactly that: a
+// wrong length, or a field that is not an integer in its range (decisions before the bad one
+// have been stored).
+absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
+                                   absl::FunctionRef<void(size_t i, const Decision&)> store);
+// The same, appending the decisions to *decisions.
 absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
                                    std::vector<Decision>* decisions);
 
