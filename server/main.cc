@@ -56,6 +56,9 @@ ABSL_FLAG(int32_t, redis_connections, 2, "Redis connections per I/O thread");
 ABSL_FLAG(int32_t, redis_max_batch, 16,
           "redis: most lone checks of one algorithm, from any requests, decided by one script "
           "call (1: each request's checks on their own); ignored by redis_cluster");
+ABSL_FLAG(bool, redis_caller_writes, true,
+          "a request thread writes its Redis commands itself when the connection is idle, "
+          "sparing the I/O thread a wake-up (false: the I/O thread writes every command)");
 ABSL_FLAG(int64_t, over_limit_cache_keys, 100000,
           "redis backend: keys remembered as over limit, answered without a Redis call until "
           "their retry time (0 disables)");
@@ -81,7 +84,8 @@ const std::vector<std::string> kFlagNames = {
     "max_key_bytes",   "memory_max_keys",   "config_poll_interval", "shutdown_grace",
     "redis_addresses", "redis_username",    "redis_password",    "redis_db",
     "redis_key_prefix", "redis_timeout",    "redis_clock",       "redis_io_threads",
-    "redis_connections", "redis_max_batch", "failure_mode",      "over_limit_cache_keys"};
+    "redis_connections", "redis_max_batch", "redis_caller_writes", "failure_mode",
+    "over_limit_cache_keys"};
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "sluice: %s\n", message.c_str());
@@ -174,6 +178,9 @@ int Run() {
     options.client.db = absl::GetFlag(FLAGS_redis_db);
     options.client.io_threads = absl::GetFlag(FLAGS_redis_io_threads);
     options.client.connections_per_thread = absl::GetFlag(FLAGS_redis_connections);
+    if (!absl::GetFlag(FLAGS_redis_caller_writes)) {
+      options.client.caller_write_horizon = absl::ZeroDuration();
+    }
     options.timeout = absl::GetFlag(FLAGS_redis_timeout);
     options.use_caller_clock = redis_clock == "local";
     if (absl::GetFlag(FLAGS_redis_max_batch) < 1) {

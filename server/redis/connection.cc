@@ -11,9 +11,6 @@
 #include "server/common/logging.h"
 #include "server/redis/command.h"
 
-// The adapter is a header of static functions; this is its only includer.
-#include <hiredis/adapters/libevent.h>
-
 namespace sluice {
 namespace {
 
@@ -64,13 +61,29 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
       backoff_(options_.backoff_min_us, options_.backoff_max_us, std::move(random)),
       connect_timer_(loop,
                      [this] {
+                       std::lock_guard<std::mutex> lock(mu_);
                        if (state_ == State::kConnecting) {
                          Drop(absl::StrCat("no connection and handshake within ",
                                            options_.connect_timeout_us / 1000, " ms"));
                        }
+                       FinishLoopWork();
                      }),
-      reconnect_timer_(loop, [this] { StartConnect(); }),
-      stall_timer_(loop, [this] { OnStallCheck(); }) {}
+      reconnect_timer_(loop,
+                       [this] {
+                         std::lock_guard<std::mutex> lock(mu_);
+                         StartConnect();
+                         FinishLoopWork();
+                       }),
+      stall_timer_(loop,
+                   [this] {
+                     std::lock_guard<std::mutex> lock(mu_);
+                     OnStallCheck();
+                     FinishLoopWork();
+                   }),
+      watchdog_(loop, [this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        OnWatchdog();
+      }) {}
 
 RedisConnection::~RedisConnection() {
   Close();
@@ -80,6 +93,7 @@ RedisConnection::~RedisConnection() {
 }
 
 void RedisConnection::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
   if (state_ == State::kIdle) {
     StartConnect();
   }
@@ -93,6 +107,7 @@ RedisConnectionStats RedisConnection::stats() const {
   stats.noscript_retries = noscript_retries_.load(std::memory_order_relaxed);
   stats.deadline_exceeded = deadline_exceeded_.load(std::memory_order_relaxed);
   stats.late_replies = late_replies_.load(std::memory_order_relaxed);
+  stats.caller_writes = caller_writes_.load(std::memory_order_relaxed);
   return stats;
 }
 
@@ -116,7 +131,7 @@ void RedisConnection::StartConnect() {
     return;
   }
   ac->data = this;
-  redisLibeventAttach(ac, loop_.base());
+  AttachToLoop(ac);
   redisAsyncSetConnectCallback(ac, &RedisConnection::OnConnect);
   redisAsyncSetDisconnectCallback(ac, &RedisConnection::OnDisconnect);
   redisEnableKeepAlive(&ac->c);
@@ -159,6 +174,80 @@ bool RedisConnection::SendHandshakeCommand(std::initializer_list<std::string_vie
   }
   NoteCommandSent();
   return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The socket's events on the loop (hiredis' adapter interface).
+
+void RedisConnection::AttachToLoop(redisAsyncContext* ac) {
+  auto* events = new SocketEvents;
+  events->owner = this;
+  events->ac = ac;
+  int fd = ac->c.fd;
+  events->read = event_new(loop_.base(), fd, EV_READ, &RedisConnection::OnReadable, events);
+  events->write = event_new(loop_.base(), fd, EV_WRITE, &RedisConnection::OnWritable, events);
+  ac->ev.data = events;
+  ac->ev.addRead = &RedisConnection::AddRead;
+  ac->ev.delRead = &RedisConnection::DelRead;
+  ac->ev.addWrite = &RedisConnection::AddWrite;
+  ac->ev.delWrite = &RedisConnection::DelWrite;
+  ac->ev.cleanup = &RedisConnection::CleanupEvents;
+  // Either one firing first completes the non-blocking connect.
+  event_add(events->read, nullptr);
+  event_add(events->write, nullptr);
+}
+
+void RedisConnection::OnReadable(int /*fd*/, short /*events*/, void* arg) {
+  auto* events = static_cast<SocketEvents*>(arg);
+  RedisConnection* self = events->owner;  // `events` may be freed by what follows
+  std::lock_guard<std::mutex> lock(self->mu_);
+  redisAsyncHandleRead(events->ac);
+  self->FinishLoopWork();
+}
+
+void RedisConnection::OnWritable(int /*fd*/, short /*events*/, void* arg) {
+  auto* events = static_cast<SocketEvents*>(arg);
+  RedisConnection* self = events->owner;
+  std::lock_guard<std::mutex> lock(self->mu_);
+  redisAsyncHandleWrite(events->ac);
+  self->FinishLoopWork();
+}
+
+// hiredis asks for these while it holds (under mu_) the context. When a caller is queueing
+// commands, the caller writes the socket itself and the read event is armed already.
+void RedisConnection::AddRead(void* privdata) {
+  auto* events = static_cast<SocketEvents*>(privdata);
+  if (!events->owner->writing_from_caller_) {
+    event_add(events->read, nullptr);
+  }
+}
+
+void RedisConnection::DelRead(void* privdata) {
+  auto* events = static_cast<SocketEvents*>(privdata);
+  if (!events->owner->writing_from_caller_) {
+    event_del(events->read);
+  }
+}
+
+void RedisConnection::AddWrite(void* privdata) {
+  auto* events = static_cast<SocketEvents*>(privdata);
+  if (!events->owner->writing_from_caller_) {
+    event_add(events->write, nullptr);
+  }
+}
+
+void RedisConnection::DelWrite(void* privdata) {
+  auto* events = static_cast<SocketEvents*>(privdata);
+  if (!events->owner->writing_from_caller_) {
+    event_del(events->write);
+  }
+}
+
+void RedisConnection::CleanupEvents(void* privdata) {
+  auto* events = static_cast<SocketEvents*>(privdata);
+  event_free(events->read);
+  event_free(events->write);
+  delete events;
 }
 
 void RedisConnection::OnConnect(const redisAsyncContext* ac, int status) {
@@ -267,7 +356,9 @@ void RedisConnection::SetReady(bool ready) {
 
 void RedisConnection::NoteCommandSent() {
   ++sent_seq_;
-  if (outstanding_++ == 0 && options_.stall_timeout_us > 0 && !stall_timer_.armed()) {
+  // A caller may not touch the loop's timers: AdoptCallerBatches arms this one for it.
+  if (outstanding_++ == 0 && !writing_from_caller_ && options_.stall_timeout_us > 0 &&
+      !stall_timer_.armed()) {
     replies_at_stall_check_ = replies_seen_;
     stall_timer_.Arm(options_.stall_timeout_us);
   }
@@ -287,6 +378,7 @@ void RedisConnection::OnStallCheck() {
 }
 
 void RedisConnection::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
   if (state_ == State::kClosed) {
     return;
   }
@@ -304,6 +396,10 @@ void RedisConnection::Close() {
     MaybeFree(batch);
     batch = next;
   }
+  // Freeing the context failed every batch callers wrote; let them go.
+  AdoptCallerBatches();
+  horizon_us_ = 0;
+  watchdog_.Cancel();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,6 +411,9 @@ void RedisConnection::Submit(CommandBatch batch, int64_t deadline_us, BatchCallb
   pending->commands = std::move(batch);
   pending->done = std::move(done);
   pending->deadline_us = deadline_us;
+  if (TryWriteFromCaller(pending)) {
+    return;
+  }
   switch (submissions_.Push(pending)) {
     case decltype(submissions_)::PushResult::kWasEmpty:
       // One drain task per burst: everything pushed until it runs goes out in the same write.
@@ -332,7 +431,118 @@ void RedisConnection::Submit(CommandBatch batch, int64_t deadline_us, BatchCallb
   }
 }
 
+bool RedisConnection::TryWriteFromCaller(PendingBatch* batch) {
+  if (options_.caller_write_horizon_us <= 0 || !ready() || loop_.IsLoopThread()) {
+    return false;
+  }
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    return false;  // the loop is at work on this connection: let it batch this one too
+  }
+  size_t n = batch->commands.size();
+  // Only an idle connection: commands on the wire mean the loop will soon write anyway, and a
+  // queued batch must go out first (one caller's batches reach Redis in the order submitted).
+  // The loop handles the rest (an empty batch, failures, a deadline before the horizon).
+  if (state_ != State::kReady || ac_ == nullptr || outstanding_ != 0 || n == 0 ||
+      n > options_.max_pending_commands || !submissions_.empty() || horizon_us_ == 0 ||
+      batch->deadline_us < horizon_us_ || batch->deadline_us <= clock_.MonotonicMicros()) {
+    return false;
+  }
+  batch->replies.resize(n);
+  batch->slots = std::make_unique<CommandSlot[]>(n);
+  batch->remaining = n;
+  batch->awaiting_loop = true;
+  caller_batches_.push_back(batch);
+  writing_from_caller_ = true;
+  for (size_t i = 0; i < n; ++i) {
+    batch->slots[i].batch = batch;
+    if (!SendCommand(batch, i)) {
+      batch->send_failed = true;  // the loop fails the batch when it adopts it
+      break;
+    }
+  }
+  writing_from_caller_ = false;
+  caller_wrote_ = true;
+  Bump(caller_writes_);
+  int done = 0;
+  if (redisBufferWrite(&ac_->c, &done) == REDIS_ERR || done == 0) {
+    // A full socket buffer or a broken socket: the loop finishes the write or the disconnect as
+    // if the socket had woken it. Posted tasks run before the connection can be destroyed.
+    loop_.Post([this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ac_ != nullptr) {
+        redisAsyncHandleWrite(ac_);
+      }
+      FinishLoopWork();
+    });
+  }
+  return true;
+}
+
+void RedisConnection::FinishLoopWork() {
+  AdoptCallerBatches();
+  caller_wrote_ = false;
+  if (options_.caller_write_horizon_us <= 0) {
+    return;
+  }
+  if (state_ != State::kReady || ac_ == nullptr) {
+    horizon_us_ = 0;
+    watchdog_.Cancel();
+    return;
+  }
+  // Every batch callers wrote is adopted, so the horizon may move: the loop runs again by then,
+  // for a reply or for the watchdog.
+  horizon_us_ = clock_.MonotonicMicros() + options_.caller_write_horizon_us;
+  watchdog_.Arm(options_.caller_write_horizon_us);
+}
+
+void RedisConnection::OnWatchdog() {
+  if (caller_wrote_ || outstanding_ > 0) {
+    FinishLoopWork();
+    return;
+  }
+  // Quiet: stop waking. The next batch goes through the loop, which sets a horizon again.
+  AdoptCallerBatches();
+  horizon_us_ = 0;
+}
+
+void RedisConnection::AdoptCallerBatches() {
+  if (caller_batches_.empty()) {
+    return;
+  }
+  // Completing a batch runs its callback, which may Submit to other connections (never to this
+  // one's caller_batches_: on the loop thread Submit queues), but keep the list stable anyway.
+  adopting_.swap(caller_batches_);
+  int64_t now = clock_.MonotonicMicros();
+  for (PendingBatch* batch : adopting_) {
+    batch->awaiting_loop = false;
+    if (batch->completed) {
+      // Answered (or failed) already: the usual case.
+    } else if (batch->send_failed) {
+      Complete(batch,
+               absl::UnavailableError(absl::StrCat("redis ", address_, ": cannot queue command")));
+    } else if (batch->deadline_us <= now) {
+      Bump(deadline_exceeded_);
+      Complete(batch, absl::DeadlineExceededError(absl::StrCat(
+                          "redis ", address_, ": no reply before the deadline")));
+    } else {
+      batch->timer = AcquireTimer(batch);
+      timeval tv;
+      MicrosToTimeval(batch->deadline_us - now, &tv);
+      event_add(batch->timer, &tv);
+    }
+    MaybeFree(batch);
+  }
+  adopting_.clear();
+  if (outstanding_ > 0 && ac_ != nullptr && options_.stall_timeout_us > 0 &&
+      !stall_timer_.armed()) {
+    replies_at_stall_check_ = replies_seen_;
+    stall_timer_.Arm(options_.stall_timeout_us);
+  }
+}
+
 void RedisConnection::DrainSubmissions() {
+  std::lock_guard<std::mutex> lock(mu_);
   for (PendingBatch* batch = submissions_.TakeAll(); batch != nullptr;) {
     PendingBatch* next = batch->next;
     batch->next = nullptr;
@@ -340,6 +550,7 @@ void RedisConnection::DrainSubmissions() {
     MaybeFree(batch);
     batch = next;
   }
+  FinishLoopWork();
 }
 
 void RedisConnection::Dispatch(PendingBatch* batch) {
@@ -511,6 +722,7 @@ void RedisConnection::HealNoScript(PendingBatch* batch, size_t i) {
 void RedisConnection::OnBatchDeadline(int fd, short events, void* arg) {
   auto* batch = static_cast<PendingBatch*>(arg);
   RedisConnection* self = batch->owner;
+  std::lock_guard<std::mutex> lock(self->mu_);
   int64_t remaining_us = batch->deadline_us - self->clock_.MonotonicMicros();
   if (remaining_us > 0) {
     // libevent's clock ran ahead of the injected one; wait for the latter.
@@ -523,6 +735,7 @@ void RedisConnection::OnBatchDeadline(int fd, short events, void* arg) {
   self->Complete(batch, absl::DeadlineExceededError(absl::StrCat(
                             "redis ", self->address_, ": no reply before the deadline")));
   self->MaybeFree(batch);
+  self->FinishLoopWork();
 }
 
 void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
@@ -546,7 +759,7 @@ void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
 }
 
 void RedisConnection::MaybeFree(PendingBatch* batch) {
-  if (batch->completed && batch->refs == 0) {
+  if (batch->completed && batch->refs == 0 && !batch->awaiting_loop) {
     delete batch;
   }
 }

@@ -9,15 +9,28 @@
 // all for that long: the server is hung or the network is gone, so the connection is dropped,
 // which fails everything pending with kUnavailable and bounds the memory of late replies).
 //
+// Writing from the caller. A batch handed to an idle connection (nothing on the wire, nothing
+// queued) from a thread other than the loop's is written to the socket by the calling thread
+// itself, under the connection's mutex, if the mutex is free at once: the loop thread then wakes
+// only for the reply, not also for the command. A busy connection leaves batching to the loop,
+// which writes a whole burst in one go. The loop still owns every timer. It gives a batch
+// written by a caller its deadline timer the next time it runs, and it guarantees it runs by a
+// horizon (`caller_write_horizon_us` after it last ran, kept by a watchdog timer while callers
+// write); a batch whose deadline comes before that horizon goes through the loop instead.
+//
 // Threading: Submit and ready() may be called from any thread. Everything else, and every
 // callback this class makes (batch callbacks, the readiness hook), runs on the loop thread.
-// Destroy the connection on the loop thread, or after the loop has stopped.
+// Everything the loop thread does here runs under `mu_`, so the hiredis context and the
+// counters below are shared only under it; callbacks run with it held, and may Submit (to this
+// connection too: from the loop thread, Submit always queues). Destroy the connection on the
+// loop thread, or after the loop has stopped.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -50,6 +63,9 @@ struct RedisConnectionOptions {
   int64_t stall_timeout_us = 3000000;
   // Batches that would put more commands than this on the wire fail fast with kUnavailable.
   size_t max_pending_commands = 65536;
+  // How far ahead the loop promises to run again, for batches written by the calling thread
+  // (see the class comment); a batch due sooner goes through the loop. 0: callers never write.
+  int64_t caller_write_horizon_us = 2000;
 };
 
 // Cumulative counters, readable from any thread (relaxed; for tests and metrics).
@@ -60,6 +76,7 @@ struct RedisConnectionStats {
   uint64_t noscript_retries = 0;  // EVALSHAs resent after NOSCRIPT
   uint64_t deadline_exceeded = 0;
   uint64_t late_replies = 0;  // replies that arrived after their batch had completed
+  uint64_t caller_writes = 0;  // batches written to the socket by the thread that submitted them
 
   // Field by field, for totals over several connections.
   RedisConnectionStats& operator+=(const RedisConnectionStats& other) {
@@ -69,6 +86,7 @@ struct RedisConnectionStats {
     noscript_retries += other.noscript_retries;
     deadline_exceeded += other.deadline_exceeded;
     late_replies += other.late_replies;
+    caller_writes += other.caller_writes;
     return *this;
   }
 };
@@ -132,9 +150,21 @@ class RedisConnection {
     size_t remaining = 0;  // replies still missing
     size_t refs = 0;       // slots hiredis still holds
     bool completed = false;
+    // Written by a caller and not yet seen by the loop: in caller_batches_, without a timer.
+    bool awaiting_loop = false;
+    bool send_failed = false;  // a caller could not queue one of its commands
     PendingBatch* next = nullptr;  // submission queue link
   };
   struct ScriptState;
+  // What hiredis holds (ac->ev.data) to watch the socket on the loop: our own adapter rather
+  // than hiredis' libevent one, so that the socket is read and written under `mu_`, and so that
+  // a caller queueing commands does not touch the loop's event_base.
+  struct SocketEvents {
+    RedisConnection* owner = nullptr;
+    redisAsyncContext* ac = nullptr;
+    event* read = nullptr;
+    event* write = nullptr;
+  };
 
   // hiredis and libevent callbacks.
   static void OnConnect(const redisAsyncContext* ac, int status);
@@ -143,6 +173,14 @@ class RedisConnection {
   static void OnScriptLoaded(redisAsyncContext* ac, void* reply, void* privdata);
   static void OnCommandReply(redisAsyncContext* ac, void* reply, void* privdata);
   static void OnBatchDeadline(int fd, short events, void* arg);
+  static void OnReadable(int fd, short events, void* arg);
+  static void OnWritable(int fd, short events, void* arg);
+  static void AddRead(void* privdata);
+  static void DelRead(void* privdata);
+  static void AddWrite(void* privdata);
+  static void DelWrite(void* privdata);
+  static void CleanupEvents(void* privdata);
+  void AttachToLoop(redisAsyncContext* ac);
 
   void StartConnect();
   void BecomeReady();
@@ -156,6 +194,14 @@ class RedisConnection {
   void OnStallCheck();
 
   void DrainSubmissions();
+  // Writes `batch` from the calling thread if the connection is idle and the mutex free; false
+  // (and `batch` untouched) otherwise.
+  bool TryWriteFromCaller(PendingBatch* batch);
+  // Ends every piece of work the loop thread does under mu_: takes over the batches callers
+  // wrote (timers, stall watch) and moves the horizon.
+  void FinishLoopWork();
+  void AdoptCallerBatches();
+  void OnWatchdog();
   void Dispatch(PendingBatch* batch);
   // Writes command i of `batch` to the output buffer (hiredis flushes it when the socket is
   // writable, together with everything else queued until then).
@@ -185,13 +231,24 @@ class RedisConnection {
   MpscQueue<PendingBatch, &PendingBatch::next> submissions_;
   std::atomic<bool> ready_{false};
 
-  // Everything below is touched only on the loop thread.
+  // Not absl::Mutex: see the note in event_loop.h. The loop thread holds it for all its work on
+  // this connection; a caller only ever try_locks it, so a caller never waits for the loop.
+  std::mutex mu_;
+
+  // Everything below is touched under mu_, and the timers only on the loop thread.
   State state_ = State::kIdle;
   redisAsyncContext* ac_ = nullptr;
   ExponentialBackoff backoff_;
   LoopTimer connect_timer_;
   LoopTimer reconnect_timer_;
   LoopTimer stall_timer_;
+  LoopTimer watchdog_;  // runs the loop by horizon_us_ while callers write
+  // Callers may write a batch whose deadline is at or after this (clock_ time); 0: none may.
+  int64_t horizon_us_ = 0;
+  bool writing_from_caller_ = false;  // a caller is queueing commands: the adapter keeps off the loop
+  bool caller_wrote_ = false;         // since the loop last ran
+  std::vector<PendingBatch*> caller_batches_;  // written by callers, not yet seen by the loop
+  std::vector<PendingBatch*> adopting_;        // AdoptCallerBatches' scratch, kept for its capacity
   std::string last_error_;   // why the last connect failed or the connection went away
   std::string drop_reason_;  // why Drop freed the context, for the batches it fails
   uint64_t sent_seq_ = 0;    // commands written so far, over all contexts
@@ -207,6 +264,7 @@ class RedisConnection {
   std::atomic<uint64_t> noscript_retries_{0};
   std::atomic<uint64_t> deadline_exceeded_{0};
   std::atomic<uint64_t> late_replies_{0};
+  std::atomic<uint64_t> caller_writes_{0};
 };
 
 }  // namespace sluice

@@ -60,6 +60,9 @@ class MpscQueue {
 
   bool closed() const { return head_.load(std::memory_order_acquire) == Closed(); }
 
+  // Whether nothing is queued and the queue is open; any thread, a snapshot.
+  bool empty() const { return head_.load(std::memory_order_acquire) == nullptr; }
+
  private:
   // A sentinel no node can have as its address.
   static T* Closed() { return reinterpret_cast<T*>(uintptr_t{1}); }

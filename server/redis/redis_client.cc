@@ -32,6 +32,9 @@ absl::Status Validate(const RedisClientOptions& options, bool own_loops) {
   if (options.stall_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis stall_timeout must not be negative");
   }
+  if (options.caller_write_horizon < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("redis caller_write_horizon must not be negative");
+  }
   if (options.max_pending_commands < 1) {
     return absl::InvalidArgumentError("redis max_pending_commands must be at least 1");
   }
@@ -63,6 +66,8 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
   connection_options.backoff_max_us = absl::ToInt64Microseconds(options.backoff_max);
   connection_options.stall_timeout_us = absl::ToInt64Microseconds(options.stall_timeout);
   connection_options.max_pending_commands = options.max_pending_commands;
+  connection_options.caller_write_horizon_us =
+      absl::ToInt64Microseconds(options.caller_write_horizon);
 
   std::unique_ptr<RedisClient> client(new RedisClient(std::move(options), clock));
   if (absl::Status status = client->Start(std::move(resources), std::move(connection_options));

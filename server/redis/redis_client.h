@@ -74,6 +74,9 @@ struct RedisClientOptions {
   absl::Duration stall_timeout = absl::Seconds(3);
   // Per connection: a batch that would exceed this many commands on the wire fails fast.
   size_t max_pending_commands = 65536;
+  // A batch Executed on an idle connection is written by the calling thread itself when its
+  // deadline is at least this far off (see connection.h); zero: the I/O thread writes them all.
+  absl::Duration caller_write_horizon = absl::Milliseconds(2);
 };
 
 // Collaborators several clients may share, e.g. the per-node clients of a cluster client.

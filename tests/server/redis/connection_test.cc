@@ -2,9 +2,13 @@
 
 #include <condition_variable>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -140,6 +144,125 @@ TEST_F(RedisConnectionTest, SubmitAfterCloseFailsInline) {
                         EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
                       });
   EXPECT_TRUE(called);
+}
+
+// Runs `batch` on the connection from the calling thread and waits for its callback.
+struct Outcome {
+  absl::Status status;
+  std::vector<RedisReply> replies;
+};
+
+Outcome SubmitAndWait(RedisConnection& connection, CommandBatch batch, int64_t deadline_us) {
+  auto outcome = std::make_shared<Outcome>();
+  auto done = std::make_shared<Notification>();
+  connection.Submit(std::move(batch), deadline_us,
+                    [outcome, done](absl::Status status, absl::Span<RedisReply> replies) {
+                      outcome->status = std::move(status);
+                      outcome->replies.assign(replies.begin(), replies.end());
+                      done->Notify();
+                    });
+  EXPECT_TRUE(done->WaitForNotificationWithTimeout(absl::Seconds(30)));
+  return *outcome;
+}
+
+// Verifies that a batch submitted to an idle connection is written by the submitting thread:
+// the loop wakes for the replies only, never for posted work, and every reply is right. With
+// the horizon at 0 every batch wakes the loop instead.
+TEST_F(RedisConnectionTest, IdleConnectionIsWrittenByTheCaller) {
+  for (int64_t horizon_us : {int64_t{1000000}, int64_t{0}}) {
+    SCOPED_TRACE(horizon_us);
+    std::string key = absl::StrCat("idle", horizon_us);
+    StartConnection({.caller_write_horizon_us = horizon_us}, RealClock::Get());
+    ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
+    constexpr int kBatches = 40;
+    uint64_t wakeups_before = loop_->wakeups();
+    for (int i = 1; i <= kBatches; ++i) {
+      // The loop holds the connection while it finishes the previous reply; let it.
+      absl::SleepFor(absl::Milliseconds(1));
+      Outcome outcome =
+          SubmitAndWait(*connection_, CommandBatch().Add({"INCR", key}),
+                        RealClock::Get().MonotonicMicros() + 10000000);
+      ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+      ASSERT_EQ(outcome.replies.size(), 1u);
+      EXPECT_EQ(outcome.replies[0].integer(), i);
+    }
+    uint64_t wakeups = loop_->wakeups() - wakeups_before;
+    if (horizon_us > 0) {
+      EXPECT_GE(connection_->stats().caller_writes, uint64_t{kBatches - 2});
+      EXPECT_LE(wakeups, 2u);
+    } else {
+      EXPECT_EQ(connection_->stats().caller_writes, 0u);
+      EXPECT_GE(wakeups, uint64_t{kBatches});
+    }
+    OnLoop([&] { connection_.reset(); });
+  }
+}
+
+// Verifies that a batch written by its caller to a server that never answers still fails at
+// its deadline (the loop adopts it and arms its timer), and that the stall watch covers it.
+TEST_F(RedisConnectionTest, CallerWrittenBatchMeetsItsDeadlineAndStallWatch) {
+  // The horizon outlasts pausing the server; the stall watch starts when the loop adopts the
+  // batch, at the latest one horizon later, and outlasts the deadline.
+  StartConnection({.stall_timeout_us = 300000, .caller_write_horizon_us = 200000},
+                  RealClock::Get());
+  ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
+  OnLoop([] {});  // the loop has finished the handshake's read and let go of the connection
+  server_->Pause();
+  int64_t start = RealClock::Get().MonotonicMicros();
+  Outcome outcome = SubmitAndWait(*connection_, CommandBatch().Add({"PING"}), start + 250000);
+  int64_t elapsed = RealClock::Get().MonotonicMicros() - start;
+  EXPECT_EQ(connection_->stats().caller_writes, 1u);
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kDeadlineExceeded) << outcome.status;
+  EXPECT_GE(elapsed, 250000);
+  EXPECT_LT(elapsed, 500000);
+  // Nothing was read since: the stall watch drops the connection.
+  ASSERT_TRUE(WaitReady(false, absl::Seconds(5)));
+  EXPECT_EQ(connection_->stats().disconnects, 1u);
+  server_->Resume();
+  ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
+}
+
+// Verifies that a batch due before the loop's horizon goes through the loop, and is answered.
+TEST_F(RedisConnectionTest, BatchDueBeforeTheHorizonGoesThroughTheLoop) {
+  StartConnection({.caller_write_horizon_us = 1000000}, RealClock::Get());
+  ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
+  Outcome outcome = SubmitAndWait(*connection_, CommandBatch().Add({"PING"}),
+                                  RealClock::Get().MonotonicMicros() + 500000);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(outcome.replies[0].str(), "PONG");
+  EXPECT_EQ(connection_->stats().caller_writes, 0u);
+}
+
+// Verifies that one thread's batches reach Redis in the order submitted although some are
+// written by the thread and the rest by the loop: INCR replies count up in submission order.
+TEST_F(RedisConnectionTest, CallerAndLoopWritesKeepSubmissionOrder) {
+  StartConnection({.caller_write_horizon_us = 1000}, RealClock::Get());
+  ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
+  constexpr int kRounds = 100;
+  constexpr int kBatches = 50;
+  std::vector<int64_t> seen(kRounds * kBatches, 0);
+  std::atomic<int> remaining{kRounds * kBatches};
+  Notification all_done;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int i = 0; i < kBatches; ++i) {
+      int index = round * kBatches + i;
+      connection_->Submit(CommandBatch().Add({"INCR", "order"}),
+                          RealClock::Get().MonotonicMicros() + 10000000,
+                          [&, index](absl::Status status, absl::Span<RedisReply> replies) {
+                            EXPECT_TRUE(status.ok()) << status;
+                            seen[index] = status.ok() ? replies[0].integer() : -1;
+                            if (remaining.fetch_sub(1) == 1) {
+                              all_done.Notify();
+                            }
+                          });
+    }
+    absl::SleepFor(absl::Milliseconds(1));  // let the connection go idle now and then
+  }
+  ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_GE(connection_->stats().caller_writes, 1u);
+  for (int index = 0; index < kRounds * kBatches; ++index) {
+    ASSERT_EQ(seen[index], index + 1) << "batch " << index;
+  }
 }
 
 }  // namespace

@@ -553,6 +553,7 @@ TEST_F(RedisClientTest, RejectsBadOptions) {
       {.address = "127.0.0.1:6379",
        .backoff_min = absl::Seconds(2),
        .backoff_max = absl::Seconds(1)},
+      {.address = "127.0.0.1:6379", .caller_write_horizon = absl::Milliseconds(-1)},
   };
   for (const RedisClientOptions& options : bad) {
     EXPECT_EQ(RedisClient::Create(options, clock_).status().code(),
