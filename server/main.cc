@@ -137,6 +137,9 @@ int Run() {
     }
   }
 
+  // A write to a socket whose peer has gone (hiredis' and libevent's write(2), not send with
+  // MSG_NOSIGNAL) must fail with EPIPE, not end the process.
+  signal(SIGPIPE, SIG_IGN);
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);

@@ -278,6 +278,14 @@ TEST_F(ServerE2eTest, SigtermExitsZero) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// Verifies a broken pipe does not kill the server: hiredis and the HTTP server write to sockets
+// with write(2), so a peer that went away raises SIGPIPE, which the server must ignore.
+TEST_F(ServerE2eTest, SurvivesSigpipe) {
+  ASSERT_EQ(::kill(server_->pid(), SIGPIPE), 0);
+  absl::SleepFor(absl::Milliseconds(100));  // delivered by then
+  EXPECT_EQ(Check("user=frank").overall_code(), RlsResponse::OK) << server_->ReadLog();
+}
+
 // Verifies --check_config accepts a good config and rejects a bad one naming file and line.
 TEST(ServerCheckConfigTest, ReportsGoodAndBadConfigs) {
   TempDir dir;
