@@ -10,9 +10,11 @@
 //                      [](absl::Status status, absl::Span<RedisReply> replies) { ... });
 //
 // Shape: `io_threads` EventLoops, each owning `connections_per_thread` RedisConnections. Execute
-// picks a ready connection round-robin and pushes the batch onto its lock-free queue; the
-// first push of a burst wakes the loop, which writes the whole burst in one go (pipelining comes
-// from batching, never from waiting). Transient trouble never blocks a caller: a batch with no
+// picks a ready connection round-robin. If that connection is idle, the calling thread writes
+// the batch to the socket itself (`caller_write_horizon`) and the loop wakes only for the
+// replies; otherwise it pushes the batch onto the connection's lock-free queue, and the first
+// push of a burst wakes the loop, which writes the whole burst in one go (pipelining comes from
+// batching, never from waiting). Transient trouble never blocks a caller: a batch with no
 // ready connection fails at once with kUnavailable, one without replies in time fails at its
 // deadline with kDeadlineExceeded (its late replies are dropped), NOSCRIPT is healed inside.
 //
