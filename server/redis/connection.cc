@@ -187,10 +187,10 @@ void RedisConnection::AttachToLoop(redisAsyncContext* ac) {
   events->read = event_new(loop_.base(), fd, EV_READ, &RedisConnection::OnReadable, events);
   events->write = event_new(loop_.base(), fd, EV_WRITE, &RedisConnection::OnWritable, events);
   ac->ev.data = events;
-  ac->ev.addRead = &RedisConnection::AddRead;
-  ac->ev.delRead = &RedisConnection::DelRead;
-  ac->ev.addWrite = &RedisConnection::AddWrite;
-  ac->ev.delWrite = &RedisConnection::DelWrite;
+  ac->ev.addRead = [](void* privdata) { Watch(privdata, /*read=*/true, /*arm=*/true); };
+  ac->ev.delRead = [](void* privdata) { Watch(privdata, /*read=*/true, /*arm=*/false); };
+  ac->ev.addWrite = [](void* privdata) { Watch(privdata, /*read=*/false, /*arm=*/true); };
+  ac->ev.delWrite = [](void* privdata) { Watch(privdata, /*read=*/false, /*arm=*/false); };
   ac->ev.cleanup = &RedisConnection::CleanupEvents;
   // Either one firing first completes the non-blocking connect.
   event_add(events->read, nullptr);
@@ -213,33 +213,19 @@ void RedisConnection::OnWritable(int /*fd*/, short /*events*/, void* arg) {
   self->FinishLoopWork();
 }
 
-// hiredis asks for these while it holds (under mu_) the context. When a caller is queueing
-// commands, the caller writes the socket itself and the read event is armed already.
-void RedisConnection::AddRead(void* privdata) {
+// hiredis asks for this under mu_. When a caller is queueing commands, the caller writes the
+// socket itself and the read event is armed already (from the first read on, it always is), so
+// the loop's event_base is left alone.
+void RedisConnection::Watch(void* privdata, bool read, bool arm) {
   auto* events = static_cast<SocketEvents*>(privdata);
-  if (!events->owner->writing_from_caller_) {
-    event_add(events->read, nullptr);
+  if (events->owner->writing_from_caller_) {
+    return;
   }
-}
-
-void RedisConnection::DelRead(void* privdata) {
-  auto* events = static_cast<SocketEvents*>(privdata);
-  if (!events->owner->writing_from_caller_) {
-    event_del(events->read);
-  }
-}
-
-void RedisConnection::AddWrite(void* privdata) {
-  auto* events = static_cast<SocketEvents*>(privdata);
-  if (!events->owner->writing_from_caller_) {
-    event_add(events->write, nullptr);
-  }
-}
-
-void RedisConnection::DelWrite(void* privdata) {
-  auto* events = static_cast<SocketEvents*>(privdata);
-  if (!events->owner->writing_from_caller_) {
-    event_del(events->write);
+  event* watched = read ? events->read : events->write;
+  if (arm) {
+    event_add(watched, nullptr);
+  } else {
+    event_del(watched);
   }
 }
 

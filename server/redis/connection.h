@@ -175,10 +175,8 @@ class RedisConnection {
   static void OnBatchDeadline(int fd, short events, void* arg);
   static void OnReadable(int fd, short events, void* arg);
   static void OnWritable(int fd, short events, void* arg);
-  static void AddRead(void* privdata);
-  static void DelRead(void* privdata);
-  static void AddWrite(void* privdata);
-  static void DelWrite(void* privdata);
+  // hiredis' hooks to arm or disarm reading or writing.
+  static void Watch(void* privdata, bool read, bool arm);
   static void CleanupEvents(void* privdata);
   void AttachToLoop(redisAsyncContext* ac);
 
