@@ -214,6 +214,8 @@ class RedisConnection {
   event* AcquireTimer(PendingBatch* batch);
   void ReleaseTimer(event* timer);
   absl::Status LostStatus(const redisAsyncContext* ac) const;
+  // Not a read-modify-write: every Bump runs under mu_, so bumps never race one another; the
+  // counters are atomic only for stats() readers on other threads.
   static void Bump(std::atomic<uint64_t>& counter) {
     counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
