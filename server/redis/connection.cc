@@ -343,8 +343,13 @@ void RedisConnection::SetReady(bool ready) {
 void RedisConnection::NoteCommandSent() {
   ++sent_seq_;
   // A caller may not touch the loop's timers: AdoptCallerBatches arms this one for it.
-  if (outstanding_++ == 0 && !writing_from_caller_ && options_.stall_timeout_us > 0 &&
-      !stall_timer_.armed()) {
+  if (outstanding_++ == 0 && !writing_from_caller_) {
+    WatchForStall();
+  }
+}
+
+void RedisConnection::WatchForStall() {
+  if (options_.stall_timeout_us > 0 && !stall_timer_.armed()) {
     replies_at_stall_check_ = replies_seen_;
     stall_timer_.Arm(options_.stall_timeout_us);
   }
@@ -382,10 +387,8 @@ void RedisConnection::Close() {
     MaybeFree(batch);
     batch = next;
   }
-  // Freeing the context failed every batch callers wrote; let them go.
-  AdoptCallerBatches();
-  horizon_us_ = 0;
-  watchdog_.Cancel();
+  // Freeing the context failed every batch callers wrote: let them go, and the watchdog too.
+  FinishLoopWork();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -512,18 +515,13 @@ void RedisConnection::AdoptCallerBatches() {
       Complete(batch, absl::DeadlineExceededError(absl::StrCat(
                           "redis ", address_, ": no reply before the deadline")));
     } else {
-      batch->timer = AcquireTimer(batch);
-      timeval tv;
-      MicrosToTimeval(batch->deadline_us - now, &tv);
-      event_add(batch->timer, &tv);
+      ArmDeadline(batch, batch->deadline_us - now);
     }
     MaybeFree(batch);
   }
   adopting_.clear();
-  if (outstanding_ > 0 && ac_ != nullptr && options_.stall_timeout_us > 0 &&
-      !stall_timer_.armed()) {
-    replies_at_stall_check_ = replies_seen_;
-    stall_timer_.Arm(options_.stall_timeout_us);
+  if (outstanding_ > 0 && ac_ != nullptr) {
+    WatchForStall();
   }
 }
 
@@ -566,10 +564,7 @@ void RedisConnection::Dispatch(PendingBatch* batch) {
   batch->replies.resize(n);
   batch->slots = std::make_unique<CommandSlot[]>(n);
   batch->remaining = n;
-  batch->timer = AcquireTimer(batch);
-  timeval tv;
-  MicrosToTimeval(remaining_us, &tv);
-  event_add(batch->timer, &tv);
+  ArmDeadline(batch, remaining_us);
   for (size_t i = 0; i < n; ++i) {
     batch->slots[i].batch = batch;
     if (!SendCommand(batch, i)) {
@@ -755,6 +750,13 @@ absl::Status RedisConnection::LostStatus(const redisAsyncContext* ac) const {
                     : drop_reason_.empty() ? "connection closed"
                                            : drop_reason_.c_str();
   return absl::UnavailableError(absl::StrCat("redis ", address_, ": connection lost: ", why));
+}
+
+void RedisConnection::ArmDeadline(PendingBatch* batch, int64_t remaining_us) {
+  batch->timer = AcquireTimer(batch);
+  timeval tv;
+  MicrosToTimeval(remaining_us, &tv);
+  event_add(batch->timer, &tv);
 }
 
 event* RedisConnection::AcquireTimer(PendingBatch* batch) {

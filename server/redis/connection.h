@@ -207,10 +207,14 @@ class RedisConnection {
   bool SendScriptLoad(ScriptState* state);
   bool SendHandshakeCommand(std::initializer_list<std::string_view> args, void* tag);
   void NoteCommandSent();
+  // Arms the stall timer unless it is armed already (or stall_timeout_us is 0).
+  void WatchForStall();
   void HealNoScript(PendingBatch* batch, size_t i);
   ScriptState* StateFor(const RedisScript& script);
   void Complete(PendingBatch* batch, absl::Status status);
   void MaybeFree(PendingBatch* batch);
+  // Gives `batch` its deadline timer, `remaining_us` from now (> 0).
+  void ArmDeadline(PendingBatch* batch, int64_t remaining_us);
   event* AcquireTimer(PendingBatch* batch);
   void ReleaseTimer(event* timer);
   absl::Status LostStatus(const redisAsyncContext* ac) const;
