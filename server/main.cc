@@ -3,7 +3,9 @@
 // (SIGHUP reloads the config, SIGTERM/SIGINT drain and exit 0).
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
+#include <optional>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -13,13 +15,17 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/backend/memory_backend.h"
+#include "server/backend/per_second_backend.h"
 #include "server/backend/redis_backend.h"
 #include "server/common/clock.h"
 #include "server/common/env_flags.h"
@@ -32,11 +38,16 @@
 #include "server/service/http_server.h"
 #include "server/service/metrics.h"
 #include "server/service/rate_limiter.h"
+#include "server/settings/upstream_env.h"
 
 ABSL_FLAG(std::string, config, "", "YAML config file, or a directory of *.yaml files (one domain each)");
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:8081", "gRPC listen address (HOST:PORT)");
 ABSL_FLAG(std::string, http_address, "0.0.0.0:8080",
-          "HTTP listen address for /json, /healthz, /readyz, /config, /metrics (HOST:PORT)");
+          "HTTP listen address for /json, /healthz, /healthcheck, /readyz, /config, /rlconfig, "
+          "/metrics (HOST:PORT)");
+ABSL_FLAG(std::string, debug_address, "",
+          "a second HTTP listen address with the same endpoints (envoyproxy/ratelimit's debug "
+          "port, where it serves /rlconfig and stats); empty: none");
 ABSL_FLAG(std::string, backend, "memory",
           "where limits are kept: memory (in process), redis or redis_cluster (shared by every "
           "replica)");
@@ -59,6 +70,15 @@ ABSL_FLAG(int32_t, redis_max_batch, 16,
 ABSL_FLAG(bool, redis_caller_writes, true,
           "a request thread writes its Redis commands itself when the connection is idle, "
           "sparing the I/O thread a wake-up (false: the I/O thread writes every command)");
+ABSL_FLAG(std::string, redis_per_second_backend, "",
+          "a second Redis for rules with a one-second period (envoyproxy/ratelimit's "
+          "REDIS_PERSECOND): redis or redis_cluster; empty: none");
+ABSL_FLAG(std::string, redis_per_second_addresses, "",
+          "--redis_per_second_backend's address(es), as --redis_addresses");
+ABSL_FLAG(std::string, redis_per_second_username, "", "ACL user of the per-second Redis");
+ABSL_FLAG(std::string, redis_per_second_password, "", "password of the per-second Redis");
+ABSL_FLAG(int32_t, redis_per_second_connections, 2,
+          "per-second Redis connections per I/O thread");
 ABSL_FLAG(int64_t, over_limit_cache_keys, 100000,
           "redis backend: keys remembered as over limit, answered without a Redis call until "
           "their retry time (0 disables)");
@@ -66,6 +86,43 @@ ABSL_FLAG(std::string, failure_mode, "allow",
           "when the backend cannot answer in budget: allow (answer OK) or deny (OVER_LIMIT)");
 ABSL_FLAG(bool, check_config, false, "validate the config, print the result and exit 0 or 1");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(std::string, log_format, "text",
+          "text, or json (one object a line: @timestamp, level, caller, @message)");
+ABSL_FLAG(bool, config_recursive, false,
+          "read --config as envoyproxy/ratelimit's runtime directory: every file of any name "
+          "below it, subdirectories too (..data and other .. names of a ConfigMap skipped)");
+ABSL_FLAG(bool, config_ignore_dot_files, true,
+          "with --config_recursive: also skip files and directories whose names start with '.'");
+ABSL_FLAG(bool, merge_domain_config, false,
+          "several files may define one domain; their descriptors are merged");
+ABSL_FLAG(bool, force_start_without_initial_config, false,
+          "serve even if the config cannot be loaded at start (calls fail UNAVAILABLE until a "
+          "valid one is loaded); otherwise a bad config at start is fatal");
+ABSL_FLAG(bool, healthy_with_at_least_one_config_loaded, false,
+          "/healthcheck and gRPC health answer unhealthy while the config has no domain");
+ABSL_FLAG(double, near_limit_ratio, 0.8,
+          "share of a rule's capacity past which hits count as near_limit in /metrics");
+ABSL_FLAG(bool, shadow_mode, false,
+          "global shadow mode: a request over limit is answered OK (statuses still say "
+          "OVER_LIMIT; counted in sluice_global_shadow_mode_total)");
+ABSL_FLAG(bool, quota_mode, false, "every descriptor is in quota mode (see quota_mode:)");
+ABSL_FLAG(bool, response_dynamic_metadata, false,
+          "the response's dynamic metadata describes the request and carries the metadata: of "
+          "the descriptors that passed");
+ABSL_FLAG(bool, rate_limit_headers, false,
+          "add RateLimit-Limit, -Remaining and -Reset headers of the descriptor closest to its "
+          "limit, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED does");
+ABSL_FLAG(std::string, rate_limit_limit_header, "RateLimit-Limit",
+          "name of the limit header (--rate_limit_headers)");
+ABSL_FLAG(std::string, rate_limit_remaining_header, "RateLimit-Remaining",
+          "name of the remaining header (--rate_limit_headers)");
+ABSL_FLAG(std::string, rate_limit_reset_header, "RateLimit-Reset",
+          "name of the reset header, whole seconds (--rate_limit_headers)");
+ABSL_FLAG(bool, retry_after_header, true,
+          "add a retry-after header (whole seconds, rounded up) to OVER_LIMIT answers");
+ABSL_FLAG(bool, count_denied_hits, false,
+          "a denied request's hits still count on a lone fixed-window rule, as in "
+          "envoyproxy/ratelimit by default; false: a denied request consumes nothing");
 ABSL_FLAG(int32_t, max_descriptors, 64, "most descriptors accepted in one request");
 ABSL_FLAG(int32_t, max_entries, 32, "most entries accepted in one descriptor");
 ABSL_FLAG(int32_t, max_key_bytes, 1024, "longest domain, descriptor key or value accepted");
@@ -78,18 +135,117 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
 namespace sluice {
 namespace {
 
-const std::vector<std::string> kFlagNames = {
-    "config",          "grpc_address",      "http_address",      "backend",
-    "check_config",    "log_level",         "max_descriptors",   "max_entries",
-    "max_key_bytes",   "memory_max_keys",   "config_poll_interval", "shutdown_grace",
-    "redis_addresses", "redis_username",    "redis_password",    "redis_db",
-    "redis_key_prefix", "redis_timeout",    "redis_clock",       "redis_io_threads",
-    "redis_connections", "redis_max_batch", "redis_caller_writes", "failure_mode",
-    "over_limit_cache_keys"};
+// Every flag this file defines, which SLUICE_<NAME> environment variables may set.
+std::vector<std::string> OwnFlagNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::EndsWith(flag->Filename(), "server/main.cc")) {
+      names.emplace_back(name);
+    }
+  }
+  return names;
+}
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "sluice: %s\n", message.c_str());
   std::exit(1);
+}
+
+// What the envoyproxy/ratelimit environment variables set, for the log once it is configured.
+std::vector<std::string>& UpstreamNotes() {
+  static auto* notes = new std::vector<std::string>();
+  return *notes;
+}
+std::vector<std::string>& UpstreamWarnings() {
+  static auto* warnings = new std::vector<std::string>();
+  return *warnings;
+}
+
+// Sets flags from envoyproxy/ratelimit's environment variables (server/settings/upstream_env.h),
+// before SLUICE_* variables and the command line, which win. A setting that cannot be honoured
+// safely is an error naming it.
+absl::Status ApplyUpstreamEnvironment() {
+  UpstreamTranslation translation =
+      TranslateUpstreamEnvironment([](absl::string_view name) -> std::optional<std::string> {
+        const char* value = std::getenv(std::string(name).c_str());
+        if (value == nullptr || *value == '\0') {
+          return std::nullopt;
+        }
+        return std::string(value);
+      });
+  if (!translation.errors.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("envoyproxy/ratelimit settings Sluice cannot honour:\n  ",
+                     absl::StrJoin(translation.errors, "\n  ")));
+  }
+  for (const FlagAssignment& assignment : translation.flags) {
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(assignment.flag);
+    if (flag == nullptr) {
+      return absl::InternalError(absl::StrCat(assignment.source, ": no flag --", assignment.flag));
+    }
+    std::string error;
+    if (!flag->ParseFrom(assignment.value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat(assignment.source, ": ", error));
+    }
+    const bool secret = absl::StrContains(assignment.flag, "password");
+    UpstreamNotes().push_back(absl::StrCat("--", assignment.flag, "=",
+                                           secret ? "(hidden)" : assignment.value, " from ",
+                                           assignment.source));
+  }
+  UpstreamWarnings() = std::move(translation.warnings);
+  return absl::OkStatus();
+}
+
+struct RedisTarget {
+  std::string kind;  // redis | redis_cluster
+  std::string addresses;
+  std::string username;
+  std::string password;
+  int32_t connections = 2;
+};
+
+std::unique_ptr<RedisBackend> CreateRedisBackend(const RedisTarget& target, const Clock& clock,
+                                                 const std::string& what) {
+  RedisBackendOptions options;
+  std::vector<std::string> addresses = absl::StrSplit(target.addresses, ',', absl::SkipEmpty());
+  if (addresses.empty()) {
+    Die(absl::StrCat(what, ": no address"));
+  }
+  options.cluster = target.kind == "redis_cluster";
+  if (!options.cluster && addresses.size() > 1) {
+    Die(absl::StrCat(what, ": a standalone Redis takes one HOST:PORT (redis_cluster takes "
+                     "several seed nodes)"));
+  }
+  if (options.cluster && absl::GetFlag(FLAGS_redis_db) != 0) {
+    Die("--redis_db: a Redis Cluster has only database 0");
+  }
+  if (target.connections < 1) {
+    Die(absl::StrCat(what, ": connections must be at least 1"));
+  }
+  options.cluster_seeds = addresses;
+  options.client.address = addresses.front();
+  options.client.username = target.username;
+  options.client.password = target.password;
+  options.client.db = absl::GetFlag(FLAGS_redis_db);
+  options.client.io_threads = absl::GetFlag(FLAGS_redis_io_threads);
+  options.client.connections_per_thread = target.connections;
+  if (!absl::GetFlag(FLAGS_redis_caller_writes)) {
+    options.client.caller_write_horizon = absl::ZeroDuration();
+  }
+  options.timeout = absl::GetFlag(FLAGS_redis_timeout);
+  options.use_caller_clock = absl::GetFlag(FLAGS_redis_clock) == "local";
+  options.max_batch = static_cast<size_t>(absl::GetFlag(FLAGS_redis_max_batch));
+  auto created = RedisBackend::Create(options, clock);
+  if (!created.ok()) {
+    Die(absl::StrCat(what, ": ", created.status().message()));
+  }
+  // Serve even if Redis is not up yet: decisions follow --failure_mode until it is.
+  if (!(*created)->WaitUntilReady(absl::Seconds(2))) {
+    SLUICE_LOG(WARNING) << what << " at " << target.addresses
+                        << " is not reachable yet; answering by --failure_mode="
+                        << absl::GetFlag(FLAGS_failure_mode) << " until it is";
+  }
+  return *std::move(created);
 }
 
 int Run() {
@@ -99,24 +255,65 @@ int Run() {
                      "' is not debug, info, warning or error"));
   }
   SetMinLogLevel(level);
+  LogFormat format;
+  if (!ParseLogFormat(absl::GetFlag(FLAGS_log_format), &format)) {
+    Die(absl::StrCat("--log_format: '", absl::GetFlag(FLAGS_log_format), "' is not text or json"));
+  }
+  SetLogFormat(format);
+  for (const std::string& note : UpstreamNotes()) {
+    SLUICE_LOG(INFO) << "envoyproxy/ratelimit setting: " << note;
+  }
+  for (const std::string& warning : UpstreamWarnings()) {
+    SLUICE_LOG(WARNING) << "envoyproxy/ratelimit setting not honoured: " << warning;
+  }
 
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) {
-    Die("--config is required (a YAML file or a directory of them)");
+    Die("--config is required (a YAML file or a directory of them; or envoyproxy/ratelimit's "
+        "RUNTIME_ROOT and friends)");
   }
-  auto loaded = LoadConfigPath(config_path);
-  if (!loaded.ok()) {
+  ConfigLoadOptions load_options;
+  load_options.merge_domains = absl::GetFlag(FLAGS_merge_domain_config);
+  load_options.recursive = absl::GetFlag(FLAGS_config_recursive);
+  load_options.ignore_dot_files = absl::GetFlag(FLAGS_config_ignore_dot_files);
+  auto loaded = LoadConfigPath(config_path, load_options);
+  std::shared_ptr<const Config> config;
+  if (loaded.ok()) {
+    config = std::move(*loaded);
+  } else if (absl::GetFlag(FLAGS_check_config) ||
+             !absl::GetFlag(FLAGS_force_start_without_initial_config)) {
     Die(absl::StrCat("invalid config: ", loaded.status().message()));
+  } else {
+    SLUICE_LOG(ERROR) << "invalid config, serving without one until it is fixed "
+                         "(--force_start_without_initial_config): "
+                      << loaded.status().message();
   }
-  std::shared_ptr<const Config> config(std::move(*loaded));
   if (absl::GetFlag(FLAGS_check_config)) {
-    std::printf("config OK: %zu domains, %zu rules\n%s", config->domains().size(),
-                config->RuleCount(), config->Dump().c_str());
+    std::printf("config OK: %zu domains, %zu rules, %zu warnings\n", config->domains().size(),
+                config->RuleCount(), config->warnings().size());
+    for (const std::string& warning : config->warnings()) {
+      std::printf("warning: %s\n", warning.c_str());
+    }
+    std::printf("%s", config->Dump().c_str());
     return 0;
+  }
+  if (config != nullptr) {
+    for (const std::string& warning : config->warnings()) {
+      SLUICE_LOG(WARNING) << "config: " << warning;
+    }
   }
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
   if (backend_name != "memory" && backend_name != "redis" && backend_name != "redis_cluster") {
     Die(absl::StrCat("--backend: '", backend_name, "' is not memory, redis or redis_cluster"));
+  }
+  const std::string per_second_name = absl::GetFlag(FLAGS_redis_per_second_backend);
+  if (!per_second_name.empty() && per_second_name != "redis" &&
+      per_second_name != "redis_cluster") {
+    Die(absl::StrCat("--redis_per_second_backend: '", per_second_name,
+                     "' is not redis or redis_cluster"));
+  }
+  if (!per_second_name.empty() && backend_name == "memory") {
+    Die("--redis_per_second_backend needs --backend=redis or redis_cluster");
   }
   const std::string failure_mode = absl::GetFlag(FLAGS_failure_mode);
   if (failure_mode != "allow" && failure_mode != "deny") {
@@ -129,12 +326,19 @@ int Run() {
   if (absl::GetFlag(FLAGS_redis_timeout) <= absl::ZeroDuration()) {
     Die("--redis_timeout must be positive");
   }
+  if (absl::GetFlag(FLAGS_redis_max_batch) < 1) {
+    Die("--redis_max_batch must be at least 1");
+  }
   for (auto [name, value] : {std::pair{"max_descriptors", absl::GetFlag(FLAGS_max_descriptors)},
                              std::pair{"max_entries", absl::GetFlag(FLAGS_max_entries)},
                              std::pair{"max_key_bytes", absl::GetFlag(FLAGS_max_key_bytes)}}) {
     if (value < 1) {
       Die(absl::StrCat("--", name, " must be at least 1"));
     }
+  }
+  const double near_limit_ratio = absl::GetFlag(FLAGS_near_limit_ratio);
+  if (!(near_limit_ratio >= 0 && near_limit_ratio <= 1)) {
+    Die(absl::StrCat("--near_limit_ratio: ", near_limit_ratio, " is not between 0 and 1"));
   }
 
   // A write to a socket whose peer has gone (hiredis' and libevent's write(2), not send with
@@ -151,57 +355,33 @@ int Run() {
   Clock& clock = RealClock::Get();
   Metrics metrics;
   ConfigStore store(config);
-  metrics.SetConfigRules(static_cast<double>(config->RuleCount()));
+  metrics.SetConfigRules(config != nullptr ? static_cast<double>(config->RuleCount()) : 0);
   std::unique_ptr<Backend> backend;
-  RedisBackend* redis = nullptr;
+  std::vector<RedisBackend*> redis_backends;  // to stop before the HTTP loop goes away
   if (backend_name == "memory") {
     MemoryBackendOptions memory_options;
     memory_options.max_keys =
         static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_memory_max_keys)));
     backend = std::make_unique<MemoryBackend>(clock, memory_options);
   } else {
-    RedisBackendOptions options;
-    std::vector<std::string> addresses =
-        absl::StrSplit(absl::GetFlag(FLAGS_redis_addresses), ',', absl::SkipEmpty());
-    if (addresses.empty()) {
-      Die("--redis_addresses is empty");
+    RedisTarget main_target{backend_name, absl::GetFlag(FLAGS_redis_addresses),
+                            absl::GetFlag(FLAGS_redis_username),
+                            absl::GetFlag(FLAGS_redis_password),
+                            absl::GetFlag(FLAGS_redis_connections)};
+    std::unique_ptr<RedisBackend> main_redis = CreateRedisBackend(main_target, clock, backend_name);
+    redis_backends.push_back(main_redis.get());
+    backend = std::move(main_redis);
+    if (!per_second_name.empty()) {
+      RedisTarget per_second_target{per_second_name,
+                                    absl::GetFlag(FLAGS_redis_per_second_addresses),
+                                    absl::GetFlag(FLAGS_redis_per_second_username),
+                                    absl::GetFlag(FLAGS_redis_per_second_password),
+                                    absl::GetFlag(FLAGS_redis_per_second_connections)};
+      std::unique_ptr<RedisBackend> per_second =
+          CreateRedisBackend(per_second_target, clock, "per-second " + per_second_name);
+      redis_backends.push_back(per_second.get());
+      backend = std::make_unique<PerSecondBackend>(std::move(backend), std::move(per_second));
     }
-    options.cluster = backend_name == "redis_cluster";
-    if (!options.cluster && addresses.size() > 1) {
-      Die("--redis_addresses: --backend=redis takes one HOST:PORT (use --backend=redis_cluster "
-          "for several seed nodes)");
-    }
-    if (options.cluster && absl::GetFlag(FLAGS_redis_db) != 0) {
-      Die("--redis_db: a Redis Cluster has only database 0");
-    }
-    options.cluster_seeds = addresses;
-    options.client.address = addresses.front();
-    options.client.username = absl::GetFlag(FLAGS_redis_username);
-    options.client.password = absl::GetFlag(FLAGS_redis_password);
-    options.client.db = absl::GetFlag(FLAGS_redis_db);
-    options.client.io_threads = absl::GetFlag(FLAGS_redis_io_threads);
-    options.client.connections_per_thread = absl::GetFlag(FLAGS_redis_connections);
-    if (!absl::GetFlag(FLAGS_redis_caller_writes)) {
-      options.client.caller_write_horizon = absl::ZeroDuration();
-    }
-    options.timeout = absl::GetFlag(FLAGS_redis_timeout);
-    options.use_caller_clock = redis_clock == "local";
-    if (absl::GetFlag(FLAGS_redis_max_batch) < 1) {
-      Die("--redis_max_batch must be at least 1");
-    }
-    options.max_batch = static_cast<size_t>(absl::GetFlag(FLAGS_redis_max_batch));
-    auto created = RedisBackend::Create(options, clock);
-    if (!created.ok()) {
-      Die(absl::StrCat("--backend=", backend_name, ": ", created.status().message()));
-    }
-    redis = created->get();
-    // Serve even if Redis is not up yet: decisions follow --failure_mode until it is.
-    if (!redis->WaitUntilReady(absl::Seconds(2))) {
-      SLUICE_LOG(WARNING) << backend_name << " at " << absl::GetFlag(FLAGS_redis_addresses)
-                          << " is not reachable yet; answering by --failure_mode=" << failure_mode
-                          << " until it is";
-    }
-    backend = std::move(*created);
   }
 
   RateLimiterOptions limiter_options;
@@ -210,9 +390,19 @@ int Run() {
   limiter_options.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
   limiter_options.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   limiter_options.failure_mode = failure_mode == "deny" ? FailureMode::kDeny : FailureMode::kAllow;
+  limiter_options.near_limit_ratio = near_limit_ratio;
+  limiter_options.global_shadow_mode = absl::GetFlag(FLAGS_shadow_mode);
+  limiter_options.global_quota_mode = absl::GetFlag(FLAGS_quota_mode);
+  limiter_options.response_dynamic_metadata = absl::GetFlag(FLAGS_response_dynamic_metadata);
+  limiter_options.rate_limit_headers = absl::GetFlag(FLAGS_rate_limit_headers);
+  limiter_options.limit_header = absl::GetFlag(FLAGS_rate_limit_limit_header);
+  limiter_options.remaining_header = absl::GetFlag(FLAGS_rate_limit_remaining_header);
+  limiter_options.reset_header = absl::GetFlag(FLAGS_rate_limit_reset_header);
+  limiter_options.retry_after_header = absl::GetFlag(FLAGS_retry_after_header);
+  limiter_options.count_denied_hits = absl::GetFlag(FLAGS_count_denied_hits);
   // The memory backend is as fast as the cache: only a remote backend gets one.
   std::unique_ptr<OverLimitCache> over_limit_cache;
-  if (redis != nullptr && absl::GetFlag(FLAGS_over_limit_cache_keys) > 0) {
+  if (!redis_backends.empty() && absl::GetFlag(FLAGS_over_limit_cache_keys) > 0) {
     over_limit_cache = std::make_unique<OverLimitCache>(
         clock, static_cast<size_t>(absl::GetFlag(FLAGS_over_limit_cache_keys)));
   }
@@ -227,25 +417,52 @@ int Run() {
                            &grpc_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || grpc_port == 0) {
+  const bool unix_socket = absl::StartsWith(absl::GetFlag(FLAGS_grpc_address), "unix:");
+  if (server == nullptr || (grpc_port == 0 && !unix_socket)) {
     Die(absl::StrCat("cannot listen on gRPC address ", absl::GetFlag(FLAGS_grpc_address)));
   }
-  server->GetHealthCheckService()->SetServingStatus(true);
+  // Health answers for "" (the whole server), for "ratelimit" (what envoyproxy/ratelimit
+  // registers and existing probes ask) and for the RLS service's full name.
+  const bool healthy_requires_config = absl::GetFlag(FLAGS_healthy_with_at_least_one_config_loaded);
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  auto set_health = [health](bool serving) {
+    health->SetServingStatus(serving);
+    for (const char* name : {"ratelimit", "envoy.service.ratelimit.v3.RateLimitService"}) {
+      health->SetServingStatus(name, serving);
+    }
+  };
+  auto config_healthy = [healthy_requires_config](const Config* c) {
+    return !healthy_requires_config || (c != nullptr && !c->domains().empty());
+  };
+  set_health(config_healthy(config.get()));
 
-  HttpServer http(limiter, store, *backend, metrics);
-  if (absl::Status s = http.Start(absl::GetFlag(FLAGS_http_address)); !s.ok()) {
+  HttpServerOptions http_options;
+  http_options.healthy_requires_config = healthy_requires_config;
+  HttpServer http(limiter, store, *backend, metrics, http_options);
+  if (absl::Status s = http.Start(absl::GetFlag(FLAGS_http_address),
+                                  absl::GetFlag(FLAGS_debug_address));
+      !s.ok()) {
     Die(std::string(s.message()));
   }
-  SLUICE_LOG(INFO) << "sluice serving: gRPC on port " << grpc_port << ", HTTP on port "
-                   << http.port() << ", backend " << backend->Name() << ", "
-                   << config->RuleCount() << " rules";
+  SLUICE_LOG(INFO) << "sluice serving: gRPC on "
+                   << (unix_socket ? absl::GetFlag(FLAGS_grpc_address)
+                                   : absl::StrCat("port ", grpc_port))
+                   << ", HTTP on port " << http.port()
+                   << (http.debug_port() != 0 ? absl::StrCat(" and ", http.debug_port()) : "")
+                   << ", backend " << backend->Name() << ", "
+                   << (config != nullptr ? config->RuleCount() : 0) << " rules";
 
-  ConfigWatcher watcher(config_path, store, [&metrics](bool ok, const Config* next) {
-    metrics.CountConfigReload(ok);
-    if (next != nullptr) {
-      metrics.SetConfigRules(static_cast<double>(next->RuleCount()));
-    }
-  });
+  std::atomic<bool> draining{false};
+  ConfigWatcher watcher(config_path, load_options, store,
+                        [&](bool ok, const Config* next) {
+                          metrics.CountConfigReload(ok);
+                          if (next != nullptr) {
+                            metrics.SetConfigRules(static_cast<double>(next->RuleCount()));
+                            if (!draining.load()) {
+                              set_health(config_healthy(next));
+                            }
+                          }
+                        });
   const absl::Duration poll = absl::GetFlag(FLAGS_config_poll_interval);
   while (true) {
     timespec wait = absl::ToTimespec(poll > absl::ZeroDuration() ? poll : absl::Hours(1));
@@ -261,13 +478,14 @@ int Run() {
     }
   }
 
+  draining.store(true);
   http.SetDraining();
-  server->GetHealthCheckService()->SetServingStatus(false);
+  set_health(false);
   // Stop accepting, let in-flight calls finish (up to the grace period), then stop.
   server->Shutdown(std::chrono::system_clock::now() +
                    absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_shutdown_grace)));
   server->Wait();
-  if (redis != nullptr) {
+  for (RedisBackend* redis : redis_backends) {
     // Completes any /json call still waiting on Redis before the HTTP loop goes away.
     redis->Stop();
   }
@@ -283,8 +501,16 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Sluice rate-limit service (Envoy RLS v3).\n"
       "  sluice --config=PATH [--grpc_address=HOST:PORT] [--http_address=HOST:PORT]\n"
-      "Every flag can also be set as environment variable SLUICE_<FLAG IN UPPER CASE>.");
-  if (absl::Status s = sluice::ApplyFlagsFromEnvironment("SLUICE_", sluice::kFlagNames); !s.ok()) {
+      "Every flag can also be set as environment variable SLUICE_<FLAG IN UPPER CASE>;\n"
+      "envoyproxy/ratelimit's environment variables (PORT, REDIS_URL, RUNTIME_ROOT, ...) are\n"
+      "read too, below both (see README, Migrating from envoyproxy/ratelimit).");
+  // Precedence, lowest first: envoyproxy/ratelimit's variables, SLUICE_* variables, flags.
+  if (absl::Status s = sluice::ApplyUpstreamEnvironment(); !s.ok()) {
+    std::fprintf(stderr, "sluice: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  if (absl::Status s = sluice::ApplyFlagsFromEnvironment("SLUICE_", sluice::OwnFlagNames());
+      !s.ok()) {
     std::fprintf(stderr, "sluice: %s\n", std::string(s.message()).c_str());
     return 1;
   }

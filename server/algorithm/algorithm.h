@@ -60,6 +60,11 @@ struct LimitParams {
   int64_t period_us = 0;
   // Capacity of the token or leaky bucket, or the burst GCRA tolerates. Ignored by the windows.
   uint64_t burst = 0;
+  // fixed_window only: a denied request's hits still count (envoyproxy/ratelimit's
+  // increment-first behaviour, --count_denied_hits), so a client that keeps retrying over the
+  // limit keeps the window full. The exception to "a denied request leaves the state as it
+  // was" above. Ignored by the other algorithms, and inside a group (all-or-nothing wins).
+  bool count_denied = false;
 };
 
 struct Decision {

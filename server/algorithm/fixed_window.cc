@@ -1,5 +1,7 @@
 #include "server/algorithm/fixed_window.h"
 
+#include <limits>
+
 #include "server/algorithm/algorithm_internal.h"
 
 namespace sluice {
@@ -20,8 +22,10 @@ Decision EvaluateFixedWindow(const LimitParams& params, FixedWindowState& state,
   Decision decision;
   // Written so that nothing overflows; count may exceed limit after the limit was lowered.
   decision.allowed = hits <= limit && count <= limit - hits;
-  if (decision.allowed) {
-    count += hits;
+  if (decision.allowed || (params.count_denied && hits > 0)) {
+    count = count > std::numeric_limits<uint64_t>::max() - hits
+                ? std::numeric_limits<uint64_t>::max()
+                : count + hits;
     state.window_start_us = window_start;
     state.count = count;
   }

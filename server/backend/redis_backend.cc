@@ -581,7 +581,9 @@ absl::Status RedisBackend::DecodeParts(absl::Span<const Part> parts,
               absl::StrCat("redis: unexpected INCRBY reply ", count.DebugString()));
         }
         const Decision decision = FixedWindowDecision(part.params, now, part.hits, count.integer());
-        if (!decision.allowed && part.hits > 0) {
+        // INCRBY counted the hits; a denial gives them back unless denied hits are meant to
+        // count (--count_denied_hits, envoyproxy/ratelimit's increment-first).
+        if (!decision.allowed && part.hits > 0 && !part.params.count_denied) {
           GiveBack(part.window_key, part.hits);
         }
         decisions[order[d++]] = decision;

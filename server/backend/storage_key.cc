@@ -11,6 +11,10 @@ void AppendEntry(const DescriptorEntryView& e, std::string* out) {
   out->push_back('|');
   AppendEscapedKeyPart(e.key, out);
   out->push_back('=');
+  if (e.shared_pattern) {
+    // A second '=' cannot start an escaped value, so a shared pattern never meets a literal.
+    out->push_back('=');
+  }
   AppendEscapedKeyPart(e.value, out);
 }
 
@@ -44,7 +48,7 @@ std::string StorageKey(absl::string_view prefix, absl::string_view domain,
   }
   size_t size = prefix.size() + domain.size() + rule_suffix.size() + 4;
   for (const DescriptorEntryView& e : entries) {
-    size += e.key.size() + e.value.size() + 2;
+    size += e.key.size() + e.value.size() + 3;
   }
   std::string key;
   key.reserve(size + size / 4 + (tag ? tag->key.size() + tag->value.size() + 2 : 0));

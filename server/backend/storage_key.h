@@ -11,7 +11,10 @@
 // keys stay distinct.
 // Domain, keys and values are percent-escaped ('%', '{', '}', '|', '=' and bytes below 0x21 or
 // above 0x7e become %XX), so no value can close the tag or forge a separator, and two different
-// descriptors never share a key (suffixes never contain '='). Pure functions; thread-safe.
+// descriptors never share a key (suffixes never contain '='). An entry whose value is a
+// share_threshold pattern (DescriptorEntryView::shared_pattern) is written "<key>==<pattern>":
+// every value the pattern matches shares that one key, and no literal value can produce it.
+// Pure functions; thread-safe.
 #pragma once
 
 #include <string>

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -14,6 +15,54 @@ namespace sluice {
 namespace {
 
 std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
+std::atomic<int> g_format{static_cast<int>(LogFormat::kText)};
+
+const char* JsonLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kFatal:
+      return "fatal";
+  }
+  return "unknown";
+}
+
+void AppendJsonString(absl::string_view text, std::string* out) {
+  out->push_back('"');
+  for (char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(ch);
+    } else if (c == '\n') {
+      out->append("\\n");
+    } else if (c < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      out->append(escaped);
+    } else {
+      out->push_back(ch);
+    }
+  }
+  out->push_back('"');
+}
+
+// "2026-11-24T02:34:14.220473Z"
+std::string Timestamp(int64_t now_us) {
+  time_t secs = static_cast<time_t>(now_us / 1000000);
+  tm parts;
+  gmtime_r(&secs, &parts);
+  char when[48];
+  const size_t n = std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &parts);
+  std::snprintf(when + n, sizeof(when) - n, ".%06lldZ", static_cast<long long>(now_us % 1000000));
+  return when;
+}
 
 const char* LevelName(LogLevel level) {
   switch (level) {
@@ -37,6 +86,19 @@ void SetMinLogLevel(LogLevel level) { g_min_level.store(static_cast<int>(level))
 
 LogLevel MinLogLevel() { return static_cast<LogLevel>(g_min_level.load(std::memory_order_relaxed)); }
 
+void SetLogFormat(LogFormat format) { g_format.store(static_cast<int>(format)); }
+
+bool ParseLogFormat(absl::string_view text, LogFormat* format) {
+  if (text == "text") {
+    *format = LogFormat::kText;
+  } else if (text == "json") {
+    *format = LogFormat::kJson;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 bool ParseLogLevel(absl::string_view text, LogLevel* level) {
   if (text == "debug") {
     *level = LogLevel::kDebug;
@@ -54,23 +116,25 @@ bool ParseLogLevel(absl::string_view text, LogLevel* level) {
 
 namespace logging_internal {
 
-LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level) {
+LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level), line_(line) {
   const char* base = std::strrchr(file, '/');
-  int64_t now_us = RealClock::Get().NowMicros();
-  time_t secs = static_cast<time_t>(now_us / 1000000);
-  tm parts;
-  gmtime_r(&secs, &parts);
-  char when[32];
-  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &parts);
-  char micros[16];
-  std::snprintf(micros, sizeof(micros), ".%06lldZ", static_cast<long long>(now_us % 1000000));
-  stream_ << LevelName(level) << ' ' << when << micros << ' ' << (base ? base + 1 : file) << ':'
-          << line << "] ";
+  file_ = base ? base + 1 : file;
 }
 
 LogMessage::~LogMessage() {
-  stream_ << '\n';
-  std::string text = stream_.str();
+  const int64_t now_us = RealClock::Get().NowMicros();
+  std::string text;
+  if (static_cast<LogFormat>(g_format.load(std::memory_order_relaxed)) == LogFormat::kJson) {
+    text = "{\"@timestamp\":\"" + Timestamp(now_us) + "\",\"level\":\"" +
+           JsonLevelName(level_) + "\",\"caller\":";
+    AppendJsonString(std::string(file_) + ":" + std::to_string(line_), &text);
+    text += ",\"@message\":";
+    AppendJsonString(stream_.str(), &text);
+    text += "}\n";
+  } else {
+    text = std::string(LevelName(level_)) + " " + Timestamp(now_us) + " " + file_ + ":" +
+           std::to_string(line_) + "] " + stream_.str() + "\n";
+  }
   ssize_t unused = ::write(STDERR_FILENO, text.data(), text.size());
   (void)unused;
   if (level_ == LogLevel::kFatal) {

@@ -1,5 +1,7 @@
 // The project's one logging facade (abseil 20220623 has no absl/log). Lines go to stderr as
-// "<level> <time> <file>:<line>] message". Safe for concurrent use: each line is written with a
+// "<level> <time> <file>:<line>] message", or with LogFormat::kJson as one JSON object a line:
+// {"@timestamp":"<RFC 3339 UTC>","level":"warning","caller":"<file>:<line>","@message":"..."}
+// (the field names envoyproxy/ratelimit's LOG_FORMAT=json uses). Safe for concurrent use: each line is written with a
 // single write(2) so lines from different threads never interleave.
 //
 //   SLUICE_LOG(INFO) << "listening on " << address;
@@ -22,6 +24,12 @@ LogLevel MinLogLevel();
 // Parses "debug", "info", "warning", "error"; returns false on anything else.
 bool ParseLogLevel(absl::string_view text, LogLevel* level);
 
+enum class LogFormat { kText, kJson };
+// Default kText. Set once at start-up, before threads log.
+void SetLogFormat(LogFormat format);
+// Parses "text" or "json"; returns false on anything else.
+bool ParseLogFormat(absl::string_view text, LogFormat* format);
+
 namespace logging_internal {
 
 // Builds one line and writes it on destruction; kFatal aborts the process after writing.
@@ -35,6 +43,8 @@ class LogMessage {
 
  private:
   LogLevel level_;
+  const char* file_;  // base name
+  int line_;
   std::ostringstream stream_;
 };
 

@@ -59,7 +59,8 @@ constexpr size_t kCompositeBufferSize = 256;
 
 // The child of `node` that `entry` selects: exact "key_value", then the first wildcard in
 // declaration order, then the key's default.
-const DescriptorNode* FindChild(const DescriptorNode& node, const DescriptorEntryView& entry) {
+const DescriptorNode* FindChild(const DescriptorNode& node, const DescriptorEntryView& entry,
+                                MatchStep::How* how) {
   if (!node.exact_children.empty() && !entry.value.empty()) {
     char buffer[kCompositeBufferSize];
     std::string heap;
@@ -78,22 +79,25 @@ const DescriptorNode* FindChild(const DescriptorNode& node, const DescriptorEntr
     // The key check keeps ("a", "b_c") from selecting a child declared as ("a_b", "c"): the
     // composite string alone cannot tell them apart.
     if (it != node.exact_children.end() && it->second->key == entry.key) {
+      *how = MatchStep::How::kExact;
       return it->second.get();
     }
   }
   for (const std::unique_ptr<DescriptorNode>& child : node.wildcard_children) {
     if (child->key == entry.key && WildcardMatch(child->value, entry.value)) {
+      *how = MatchStep::How::kWildcard;
       return child.get();
     }
   }
   auto it = node.default_children.find(entry.key);
   if (it != node.default_children.end()) {
+    *how = MatchStep::How::kDefault;
     return it->second.get();
   }
   return nullptr;
 }
 
-// Children of `node` in declaration order (by line; one domain comes from one file).
+// Children of `node` in declaration order (by file, then line).
 std::vector<const DescriptorNode*> OrderedChildren(const DescriptorNode& node) {
   std::vector<const DescriptorNode*> children;
   children.reserve(node.exact_children.size() + node.default_children.size() +
@@ -109,6 +113,9 @@ std::vector<const DescriptorNode*> OrderedChildren(const DescriptorNode& node) {
   }
   std::sort(children.begin(), children.end(),
             [](const DescriptorNode* a, const DescriptorNode* b) {
+              if (a->file != b->file) {
+                return a->file < b->file;  // domains merged from several files
+              }
               if (a->line != b->line) {
                 return a->line < b->line;
               }
@@ -146,8 +153,20 @@ void DumpRule(const DescriptorNode& node, const RateLimitRule& rule, std::string
     absl::StrAppend(&out, " replaces=", absl::StrJoin(rule.replaces, ","));
   }
   absl::StrAppend(&out, " shadow_mode=", node.shadow_mode ? "true" : "false");
+  if (node.quota_mode) {
+    absl::StrAppend(&out, " quota_mode=true");
+  }
   if (node.detailed_metric) {
     absl::StrAppend(&out, " detailed_metric=true");
+  }
+  if (node.value_to_metric) {
+    absl::StrAppend(&out, " value_to_metric=true");
+  }
+  if (node.share_threshold) {
+    absl::StrAppend(&out, " share_threshold=true");
+  }
+  if (node.metadata != nullptr) {
+    absl::StrAppend(&out, " metadata=", node.metadata->ShortDebugString());
   }
   absl::StrAppend(&out, " (", node.file, ":", node.line, ")\n");
 }
@@ -178,7 +197,11 @@ size_t CountNodesWithRules(const DescriptorNode& node) {
 }  // namespace
 
 const DescriptorNode* Config::Match(absl::string_view domain,
-                                    absl::Span<const DescriptorEntryView> entries) const {
+                                    absl::Span<const DescriptorEntryView> entries,
+                                    MatchSteps* steps) const {
+  if (steps != nullptr) {
+    steps->clear();
+  }
   if (entries.empty()) {
     return nullptr;
   }
@@ -190,9 +213,13 @@ const DescriptorNode* Config::Match(absl::string_view domain,
   for (const DescriptorEntryView& entry : entries) {
     // No backtracking: once a child is chosen, a dead end below it means no limit, even if a
     // wildcard or default sibling would have led further (envoyproxy/ratelimit does the same).
-    node = FindChild(*node, entry);
+    MatchStep::How how = MatchStep::How::kExact;
+    node = FindChild(*node, entry, &how);
     if (node == nullptr) {
       return nullptr;
+    }
+    if (steps != nullptr) {
+      steps->push_back(MatchStep{node, how});
     }
   }
   // Rules on a node passed before the last entry never apply: depth must match exactly.

@@ -10,7 +10,9 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
+#include "google/protobuf/struct.pb.h"
 #include "server/algorithm/algorithm.h"
 
 namespace sluice {
@@ -58,6 +60,18 @@ struct DescriptorNode {
   std::vector<RateLimitRule> rules;
   bool shadow_mode = false;
   bool detailed_metric = false;
+  // envoyproxy/ratelimit's quota mode: an over-limit answer of this descriptor makes the
+  // request OVER_LIMIT only when every quota-mode descriptor of the request is over its limit.
+  bool quota_mode = false;
+  // Metrics: the request's value, not the configured pattern or default, names this level in
+  // the stat key (envoyproxy/ratelimit's value_to_metric).
+  bool value_to_metric = false;
+  // Every value matching this node's wildcard shares one counter (and one stat key, the
+  // pattern) instead of one per value. Only on wildcard values; the loader checks it.
+  bool share_threshold = false;
+  // `metadata:` of the YAML, returned in the response's dynamic metadata for descriptors that
+  // pass, when that is switched on. Null when the node has none.
+  std::shared_ptr<const google::protobuf::Struct> metadata;
   // "domain.key_value.key2" in envoyproxy/ratelimit's stat-key form, for metrics.
   std::string full_key;
   std::string file;  // where the node was declared
@@ -82,7 +96,19 @@ struct Domain {
 struct DescriptorEntryView {
   absl::string_view key;
   absl::string_view value;
+  // Storage keys only: `value` is a share_threshold wildcard pattern standing for every value
+  // it matches, written apart from any literal value (storage_key.h).
+  bool shared_pattern = false;
 };
+
+// How Match reached one level of the tree.
+struct MatchStep {
+  enum class How : uint8_t { kExact, kWildcard, kDefault };
+  const DescriptorNode* node = nullptr;
+  How how = How::kExact;
+};
+// Inline for the depths configs use, so that matching with steps does not allocate.
+using MatchSteps = absl::InlinedVector<MatchStep, 8>;
 
 class Config {
  public:
@@ -97,8 +123,11 @@ class Config {
   // nullptr. A returned node may hold an unlimited rule; the caller answers OK for it.
   // A `*` in a configured value matches any run of characters (see wildcard.h). Does not
   // allocate unless a "key_value" is longer than 256 bytes. The result lives as long as *this.
+  // When `steps` is not null, it receives one MatchStep per entry on success (cleared first;
+  // contents unspecified when nullptr is returned).
   const DescriptorNode* Match(absl::string_view domain,
-                              absl::Span<const DescriptorEntryView> entries) const;
+                              absl::Span<const DescriptorEntryView> entries,
+                              MatchSteps* steps = nullptr) const;
 
   // True if `domain` is configured.
   bool HasDomain(absl::string_view domain) const;
@@ -119,8 +148,15 @@ class Config {
     return domains_;
   }
 
+  // Things the loader accepted, as envoyproxy/ratelimit does, but that are probably not what
+  // the author meant ("<file>:<line>: <field>: <what>"), e.g. a rate_limit without
+  // requests_per_unit (a limit of 0). Printed by --check_config and logged at each load.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  std::vector<std::string>& mutable_warnings() { return warnings_; }
+
  private:
   absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace sluice

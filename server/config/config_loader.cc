@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -131,7 +132,9 @@ const MapEntry* Find(const MapEntries& entries, absl::string_view name) {
 // with "<file>:<line>: <field path>: ". yaml-cpp throws; callers catch around Load().
 class FileLoader {
  public:
-  explicit FileLoader(absl::string_view file_name) : file_(file_name) {}
+  // Warnings (see Config::warnings) are appended to *warnings.
+  FileLoader(absl::string_view file_name, std::vector<std::string>* warnings)
+      : file_(file_name), warnings_(warnings) {}
 
   absl::StatusOr<std::unique_ptr<Domain>> Load(absl::string_view text);
 
@@ -141,6 +144,10 @@ class FileLoader {
       return absl::InvalidArgumentError(absl::StrCat(file_, ":", line, ": ", what));
     }
     return absl::InvalidArgumentError(absl::StrCat(file_, ":", line, ": ", path, ": ", what));
+  }
+
+  void Warn(int line, absl::string_view path, absl::string_view what) const {
+    warnings_->push_back(absl::StrCat(file_, ":", line, ": ", path, ": ", what));
   }
 
   // Reads the keys of `map` (which must be a map), expanding merge keys, and rejects
@@ -166,7 +173,13 @@ class FileLoader {
   absl::Status Attach(std::unique_ptr<DescriptorNode> child, const std::string& path,
                       DescriptorNode& parent, DescriptorNode*& attached) const;
 
+  absl::Status LoadMetadata(const MapEntry& entry, const std::string& path,
+                            DescriptorNode& node) const;
+  absl::Status ToProtoValue(const YAML::Node& yaml, const std::string& path, int line, int depth,
+                            google::protobuf::Value& out) const;
+
   std::string file_;
+  std::vector<std::string>* const warnings_;
 };
 
 absl::StatusOr<std::unique_ptr<Domain>> FileLoader::Load(absl::string_view text) {
@@ -407,7 +420,8 @@ absl::Status FileLoader::LoadDescriptor(const YAML::Node& map, const std::string
   ASSIGN_OR_RETURN(MapEntries entries,
                    ReadMap(map, path, line,
                            {"key", "value", "rate_limit", "rate_limits", "shadow_mode",
-                            "detailed_metric", "descriptors"}));
+                            "quota_mode", "detailed_metric", "value_to_metric",
+                            "share_threshold", "metadata", "descriptors"}));
   auto node = std::make_unique<DescriptorNode>();
   node->file = file_;
   node->line = line;
@@ -428,6 +442,24 @@ absl::Status FileLoader::LoadDescriptor(const YAML::Node& map, const std::string
   }
   if (const MapEntry* detailed = Find(entries, "detailed_metric")) {
     RETURN_IF_ERROR(ReadBool(*detailed, Field(path, "detailed_metric"), node->detailed_metric));
+  }
+  if (const MapEntry* quota = Find(entries, "quota_mode")) {
+    RETURN_IF_ERROR(ReadBool(*quota, Field(path, "quota_mode"), node->quota_mode));
+  }
+  if (const MapEntry* to_metric = Find(entries, "value_to_metric")) {
+    RETURN_IF_ERROR(ReadBool(*to_metric, Field(path, "value_to_metric"), node->value_to_metric));
+  }
+  if (const MapEntry* share = Find(entries, "share_threshold")) {
+    RETURN_IF_ERROR(ReadBool(*share, Field(path, "share_threshold"), node->share_threshold));
+    if (node->share_threshold && !IsWildcardPattern(node->value)) {
+      return Error(share->line, Field(path, "share_threshold"),
+                   absl::StrCat("only a wildcard value (one containing '*') can share its "
+                                "threshold, but value is '",
+                                node->value, "'"));
+    }
+  }
+  if (const MapEntry* metadata = Find(entries, "metadata")) {
+    RETURN_IF_ERROR(LoadMetadata(*metadata, Field(path, "metadata"), *node));
   }
   node->full_key = node->value.empty()
                        ? absl::StrCat(parent.full_key, ".", node->key)
@@ -560,11 +592,16 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
   }
 
   if (rule.unlimited) {
-    for (absl::string_view field : {"unit", "requests_per_unit", "algorithm", "burst",
-                                   "unit_multiplier", "hash_tag"}) {
+    for (absl::string_view field : {"unit", "algorithm", "burst", "unit_multiplier",
+                                   "hash_tag"}) {
       if (const MapEntry* entry = Find(entries, field)) {
         return Error(entry->line, Field(path, field), "must not be set when unlimited is true");
       }
+    }
+    if (const MapEntry* entry = Find(entries, "requests_per_unit")) {
+      // envoyproxy/ratelimit ignores the number; so does Sluice, but says so.
+      Warn(entry->line, Field(path, "requests_per_unit"),
+           "ignored: the rule is unlimited (remove requests_per_unit or unlimited)");
     }
     return absl::OkStatus();
   }
@@ -584,9 +621,14 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
 
   const MapEntry* requests = Find(entries, "requests_per_unit");
   if (requests == nullptr) {
-    return Error(line, Field(path, "requests_per_unit"), "missing");
+    // envoyproxy/ratelimit reads a missing number as 0: every request is over the limit.
+    Warn(line, Field(path, "requests_per_unit"),
+         "missing: the limit is 0, so every request with hits is OVER_LIMIT");
+    rule.requests_per_unit = 0;
+  } else {
+    RETURN_IF_ERROR(
+        ReadUint32(*requests, Field(path, "requests_per_unit"), rule.requests_per_unit));
   }
-  RETURN_IF_ERROR(ReadUint32(*requests, Field(path, "requests_per_unit"), rule.requests_per_unit));
 
   Algorithm algorithm = Algorithm::kFixedWindow;
   if (const MapEntry* entry = Find(entries, "algorithm")) {
@@ -638,6 +680,93 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
   rule.params.period_us = period_seconds * kMicrosPerSecond;
   rule.params.burst = burst;
   rule.key_suffix = absl::StrCat(AlgorithmShortCode(algorithm), ":", period_seconds);
+  return absl::OkStatus();
+}
+
+absl::Status FileLoader::LoadMetadata(const MapEntry& entry, const std::string& path,
+                                      DescriptorNode& node) const {
+  if (entry.value.IsNull()) {
+    return absl::OkStatus();
+  }
+  if (!entry.value.IsMap()) {
+    return Error(entry.line, path, absl::StrCat("expected a map, got ", Describe(entry.value)));
+  }
+  google::protobuf::Value value;
+  RETURN_IF_ERROR(ToProtoValue(entry.value, path, entry.line, 0, value));
+  if (value.struct_value().fields().empty()) {
+    return absl::OkStatus();
+  }
+  node.metadata = std::make_shared<const google::protobuf::Struct>(
+      std::move(*value.mutable_struct_value()));
+  return absl::OkStatus();
+}
+
+// YAML to a protobuf Value, typing plain scalars as yaml.v2 (and so envoyproxy/ratelimit)
+// does: null, booleans, integers and floats; anything else, and every quoted scalar, is a string.
+absl::Status FileLoader::ToProtoValue(const YAML::Node& yaml, const std::string& path, int line,
+                                      int depth, google::protobuf::Value& out) const {
+  if (depth > kMaxDescriptorDepth) {
+    return Error(line, path, absl::StrCat("nested more than ", kMaxDescriptorDepth,
+                                          " levels deep"));
+  }
+  switch (yaml.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      out.set_null_value(google::protobuf::NULL_VALUE);
+      return absl::OkStatus();
+    case YAML::NodeType::Sequence: {
+      auto* list = out.mutable_list_value();
+      size_t index = 0;
+      for (auto it = yaml.begin(); it != yaml.end(); ++it, ++index) {
+        RETURN_IF_ERROR(ToProtoValue(*it, Index(path, index), LineOf(*it, line), depth + 1,
+                                     *list->add_values()));
+      }
+      return absl::OkStatus();
+    }
+    case YAML::NodeType::Map: {
+      auto* fields = out.mutable_struct_value()->mutable_fields();
+      MapEntries entries;
+      RETURN_IF_ERROR(CollectEntries(yaml, path, line, 0, entries));
+      for (const MapEntry& entry : entries) {
+        RETURN_IF_ERROR(ToProtoValue(entry.value, Field(path, entry.name), entry.line,
+                                     depth + 1, (*fields)[entry.name]));
+      }
+      return absl::OkStatus();
+    }
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& text = yaml.Scalar();
+  if (yaml.Tag() != "?") {  // quoted, or explicitly tagged: the text as written
+    out.set_string_value(text);
+    return absl::OkStatus();
+  }
+  static constexpr absl::string_view kNull[] = {"~", "null", "Null", "NULL"};
+  static constexpr absl::string_view kTrue[] = {"true", "True", "TRUE", "yes", "Yes", "YES",
+                                               "on",   "On",   "ON",   "y",   "Y"};
+  static constexpr absl::string_view kFalse[] = {"false", "False", "FALSE", "no", "No", "NO",
+                                                "off",   "Off",   "OFF",   "n",  "N"};
+  auto in = [&text](auto& list) {
+    return std::find(std::begin(list), std::end(list), text) != std::end(list);
+  };
+  if (text.empty() || in(kNull)) {
+    out.set_null_value(google::protobuf::NULL_VALUE);
+  } else if (in(kTrue)) {
+    out.set_bool_value(true);
+  } else if (in(kFalse)) {
+    out.set_bool_value(false);
+  } else {
+    int64_t integer = 0;
+    double number = 0;
+    if (absl::SimpleAtoi(text, &integer)) {
+      out.set_number_value(static_cast<double>(integer));
+    } else if (text.find_first_not_of("0123456789+-.eE") == std::string::npos &&
+               absl::SimpleAtod(text, &number)) {
+      out.set_number_value(number);
+    } else {
+      out.set_string_value(text);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -697,7 +826,55 @@ bool IsConfigFileName(absl::string_view name) {
          (absl::EndsWith(name, ".yaml") || absl::EndsWith(name, ".yml"));
 }
 
-absl::StatusOr<std::vector<ConfigSource>> ReadSources(const std::string& path) {
+// Names below a runtime tree that are skipped: Kubernetes ConfigMap internals (..data,
+// ..2024_01_01_...) always, since loading them would define every domain twice; other dot
+// names when the options say so.
+bool SkippedRuntimeName(absl::string_view name, const ConfigLoadOptions& options) {
+  return absl::StartsWith(name, "..") || (options.ignore_dot_files && absl::StartsWith(name, "."));
+}
+
+// Every regular file below `dir`, recursively, in path order. Symlinked files are followed,
+// symlinked directories are not (as envoyproxy/ratelimit's runtime loader walks the tree).
+absl::Status ReadRuntimeTree(const std::string& dir, const ConfigLoadOptions& options,
+                             std::vector<ConfigSource>& sources) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::recursive_directory_iterator it(dir, error), end;
+  for (; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    std::error_code entry_error;
+    if (SkippedRuntimeName(name, options)) {
+      if (it->is_directory(entry_error) && !it->is_symlink(entry_error)) {
+        it.disable_recursion_pending();
+      }
+      continue;
+    }
+    if (it->is_symlink(entry_error)) {
+      const fs::file_status target = it->status(entry_error);
+      if (entry_error || !fs::exists(target)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(it->path().string(), ": cannot read: dangling symbolic link"));
+      }
+      if (!fs::is_regular_file(target)) {
+        continue;  // a symlinked directory: not walked
+      }
+    } else if (!it->is_regular_file(entry_error)) {
+      continue;
+    }
+    sources.push_back(ConfigSource{it->path().string(), ""});
+  }
+  if (error) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot list directory: ",
+                                                   error.message()));
+  }
+  std::sort(sources.begin(), sources.end(), [](const ConfigSource& a, const ConfigSource& b) {
+    return a.file_name < b.file_name;
+  });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ConfigSource>> ReadSources(const std::string& path,
+                                                      const ConfigLoadOptions& options) {
   namespace fs = std::filesystem;
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
@@ -711,6 +888,8 @@ absl::StatusOr<std::vector<ConfigSource>> ReadSources(const std::string& path) {
   std::vector<ConfigSource> sources;
   if (fs::is_regular_file(status)) {
     sources.push_back(ConfigSource{path, ""});
+  } else if (fs::is_directory(status) && options.recursive) {
+    RETURN_IF_ERROR(ReadRuntimeTree(path, options, sources));
   } else if (fs::is_directory(status)) {
     for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
       const std::string name = it->path().filename().string();
@@ -754,10 +933,47 @@ absl::StatusOr<std::vector<ConfigSource>> ReadSources(const std::string& path) {
   return sources;
 }
 
-absl::StatusOr<std::unique_ptr<Config>> LoadSources(const std::vector<ConfigSource>& sources) {
+// Moves the descriptors of `from` (a later file's root of the same domain) under `into`, as
+// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG patches a domain: a descriptor defined in both
+// is an error naming both places.
+absl::Status MergeChildren(DescriptorNode& from, DescriptorNode& into) {
+  auto duplicate = [](const DescriptorNode& node, const DescriptorNode& first) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        node.file, ":", node.line, ": duplicate descriptor: key '", node.key, "'",
+        node.value.empty() ? std::string() : absl::StrCat(" value '", node.value, "'"),
+        " of domain '", node.full_key.substr(0, node.full_key.find('.')),
+        "' is already defined at ", first.file, ":", first.line));
+  };
+  for (auto& [name, child] : from.exact_children) {
+    auto [it, inserted] = into.exact_children.try_emplace(name, nullptr);
+    if (!inserted) {
+      return duplicate(*child, *it->second);
+    }
+    it->second = std::move(child);
+  }
+  for (auto& [name, child] : from.default_children) {
+    auto [it, inserted] = into.default_children.try_emplace(name, nullptr);
+    if (!inserted) {
+      return duplicate(*child, *it->second);
+    }
+    it->second = std::move(child);
+  }
+  for (auto& child : from.wildcard_children) {
+    for (const auto& sibling : into.wildcard_children) {
+      if (sibling->key == child->key && sibling->value == child->value) {
+        return duplicate(*child, *sibling);
+      }
+    }
+    into.wildcard_children.push_back(std::move(child));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Config>> LoadSources(const std::vector<ConfigSource>& sources,
+                                                    const ConfigLoadOptions& options) {
   auto config = std::make_unique<Config>();
   for (const ConfigSource& source : sources) {
-    FileLoader loader(source.file_name);
+    FileLoader loader(source.file_name, &config->mutable_warnings());
     absl::StatusOr<std::unique_ptr<Domain>> domain;
     try {
       domain = loader.Load(source.text);
@@ -772,9 +988,14 @@ absl::StatusOr<std::unique_ptr<Config>> LoadSources(const std::vector<ConfigSour
     auto& domains = config->mutable_domains();
     auto existing = domains.find((*domain)->name);
     if (existing != domains.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source.file_name, ":", (*domain)->root.line, ": domain: duplicate domain '",
-          (*domain)->name, "' (first defined in ", existing->second->file, ")"));
+      if (!options.merge_domains) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source.file_name, ":", (*domain)->root.line, ": domain: duplicate domain '",
+            (*domain)->name, "' (first defined in ", existing->second->file,
+            "; --merge_domain_config merges files of one domain)"));
+      }
+      RETURN_IF_ERROR(MergeChildren((*domain)->root, existing->second->root));
+      continue;
     }
     std::string name = (*domain)->name;
     domains.emplace(std::move(name), *std::move(domain));
@@ -784,10 +1005,11 @@ absl::StatusOr<std::unique_ptr<Config>> LoadSources(const std::vector<ConfigSour
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Config>> LoadConfigPath(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Config>> LoadConfigPath(const std::string& path,
+                                                       const ConfigLoadOptions& options) {
   try {
-    ASSIGN_OR_RETURN(std::vector<ConfigSource> sources, ReadSources(path));
-    return LoadSources(sources);
+    ASSIGN_OR_RETURN(std::vector<ConfigSource> sources, ReadSources(path, options));
+    return LoadSources(sources, options);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": cannot load: ", e.what()));
   }
@@ -798,16 +1020,16 @@ absl::StatusOr<std::unique_ptr<Config>> LoadConfigText(absl::string_view file_na
   try {
     std::vector<ConfigSource> sources;
     sources.push_back(ConfigSource{std::string(file_name), std::string(text)});
-    return LoadSources(sources);
+    return LoadSources(sources, ConfigLoadOptions{});
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(file_name, ": cannot load: ", e.what()));
   }
 }
 
-absl::StatusOr<std::unique_ptr<Config>> LoadConfigSources(
-    const std::vector<ConfigSource>& sources) {
+absl::StatusOr<std::unique_ptr<Config>> LoadConfigSources(const std::vector<ConfigSource>& sources,
+                                                          const ConfigLoadOptions& options) {
   try {
-    return LoadSources(sources);
+    return LoadSources(sources, options);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot load configuration: ", e.what()));
   }

@@ -23,8 +23,12 @@ void AppendStat(const std::string& file, std::string* out) {
 
 }  // namespace
 
-ConfigWatcher::ConfigWatcher(std::string path, ConfigStore& store, Listener listener)
-    : path_(std::move(path)), store_(store), listener_(std::move(listener)) {
+ConfigWatcher::ConfigWatcher(std::string path, ConfigLoadOptions options, ConfigStore& store,
+                             Listener listener)
+    : path_(std::move(path)),
+      options_(options),
+      store_(store),
+      listener_(std::move(listener)) {
   fingerprint_ = Fingerprint();
 }
 
@@ -33,8 +37,14 @@ std::string ConfigWatcher::Fingerprint() const {
   std::error_code ec;
   if (std::filesystem::is_directory(path_, ec)) {
     std::vector<std::string> files;
-    for (const auto& entry : std::filesystem::directory_iterator(path_, ec)) {
-      files.push_back(entry.path().string());
+    if (options_.recursive) {
+      for (const auto& entry : std::filesystem::recursive_directory_iterator(path_, ec)) {
+        files.push_back(entry.path().string());
+      }
+    } else {
+      for (const auto& entry : std::filesystem::directory_iterator(path_, ec)) {
+        files.push_back(entry.path().string());
+      }
     }
     std::sort(files.begin(), files.end());
     for (const std::string& f : files) {
@@ -52,7 +62,7 @@ void ConfigWatcher::Poll(bool force) {
     return;
   }
   fingerprint_ = std::move(now);
-  auto loaded = LoadConfigPath(path_);
+  auto loaded = LoadConfigPath(path_, options_);
   if (!loaded.ok()) {
     SLUICE_LOG(ERROR) << "config reload rejected, keeping the running config: "
                       << loaded.status().message();
@@ -60,6 +70,9 @@ void ConfigWatcher::Poll(bool force) {
     return;
   }
   std::shared_ptr<const Config> next(std::move(*loaded));
+  for (const std::string& warning : next->warnings()) {
+    SLUICE_LOG(WARNING) << "config: " << warning;
+  }
   store_.Set(next);
   SLUICE_LOG(INFO) << "config reloaded from " << path_ << ": " << next->RuleCount() << " rules";
   listener_(true, next.get());

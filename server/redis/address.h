@@ -8,6 +8,13 @@
 
 namespace sluice {
 
+// An address that starts with this names a unix domain socket: "unix:/run/redis.sock"
+// (standalone Redis only).
+inline constexpr std::string_view kUnixAddressPrefix = "unix:";
+inline bool IsUnixAddress(std::string_view address) {
+  return address.substr(0, kUnixAddressPrefix.size()) == kUnixAddressPrefix;
+}
+
 // Splits "host:port" or "[v6-address]:port" (brackets removed). kInvalidArgument, naming the
 // address, if it is malformed or the port is not in 1..65535.
 absl::Status SplitHostPort(std::string_view address, std::string* host, int* port);

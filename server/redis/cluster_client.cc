@@ -8,8 +8,10 @@
 #include <numeric>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/logging.h"
+#include "server/redis/address.h"
 #include "server/redis/cluster_error.h"
 #include "server/redis/hash_slot.h"
 
@@ -27,6 +29,11 @@ absl::Status Validate(const RedisClusterClientOptions& options) {
     return absl::InvalidArgumentError("redis cluster needs at least one seed address");
   }
   for (const std::string& seed : options.seeds) {
+    if (IsUnixAddress(seed)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "redis cluster seed '", seed, "': a cluster is reached over TCP (HOST:PORT); unix "
+          "sockets are for a standalone Redis"));
+    }
     std::string host;
     int port = 0;
     if (absl::Status status = SplitHostPort(seed, &host, &port); !status.ok()) {

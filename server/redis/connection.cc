@@ -54,7 +54,8 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
                                  absl::AnyInvocable<void(bool ready)> on_ready_change)
     : loop_(loop),
       options_(std::move(options)),
-      address_(absl::StrCat(options_.host, ":", options_.port)),
+      address_(options_.unix_path.empty() ? absl::StrCat(options_.host, ":", options_.port)
+                                          : absl::StrCat("unix:", options_.unix_path)),
       clock_(clock),
       scripts_(std::move(scripts)),
       on_ready_change_(std::move(on_ready_change)),
@@ -119,7 +120,9 @@ void RedisConnection::StartConnect() {
     return;
   }
   state_ = State::kConnecting;
-  redisAsyncContext* ac = redisAsyncConnect(options_.host.c_str(), options_.port);
+  redisAsyncContext* ac = options_.unix_path.empty()
+                             ? redisAsyncConnect(options_.host.c_str(), options_.port)
+                             : redisAsyncConnectUnix(options_.unix_path.c_str());
   if (ac == nullptr || ac->err != 0) {
     last_error_ = ac == nullptr ? "cannot allocate a hiredis context" : ac->errstr;
     if (ac != nullptr) {
@@ -134,7 +137,9 @@ void RedisConnection::StartConnect() {
   AttachToLoop(ac);
   redisAsyncSetConnectCallback(ac, &RedisConnection::OnConnect);
   redisAsyncSetDisconnectCallback(ac, &RedisConnection::OnDisconnect);
-  redisEnableKeepAlive(&ac->c);
+  if (options_.unix_path.empty()) {
+    redisEnableKeepAlive(&ac->c);  // TCP only: on a unix socket it fails and poisons the context
+  }
   ac_ = ac;
 
   // The handshake is pipelined behind the connect: hiredis writes it once the socket is up.

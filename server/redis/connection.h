@@ -51,6 +51,8 @@ namespace sluice {
 struct RedisConnectionOptions {
   std::string host{};  // an IP literal or a name resolved (blocking) at each connect
   int port = 6379;
+  // Not empty: connect to this unix domain socket instead of host:port.
+  std::string unix_path{};
   // AUTH: `password` alone for requirepass, `username` and `password` for an ACL user.
   std::string username{};
   std::string password{};

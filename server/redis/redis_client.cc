@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/logging.h"
 
@@ -53,9 +54,15 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
     return status;
   }
   RedisConnectionOptions connection_options;
-  if (absl::Status status =
-          SplitHostPort(options.address, &connection_options.host, &connection_options.port);
-      !status.ok()) {
+  if (IsUnixAddress(options.address)) {
+    connection_options.unix_path = options.address.substr(kUnixAddressPrefix.size());
+    if (connection_options.unix_path.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis address '", options.address, "' names no socket path"));
+    }
+  } else if (absl::Status status = SplitHostPort(options.address, &connection_options.host,
+                                                 &connection_options.port);
+             !status.ok()) {
     return status;
   }
   connection_options.username = options.username;

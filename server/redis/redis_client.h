@@ -57,7 +57,8 @@
 namespace sluice {
 
 struct RedisClientOptions {
-  // "host:port" or "[ipv6]:port". A host name is resolved at every connect, on the I/O thread.
+  // "host:port", "[ipv6]:port", or "unix:/path/to/redis.sock" (a unix domain socket). A host
+  // name is resolved at every connect, on the I/O thread.
   std::string address{};
   // AUTH: `password` alone for requirepass, `username` and `password` for an ACL user.
   std::string username{};

@@ -63,45 +63,62 @@ void FinishJson(evutil_socket_t, short, void* arg) {
 }  // namespace
 
 HttpServer::HttpServer(RateLimiter& limiter, const ConfigStore& config, const Backend& backend,
-                       Metrics& metrics)
-    : limiter_(limiter), config_(config), backend_(backend), metrics_(metrics) {}
+                       Metrics& metrics, HttpServerOptions options)
+    : limiter_(limiter),
+      config_(config),
+      backend_(backend),
+      metrics_(metrics),
+      options_(options) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
-absl::Status HttpServer::Start(const std::string& address) {
-  // Decisions complete on other threads and hand their reply to this base.
-  static const int kThreads = evthread_use_pthreads();
-  (void)kThreads;
+absl::StatusOr<int> HttpServer::Bind(const std::string& address) {
   size_t colon = address.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
       port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("--http_address '", address,
+    return absl::InvalidArgumentError(absl::StrCat("HTTP address '", address,
                                                    "' is not HOST:PORT"));
   }
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  base_ = event_base_new();
-  http_ = evhttp_new(base_);
-  evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
-  evhttp_set_max_body_size(http_, 4 << 20);
-  evhttp_set_gencb(http_, &HttpServer::Dispatch, this);
   evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(http_, host.c_str(), port);
   if (bound == nullptr) {
-    evhttp_free(http_);
-    event_base_free(base_);
-    http_ = nullptr;
-    base_ = nullptr;
     return absl::UnavailableError(absl::StrCat("cannot listen on HTTP address ", address, ": ",
                                                std::strerror(errno)));
   }
   sockaddr_storage ss;
   socklen_t len = sizeof(ss);
   getsockname(evhttp_bound_socket_get_fd(bound), reinterpret_cast<sockaddr*>(&ss), &len);
-  port_ = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                   : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                  : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+absl::Status HttpServer::Start(const std::string& address, const std::string& debug_address) {
+  // Decisions complete on other threads and hand their reply to this base.
+  static const int kThreads = evthread_use_pthreads();
+  (void)kThreads;
+  base_ = event_base_new();
+  http_ = evhttp_new(base_);
+  evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+  evhttp_set_max_body_size(http_, 4 << 20);
+  evhttp_set_gencb(http_, &HttpServer::Dispatch, this);
+  absl::StatusOr<int> port = Bind(address);
+  absl::StatusOr<int> debug_port = 0;
+  if (port.ok() && !debug_address.empty()) {
+    debug_port = Bind(debug_address);
+  }
+  if (!port.ok() || !debug_port.ok()) {
+    evhttp_free(http_);
+    event_base_free(base_);
+    http_ = nullptr;
+    base_ = nullptr;
+    return port.ok() ? debug_port.status() : port.status();
+  }
+  port_ = *port;
+  debug_port_ = *debug_port;
   thread_ = std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
   return absl::OkStatus();
 }
@@ -132,11 +149,23 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       return;
     }
     self->HandleJson(req);
-  } else if (path == "/healthz" || path == "/healthcheck") {
+  } else if (path == "/healthz") {
     if (self->draining_.load()) {
       Reply(req, 503, "Service Unavailable", "text/plain", "draining\n");
     } else {
       Reply(req, 200, "OK", "text/plain", "OK\n");
+    }
+  } else if (path == "/healthcheck") {
+    // envoyproxy/ratelimit's health check answers 500 when unhealthy; probes written for it
+    // expect exactly that.
+    std::shared_ptr<const Config> config = self->config_.Get();
+    if (self->draining_.load()) {
+      Reply(req, 500, "Internal Server Error", "text/plain", "draining\n");
+    } else if (self->options_.healthy_requires_config &&
+               (config == nullptr || config->domains().empty())) {
+      Reply(req, 500, "Internal Server Error", "text/plain", "no domain loaded\n");
+    } else {
+      Reply(req, 200, "OK", "text/plain", "OK");
     }
   } else if (path == "/readyz") {
     if (self->backend_.Ready() && !self->draining_.load()) {
@@ -145,15 +174,17 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       Reply(req, 503, "Service Unavailable", "text/plain",
             absl::StrCat("backend ", self->backend_.Name(), " not ready\n"));
     }
-  } else if (path == "/config") {
-    Reply(req, 200, "OK", "text/plain", self->config_.Get()->Dump());
+  } else if (path == "/config" || path == "/rlconfig") {
+    std::shared_ptr<const Config> config = self->config_.Get();
+    Reply(req, 200, "OK", "text/plain", config == nullptr ? std::string() : config->Dump());
   } else if (path == "/metrics") {
     std::string text = self->metrics_.Serialize();
     self->backend_.AppendMetrics(&text);
     Reply(req, 200, "OK", "text/plain; version=0.0.4", text);
   } else {
     Reply(req, 404, "Not Found", "text/plain",
-          "not found; try POST /json, /healthz, /readyz, /config or /metrics\n");
+          "not found; try POST /json, /healthz, /healthcheck, /readyz, /config, /rlconfig or "
+          "/metrics\n");
   }
 }
 

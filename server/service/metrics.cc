@@ -25,6 +25,15 @@ Metrics::Metrics()
                                        "Hits admitted by a rule, by stat key")),
       rule_shadow_mode_(CounterFamily(*registry_, "sluice_rule_shadow_mode",
                                       "Hits over a shadow-mode rule, answered OK")),
+      rule_near_limit_(CounterFamily(*registry_, "sluice_rule_near_limit",
+                                     "Hits past --near_limit_ratio of a rule's capacity, by "
+                                     "stat key")),
+      rule_over_limit_cached_(CounterFamily(*registry_, "sluice_rule_over_limit_with_local_cache",
+                                            "Hits denied from the over-limit cache, without a "
+                                            "backend call, by stat key")),
+      global_shadow_mode_(CounterFamily(*registry_, "sluice_global_shadow_mode_total",
+                                        "Requests over limit answered OK by --shadow_mode")
+                              .Add({})),
       requests_(CounterFamily(*registry_, "sluice_requests_total",
                               "ShouldRateLimit calls by outcome")),
       backend_failures_(CounterFamily(*registry_, "sluice_backend_failures_total",
@@ -54,6 +63,8 @@ RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
       &rule_over_limit_.Add({{"key", key}}),
       &rule_within_limit_.Add({{"key", key}}),
       &rule_shadow_mode_.Add({{"key", key}}),
+      &rule_near_limit_.Add({{"key", key}}),
+      &rule_over_limit_cached_.Add({{"key", key}}),
   };
   return shard.rules.emplace(std::move(key), counters).first->second;
 }
@@ -73,6 +84,8 @@ void Metrics::CountRequest(absl::string_view outcome) {
 }
 
 void Metrics::CountBackendFailure() { backend_failures_.Increment(); }
+
+void Metrics::CountGlobalShadowMode() { global_shadow_mode_.Increment(); }
 
 void Metrics::SetConfigRules(double rules) { config_rules_.Set(rules); }
 

@@ -1,6 +1,6 @@
 // Prometheus metrics of the decision path, served at /metrics. Per-rule counters follow
-// envoyproxy/ratelimit's names (total_hits, over_limit, within_limit, shadow_mode) keyed by the
-// rule's stat key. Thread-safe: counters are atomic, and the per-key lookup is a sharded map
+// envoyproxy/ratelimit's names and arithmetic (total_hits, over_limit, near_limit,
+// within_limit, shadow_mode, over_limit_with_local_cache) keyed by the rule's stat key. Thread-safe: counters are atomic, and the per-key lookup is a sharded map
 // whose entries live as long as the Metrics object.
 #pragma once
 
@@ -24,6 +24,8 @@ struct RuleCounters {
   prometheus::Counter* over_limit;
   prometheus::Counter* within_limit;
   prometheus::Counter* shadow_mode;
+  prometheus::Counter* near_limit;
+  prometheus::Counter* over_limit_with_local_cache;
 };
 
 class Metrics {
@@ -37,6 +39,8 @@ class Metrics {
   void CountRequest(absl::string_view outcome);
   // A decision the backend could not make in its budget, answered by the failure policy.
   void CountBackendFailure();
+  // A request over limit answered OK because of the global shadow mode.
+  void CountGlobalShadowMode();
   void SetConfigRules(double rules);
   void CountConfigReload(bool ok);
 
@@ -49,6 +53,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& rule_over_limit_;
   prometheus::Family<prometheus::Counter>& rule_within_limit_;
   prometheus::Family<prometheus::Counter>& rule_shadow_mode_;
+  prometheus::Family<prometheus::Counter>& rule_near_limit_;
+  prometheus::Family<prometheus::Counter>& rule_over_limit_cached_;
+  prometheus::Counter& global_shadow_mode_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Counter& backend_failures_;
   prometheus::Gauge& config_rules_;

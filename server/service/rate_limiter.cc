@@ -1,6 +1,7 @@
 #include "server/service/rate_limiter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
 #include "server/backend/storage_key.h"
 #include "server/common/logging.h"
 
@@ -18,7 +20,7 @@ namespace {
 using Response = RateLimiter::Response;
 using ResponseLimit = Response::RateLimit;
 
-constexpr uint64_t kMaxHits = std::numeric_limits<uint32_t>::max();
+constexpr uint32_t kUnlimitedRemaining = std::numeric_limits<uint32_t>::max();
 
 // What one request descriptor resolved to.
 struct DescriptorPlan {
@@ -27,6 +29,9 @@ struct DescriptorPlan {
   const DescriptorNode* node = nullptr;  // null for request overrides and no match
   uint64_t hits = 1;
   size_t first_check = 0;
+  bool unlimited = false;  // matched an unlimited rule: OK, remaining 2^32 - 1, no limit
+  // Entries whose value is a share_threshold pattern, by index (empty when none).
+  absl::InlinedVector<absl::string_view, 2> shared_patterns;
   // The metrics key: the node's full_key, or (detailed_metric, overrides) one built from the
   // request's values and held in owned_stat_key. Plans never move once sized, so the view holds.
   absl::string_view stat_key;
@@ -42,8 +47,10 @@ absl::Status CheckSize(absl::string_view what, absl::string_view text, size_t ma
   return absl::OkStatus();
 }
 
-std::string DescriptorStatKey(absl::string_view domain,
-                              const envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& d) {
+using RequestDescriptor = envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+
+// envoyproxy/ratelimit's key of a request-supplied limit: "domain.key_value.key2".
+std::string DescriptorStatKey(absl::string_view domain, const RequestDescriptor& d) {
   std::string key(domain);
   for (const auto& e : d.entries()) {
     absl::StrAppend(&key, ".", e.key());
@@ -52,6 +59,133 @@ std::string DescriptorStatKey(absl::string_view domain,
     }
   }
   return key;
+}
+
+// The stat key of a matched node, as envoyproxy/ratelimit's GetLimit names it, when it differs
+// from node.full_key (the configured path); empty otherwise. detailed_metric names the
+// request's values ("domain.k_v.k2_v2"); value_to_metric names a level by the request's value
+// instead of the configured pattern or default; a share_threshold level is always named by
+// its pattern.
+std::string MatchedStatKey(absl::string_view domain, const RequestDescriptor& d,
+                           const MatchSteps& steps, const DescriptorPlan& plan) {
+  const DescriptorNode& node = *plan.node;
+  const bool shared = !plan.shared_patterns.empty();
+  std::string key(domain);
+  if (node.detailed_metric) {
+    for (int i = 0; i < d.entries_size(); ++i) {
+      const auto& e = d.entries(i);
+      absl::StrAppend(&key, ".", e.key());
+      if (shared && !plan.shared_patterns[i].empty()) {
+        absl::StrAppend(&key, "_", plan.shared_patterns[i]);
+      } else if (!shared || !e.value().empty()) {
+        // Upstream writes the '_' even for an empty value unless a pattern is shared.
+        absl::StrAppend(&key, "_", e.value());
+      }
+    }
+    return key;
+  }
+  bool differs = shared;
+  for (const MatchStep& step : steps) {
+    differs = differs || step.node->value_to_metric;
+  }
+  if (!differs) {
+    return {};
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& e = d.entries(static_cast<int>(i));
+    const MatchStep& step = steps[i];
+    absl::string_view value;
+    switch (step.how) {
+      case MatchStep::How::kWildcard:
+        value = shared && !plan.shared_patterns[i].empty() ? plan.shared_patterns[i]
+                : step.node->value_to_metric              ? absl::string_view(e.value())
+                                                          : absl::string_view(step.node->value);
+        break;
+      case MatchStep::How::kExact:
+        value = e.value();
+        break;
+      case MatchStep::How::kDefault:
+        value = step.node->value_to_metric ? absl::string_view(e.value()) : absl::string_view();
+        break;
+    }
+    absl::StrAppend(&key, ".", e.key());
+    if (!value.empty()) {
+      absl::StrAppend(&key, "_", value);
+    }
+  }
+  return key == node.full_key ? std::string() : key;
+}
+
+// What a rule can hold: the count limit of the windows, the burst of the buckets and GCRA.
+uint64_t Capacity(const LimitParams& params) {
+  switch (params.algorithm) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kLeakyBucket:
+    case Algorithm::kGcra:
+      return params.burst;
+    default:
+      return params.limit;
+  }
+}
+
+// envoyproxy/ratelimit's per-rule accounting (base_limiter.go), on the usage before and after
+// this request's hits: over_limit counts only the hits past the capacity, near_limit the hits
+// between ratio x capacity and the capacity, shadow_mode as over_limit.
+void CountDecision(RuleCounters& counters, const Decision& decision, const LimitParams& params,
+                   uint64_t hits, double near_ratio, bool from_cache, bool shadow) {
+  const uint64_t capacity = Capacity(params);
+  // float, as upstream computes it, so thresholds on exact boundaries agree.
+  const uint64_t near = static_cast<uint64_t>(
+      std::floor(static_cast<double>(static_cast<float>(capacity) * static_cast<float>(near_ratio))));
+  const uint64_t held = capacity > decision.remaining ? capacity - decision.remaining : 0;
+  const auto add = [](prometheus::Counter* counter, uint64_t n) {
+    if (n > 0) {
+      counter->Increment(static_cast<double>(n));
+    }
+  };
+  add(counters.total_hits, hits);
+  if (decision.allowed) {
+    const uint64_t after = held;
+    const uint64_t before = after > hits ? after - hits : 0;
+    add(counters.within_limit, hits);
+    if (after > near) {
+      add(counters.near_limit, before >= near ? hits : after - near);
+    }
+    return;
+  }
+  if (from_cache) {
+    add(counters.over_limit, hits);
+    add(counters.over_limit_with_local_cache, hits);
+    if (shadow) {
+      add(counters.shadow_mode, hits);
+    }
+    return;
+  }
+  const uint64_t before = held;
+  const uint64_t after = before + hits < before ? std::numeric_limits<uint64_t>::max()
+                                                : before + hits;
+  const uint64_t over = before >= capacity ? hits : after - capacity;
+  add(counters.over_limit, over);
+  if (before < capacity) {
+    add(counters.near_limit, capacity - std::max(near, before));
+  }
+  if (shadow) {
+    add(counters.shadow_mode, over);
+  }
+}
+
+// Merges `from` into `into`: keys already present win, except that two structs merge
+// recursively (envoyproxy/ratelimit's mergeMetadata).
+void MergeMetadata(const google::protobuf::Struct& from, google::protobuf::Struct* into) {
+  auto& fields = *into->mutable_fields();
+  for (const auto& [name, value] : from.fields()) {
+    auto it = fields.find(name);
+    if (it == fields.end()) {
+      fields[name] = value;
+    } else if (it->second.has_struct_value() && value.has_struct_value()) {
+      MergeMetadata(value.struct_value(), it->second.mutable_struct_value());
+    }
+  }
 }
 
 google::protobuf::Duration ToDuration(int64_t micros) {
@@ -132,8 +266,11 @@ struct RateLimiter::PendingCall {
   // Per check: its decision, and whether one was made (by the cache or the backend).
   std::vector<Decision> decisions;
   std::vector<bool> known;
+  std::vector<bool> from_cache;  // answered by the over-limit cache
   // Checks sent to the backend, by index, when the cache answered some of them.
   std::vector<size_t> remote_index;
+  // --response_dynamic_metadata: the request's part, built while the request is alive.
+  google::protobuf::Struct request_metadata;
   Response* response = nullptr;
   RateLimiter::DoneCallback done;
 };
@@ -164,9 +301,6 @@ absl::Status RateLimiter::Validate(const Request& request) const {
   for (int i = 0; i < request.descriptors_size(); ++i) {
     const auto& d = request.descriptors(i);
     std::string where = absl::StrCat("descriptors[", i, "]");
-    if (d.entries().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".entries must not be empty"));
-    }
     if (static_cast<size_t>(d.entries_size()) > options_.max_entries) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": too many entries: ",
                                                      d.entries_size(), " (at most ",
@@ -185,11 +319,6 @@ absl::Status RateLimiter::Validate(const Request& request) const {
           !s.ok()) {
         return s;
       }
-    }
-    if (d.has_hits_addend() && d.hits_addend().value() > kMaxHits) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".hits_addend is ",
-                                                     d.hits_addend().value(), " (at most ",
-                                                     kMaxHits, ")"));
     }
     if (d.has_limit()) {
       int unit = d.limit().unit();
@@ -212,8 +341,16 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
 
   auto call = std::make_unique<RateLimiter::PendingCall>();
   call->config = config_.Get();
+  if (call->config == nullptr) {
+    metrics_.CountRequest("unavailable");
+    std::move(done)(absl::UnavailableError("no rate limit configuration loaded yet"));
+    return;
+  }
   call->response = response;
   call->done = std::move(done);
+  if (options_.response_dynamic_metadata) {
+    DescribeRequest(request, &call->request_metadata);
+  }
   const Config& config = *call->config;
   const std::string& domain = request.domain();
   const bool known_domain = config.HasDomain(domain);
@@ -222,8 +359,10 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
   call->plans.resize(n);
   call->overrides.reserve(n);
 
-  // Resolve each descriptor; collect the names that matched rules replace.
+  // Resolve each descriptor; collect the names that matched rules replace (unlimited rules'
+  // too: envoyproxy/ratelimit collects replacements before it sets unlimited ones aside).
   absl::InlinedVector<DescriptorEntryView, 8> entries;
+  MatchSteps steps;
   absl::flat_hash_set<absl::string_view> replaced;
   for (int i = 0; i < n; ++i) {
     const auto& d = request.descriptors(i);
@@ -252,25 +391,29 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
     for (const auto& e : d.entries()) {
       entries.push_back({e.key(), e.value()});
     }
-    const DescriptorNode* node = config.Match(domain, entries);
+    const DescriptorNode* node = config.Match(domain, entries, &steps);
     if (node == nullptr) {
       continue;
     }
     plan.node = node;
-    if (node->detailed_metric) {
-      plan.owned_stat_key = DescriptorStatKey(domain, d);
-      plan.stat_key = plan.owned_stat_key;
-    } else {
-      plan.stat_key = node->full_key;  // the config snapshot outlives the call
-    }
-    for (const RateLimitRule& rule : node->rules) {
-      if (rule.unlimited) {
-        continue;
+    for (size_t level = 0; level < steps.size(); ++level) {
+      if (steps[level].how == MatchStep::How::kWildcard && steps[level].node->share_threshold) {
+        plan.shared_patterns.resize(steps.size());
+        plan.shared_patterns[level] = steps[level].node->value;  // lives with the config
       }
-      plan.rules.push_back(&rule);
+    }
+    plan.owned_stat_key = MatchedStatKey(domain, d, steps, plan);
+    plan.stat_key = plan.owned_stat_key.empty() ? absl::string_view(node->full_key)
+                                                : absl::string_view(plan.owned_stat_key);
+    for (const RateLimitRule& rule : node->rules) {
       for (const std::string& name : rule.replaces) {
         replaced.insert(name);
       }
+      if (rule.unlimited) {
+        plan.unlimited = true;
+        continue;
+      }
+      plan.rules.push_back(&rule);
     }
   }
 
@@ -291,13 +434,20 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
     }
     const auto& d = request.descriptors(i);
     entries.clear();
-    for (const auto& e : d.entries()) {
-      entries.push_back({e.key(), e.value()});
+    for (int e = 0; e < d.entries_size(); ++e) {
+      const auto& entry = d.entries(e);
+      if (!plan.shared_patterns.empty() && !plan.shared_patterns[e].empty()) {
+        entries.push_back({entry.key(), plan.shared_patterns[e], /*shared_pattern=*/true});
+      } else {
+        entries.push_back({entry.key(), entry.value()});
+      }
     }
     for (const RateLimitRule* rule : plan.rules) {
       call->keys.push_back(
           StorageKey(options_.key_prefix, domain, entries, rule->key_suffix, rule->hash_tag));
-      checks.push_back(LimitCheck{{}, rule->params, plan.hits, static_cast<uint32_t>(i)});
+      LimitParams params = rule->params;
+      params.count_denied = options_.count_denied_hits;
+      checks.push_back(LimitCheck{{}, params, plan.hits, static_cast<uint32_t>(i)});
     }
   }
   for (size_t c = 0; c < checks.size(); ++c) {
@@ -309,6 +459,7 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
   // backend. (A group is all-or-nothing and needs every member's decision, so groups always go.)
   call->decisions.assign(checks.size(), Decision{});
   call->known.assign(checks.size(), false);
+  call->from_cache.assign(checks.size(), false);
   std::vector<LimitCheck> remote;
   if (cache_ != nullptr) {
     if (const Config* seen = seen_config_.exchange(call->config.get()); seen != call->config.get()) {
@@ -321,6 +472,7 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
       if (wait > 0) {
         call->decisions[c] = Decision{false, 0, wait, wait, 0};
         call->known[c] = true;
+        call->from_cache[c] = true;
       } else {
         call->remote_index.push_back(c);
       }
@@ -353,9 +505,6 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
 
 void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status) {
   Response* response = call->response;
-  response->set_overall_code(Response::OK);
-  int64_t retry_after_us = -1;  // the longest wait among descriptors over limit
-  int64_t delay_us = 0;
   if (!status.ok()) {
     metrics_.CountBackendFailure();
     SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
@@ -363,12 +512,31 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
         << "; answering by failure_mode="
         << (options_.failure_mode == FailureMode::kAllow ? "allow" : "deny");
   }
+  // The overall code, as envoyproxy/ratelimit decides it: OVER_LIMIT if any descriptor not in
+  // quota mode is over its limit, or if every quota-mode descriptor (there being one) is.
+  size_t failed = 0;
+  size_t quota_total = 0;
+  size_t quota_failed = 0;
+  int64_t retry_after_us = -1;        // the longest wait among failed descriptors
+  int64_t quota_retry_after_us = -1;  // the shortest wait among failed quota descriptors
+  int64_t delay_us = 0;
+  absl::InlinedVector<size_t, 8> passed;  // descriptors answered OK (dynamic metadata)
   const std::vector<Decision>& decisions = call->decisions;
   for (size_t i = 0; i < call->plans.size(); ++i) {
     const DescriptorPlan& plan = call->plans[i];
     auto* out = response->add_statuses();
     out->set_code(Response::OK);
+    if (plan.unlimited && plan.rules.empty()) {
+      out->set_limit_remaining(kUnlimitedRemaining);
+      continue;
+    }
+    const bool quota = options_.global_quota_mode ||
+                       (!plan.rules.empty() && plan.node != nullptr && plan.node->quota_mode);
+    quota_total += quota ? 1 : 0;
+    bool over = false;
+    int64_t wait_us = -1;
     if (plan.rules.empty()) {
+      passed.push_back(i);
       continue;
     }
     const size_t first = plan.first_check;
@@ -380,57 +548,81 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
       FillLimit(*plan.rules.front(), out->mutable_current_limit());
       if (options_.failure_mode == FailureMode::kDeny && !shadow) {
         out->set_code(Response::OVER_LIMIT);
-        response->set_overall_code(Response::OVER_LIMIT);
-      }
-      continue;
-    }
-    // The most restrictive rule: among denials the longest wait, else the least remaining.
-    size_t chosen = first;
-    bool denied = false;
-    for (size_t c = first; c < end; ++c) {
-      const Decision& d = decisions[c];
-      const Decision& best = decisions[chosen];
-      if (!d.allowed) {
-        if (!denied || d.retry_after_us > best.retry_after_us) {
-          chosen = c;
-        }
-        denied = true;
-      } else if (!denied && d.remaining < best.remaining) {
-        chosen = c;
-      }
-    }
-    if (cache_ != nullptr && plan.rules.size() == 1 && denied) {
-      cache_->Remember(call->keys[first], plan.hits, decisions[first].retry_after_us);
-    }
-    const Decision& decision = decisions[chosen];
-    const RateLimitRule& rule = *plan.rules[chosen - first];
-    FillLimit(rule, out->mutable_current_limit());
-    RuleCounters& counters = metrics_.ForRule(plan.stat_key);
-    counters.total_hits->Increment(static_cast<double>(plan.hits));
-    if (denied) {
-      counters.over_limit->Increment(static_cast<double>(plan.hits));
-      out->set_limit_remaining(0);
-      // Over limit, the reset is when the request could succeed again: never earlier.
-      *out->mutable_duration_until_reset() = ToDuration(decision.retry_after_us);
-      if (shadow) {
-        counters.shadow_mode->Increment(static_cast<double>(plan.hits));
-      } else {
-        out->set_code(Response::OVER_LIMIT);
-        response->set_overall_code(Response::OVER_LIMIT);
-        retry_after_us = std::max(retry_after_us, decision.retry_after_us);
+        over = true;
       }
     } else {
-      counters.within_limit->Increment(static_cast<double>(plan.hits));
-      out->set_limit_remaining(ClampRemaining(decision.remaining));
-      *out->mutable_duration_until_reset() = ToDuration(decision.reset_after_us);
+      // The most restrictive rule: among denials the longest wait, else the least remaining.
+      size_t chosen = first;
+      bool denied = false;
       for (size_t c = first; c < end; ++c) {
-        delay_us = std::max(delay_us, decisions[c].delay_us);
+        const Decision& d = decisions[c];
+        const Decision& best = decisions[chosen];
+        if (!d.allowed) {
+          if (!denied || d.retry_after_us > best.retry_after_us) {
+            chosen = c;
+          }
+          denied = true;
+        } else if (!denied && d.remaining < best.remaining) {
+          chosen = c;
+        }
+      }
+      if (cache_ != nullptr && plan.rules.size() == 1 && denied) {
+        cache_->Remember(call->keys[first], plan.hits, decisions[first].retry_after_us);
+      }
+      const Decision& decision = decisions[chosen];
+      const RateLimitRule& rule = *plan.rules[chosen - first];
+      FillLimit(rule, out->mutable_current_limit());
+      CountDecision(metrics_.ForRule(plan.stat_key), decision, rule.params, plan.hits,
+                    options_.near_limit_ratio, call->from_cache[chosen], shadow);
+      if (denied) {
+        out->set_limit_remaining(0);
+        // Over limit, the reset is when the request could succeed again: never earlier.
+        *out->mutable_duration_until_reset() = ToDuration(decision.retry_after_us);
+        if (!shadow) {
+          out->set_code(Response::OVER_LIMIT);
+          over = true;
+          wait_us = decision.retry_after_us;
+        }
+      } else {
+        out->set_limit_remaining(ClampRemaining(decision.remaining));
+        *out->mutable_duration_until_reset() = ToDuration(decision.reset_after_us);
+        for (size_t c = first; c < end; ++c) {
+          delay_us = std::max(delay_us, decisions[c].delay_us);
+        }
       }
     }
+    if (!over) {
+      passed.push_back(i);
+    } else if (quota) {
+      ++quota_failed;
+      if (wait_us >= 0 && (quota_retry_after_us < 0 || wait_us < quota_retry_after_us)) {
+        quota_retry_after_us = wait_us;
+      }
+    } else {
+      ++failed;
+      retry_after_us = std::max(retry_after_us, wait_us);
+    }
   }
-  if (retry_after_us >= 0) {
+  const bool quota_exhausted = quota_total > 0 && quota_failed == quota_total;
+  bool over_limit = failed > 0 || quota_exhausted;
+  if (over_limit && options_.global_shadow_mode) {
+    over_limit = false;
+    metrics_.CountGlobalShadowMode();
+  }
+  response->set_overall_code(over_limit ? Response::OVER_LIMIT : Response::OK);
+  if (!quota_exhausted) {
+    quota_retry_after_us = -1;  // one quota descriptor left: quotas do not hold the request
+  }
+  retry_after_us = std::max(retry_after_us, quota_retry_after_us);
+  if (over_limit && options_.retry_after_header && retry_after_us >= 0) {
     // Whole seconds, rounded up, so that a client retrying then is not rejected again.
     AddHeader(response, "retry-after", absl::StrCat((retry_after_us + 999999) / 1000000));
+  }
+  if (options_.rate_limit_headers) {
+    AddRateLimitHeaders(*call, response);
+  }
+  if (options_.response_dynamic_metadata) {
+    AddRequestMetadata(*call, passed, response);
   }
   if (delay_us > 0 && response->overall_code() == Response::OK) {
     (*response->mutable_dynamic_metadata()->mutable_fields())["sluice.delay_ms"]
@@ -438,6 +630,78 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
   }
   metrics_.CountRequest(response->overall_code() == Response::OK ? "ok" : "over_limit");
   std::move(call->done)(absl::OkStatus());
+}
+
+void RateLimiter::AddRateLimitHeaders(const PendingCall& call, Response* response) const {
+  // envoyproxy/ratelimit's choice: the descriptor with a limit and the least remaining, or the
+  // last one over its limit (quota-mode ones aside).
+  const Response::DescriptorStatus* chosen = nullptr;
+  uint32_t least = std::numeric_limits<uint32_t>::max();
+  for (size_t i = 0; i < call.plans.size(); ++i) {
+    const Response::DescriptorStatus& status = response->statuses(static_cast<int>(i));
+    if (status.has_current_limit() && status.limit_remaining() < least) {
+      chosen = &status;
+      least = status.limit_remaining();
+    }
+    const DescriptorPlan& plan = call.plans[i];
+    const bool quota = options_.global_quota_mode || (plan.node != nullptr && plan.node->quota_mode);
+    if (status.code() == Response::OVER_LIMIT && !quota) {
+      chosen = &status;
+      least = 0;
+    }
+  }
+  if (chosen == nullptr) {
+    return;
+  }
+  const auto& reset = chosen->duration_until_reset();
+  const int64_t reset_seconds = reset.seconds() + (reset.nanos() > 0 ? 1 : 0);
+  AddHeader(response, options_.limit_header,
+            absl::StrCat(chosen->current_limit().requests_per_unit()));
+  AddHeader(response, options_.remaining_header, absl::StrCat(chosen->limit_remaining()));
+  AddHeader(response, options_.reset_header, absl::StrCat(reset_seconds));
+}
+
+void RateLimiter::DescribeRequest(const Request& request, google::protobuf::Struct* out) {
+  // envoyproxy/ratelimit's layout: domain, descriptors (entries as "key=value", the limit
+  // override and hits_addend when given) and the request's hitsAddend when not 0.
+  auto& fields = *out->mutable_fields();
+  fields["domain"].set_string_value(request.domain());
+  auto* descriptors = fields["descriptors"].mutable_list_value();
+  for (const auto& d : request.descriptors()) {
+    auto& described = *descriptors->add_values()->mutable_struct_value()->mutable_fields();
+    auto* list = described["entries"].mutable_list_value();
+    for (const auto& e : d.entries()) {
+      list->add_values()->set_string_value(absl::StrCat(e.key(), "=", e.value()));
+    }
+    if (d.has_limit()) {
+      described["limit"].set_string_value(d.limit().ShortDebugString());
+    }
+    if (d.has_hits_addend()) {
+      described["hitsAddend"].set_number_value(static_cast<double>(d.hits_addend().value()));
+    }
+  }
+  if (request.hits_addend() != 0) {
+    fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend()));
+  }
+}
+
+void RateLimiter::AddRequestMetadata(PendingCall& call, absl::Span<const size_t> passed,
+                                     Response* response) const {
+  // The request's part, then the merged `metadata` of the descriptors that passed.
+  auto& fields = *response->mutable_dynamic_metadata()->mutable_fields();
+  for (auto& [name, value] : *call.request_metadata.mutable_fields()) {
+    fields[name] = std::move(value);
+  }
+  google::protobuf::Struct merged;
+  for (size_t i : passed) {
+    const DescriptorPlan& plan = call.plans[i];
+    if (!plan.rules.empty() && plan.node != nullptr && plan.node->metadata != nullptr) {
+      MergeMetadata(*plan.node->metadata, &merged);
+    }
+  }
+  if (!merged.fields().empty()) {
+    *fields["metadata"].mutable_struct_value() = std::move(merged);
+  }
 }
 
 }  // namespace sluice

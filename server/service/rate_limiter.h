@@ -35,6 +35,28 @@ struct RateLimiterOptions {
   // Prepended to every storage key (lets several deployments share one Redis).
   std::string key_prefix;
   FailureMode failure_mode = FailureMode::kAllow;
+
+  // envoyproxy/ratelimit compatibility (its environment settings in brackets).
+  // A rule's hits past this share of its capacity count as near_limit [NEAR_LIMIT_RATIO].
+  double near_limit_ratio = 0.8;
+  // Every request over limit is answered OK; statuses still say OVER_LIMIT [SHADOW_MODE].
+  bool global_shadow_mode = false;
+  // Every descriptor is in quota mode [QUOTA_MODE].
+  bool global_quota_mode = false;
+  // The response's dynamic metadata carries the request (domain, descriptors, hits) and the
+  // `metadata` of the descriptors that passed [RESPONSE_DYNAMIC_METADATA].
+  bool response_dynamic_metadata = false;
+  // RateLimit-Limit / -Remaining / -Reset headers of the descriptor closest to its limit
+  // [LIMIT_RESPONSE_HEADERS_ENABLED, LIMIT_*_HEADER].
+  bool rate_limit_headers = false;
+  std::string limit_header = "RateLimit-Limit";
+  std::string remaining_header = "RateLimit-Remaining";
+  std::string reset_header = "RateLimit-Reset";
+  // Sluice's own: a retry-after header (whole seconds) on OVER_LIMIT.
+  bool retry_after_header = true;
+  // A denied request's hits still count on a lone fixed-window rule (upstream's default;
+  // [STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false]). LimitParams::count_denied.
+  bool count_denied_hits = false;
 };
 
 class RateLimiter {
@@ -49,7 +71,8 @@ class RateLimiter {
               RateLimiterOptions options, OverLimitCache* cache = nullptr);
 
   // Decides `request` into `*response` and then calls `done` exactly once: OK with the response
-  // filled, or kInvalidArgument with a message naming the offending field (response untouched).
+  // filled, kInvalidArgument with a message naming the offending field, or kUnavailable while
+  // no configuration is loaded (--force_start_without_initial_config); response untouched.
   // `request` need only live until this returns; `response` must live until `done` runs.
   // `done` may run inline, on the caller's stack, or later on a backend thread.
   void ShouldRateLimit(const Request& request, Response* response, DoneCallback done);
@@ -65,6 +88,11 @@ class RateLimiter {
 
   // Builds the response from the decisions and completes the call.
   void Finish(std::unique_ptr<PendingCall> call, absl::Status status);
+  void AddRateLimitHeaders(const PendingCall& call, Response* response) const;
+  // `passed`: indices of the descriptors answered OK.
+  void AddRequestMetadata(PendingCall& call, absl::Span<const size_t> passed,
+                          Response* response) const;
+  static void DescribeRequest(const Request& request, google::protobuf::Struct* out);
 
   const RateLimiterOptions options_;
   OverLimitCache* const cache_;

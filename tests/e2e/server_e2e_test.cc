@@ -218,7 +218,9 @@ TEST_F(ServerE2eTest, HttpEndpointsServeJsonHealthConfigAndMetrics) {
   EXPECT_THAT(over, HasSubstr("\n429"));
   EXPECT_THAT(Http("POST", "/json", "{not json"), HasSubstr("\n400"));
   EXPECT_THAT(Http("GET", "/healthz"), HasSubstr("OK\n\n200"));
+  EXPECT_EQ(Http("GET", "/healthcheck"), "OK\n200");  // envoyproxy/ratelimit's exact answer
   EXPECT_THAT(Http("GET", "/config"), HasSubstr("e2e.user"));
+  EXPECT_THAT(Http("GET", "/rlconfig"), HasSubstr("e2e.user"));
   std::string metrics = Http("GET", "/metrics");
   EXPECT_THAT(metrics, HasSubstr("sluice_rule_over_limit{key=\"e2e.user\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("sluice_rule_total_hits{key=\"e2e.user\"} 4"));

@@ -385,6 +385,26 @@ TEST_F(RedisBackendTest, DeniedLoneFixedWindowGivesHitsBack) {
   EXPECT_EQ(small.decisions[0].remaining, 0u);
 }
 
+// Verifies --count_denied_hits (LimitParams::count_denied): a denied lone fixed window keeps
+// its hits counted, as envoyproxy/ratelimit's increment-first does, and so does memory.
+TEST_F(RedisBackendTest, CountDeniedLoneFixedWindowKeepsHits) {
+  LimitParams window = Params(Algorithm::kFixedWindow, 3, 60000000);
+  window.count_denied = true;
+  EXPECT_TRUE(Run(*backend_, {{"{c}fw", window, 2, 0}}).decisions[0].allowed);
+  EXPECT_FALSE(Run(*backend_, {{"{c}fw", window, 2, 0}}).decisions[0].allowed);
+  std::string key;
+  AppendFixedWindowKey("{c}fw", clock_.NowMicros(), window.period_us, &key);
+  absl::StatusOr<std::string> count = redis_->Command({"GET", key});
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(*count, "4");
+  EXPECT_FALSE(Run(*backend_, {{"{c}fw", window, 1, 0}}).decisions[0].allowed);
+
+  MemoryBackend memory(clock_);
+  EXPECT_TRUE(Run(memory, {{"{c}fw", window, 2, 0}}).decisions[0].allowed);
+  EXPECT_FALSE(Run(memory, {{"{c}fw", window, 2, 0}}).decisions[0].allowed);
+  EXPECT_FALSE(Run(memory, {{"{c}fw", window, 1, 0}}).decisions[0].allowed);
+}
+
 // Verifies the clock sampler keeps its error small: a sample slower than twice the kept one is
 // skipped and the offset stays, a fast one is kept, and after a minute without a kept sample a
 // slow one is kept rather than none. Round trips are measured on the fake clock, which the test

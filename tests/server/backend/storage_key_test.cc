@@ -64,5 +64,16 @@ TEST(StorageKeyTest, HashTagByOneEntry) {
             StorageKey("sl:", "dom", just_user, "tb:60"));
 }
 
+// Verifies a share_threshold pattern is written apart from any literal value, even the
+// literal text of the pattern itself.
+TEST(StorageKeyTest, SharedPatternNeverMeetsALiteral) {
+  std::vector<DescriptorEntryView> shared = {{"files", "docs/*", /*shared_pattern=*/true}};
+  std::vector<DescriptorEntryView> literal = {{"files", "docs/*"}};
+  std::vector<DescriptorEntryView> forged = {{"files", "=docs/*"}};
+  EXPECT_EQ(StorageKey("sl:", "dom", shared, "fw:60"), "sl:{dom|files==docs/*}fw:60");
+  EXPECT_EQ(StorageKey("sl:", "dom", literal, "fw:60"), "sl:{dom|files=docs/*}fw:60");
+  EXPECT_EQ(StorageKey("sl:", "dom", forged, "fw:60"), "sl:{dom|files=%3Ddocs/*}fw:60");
+}
+
 }  // namespace
 }  // namespace sluice

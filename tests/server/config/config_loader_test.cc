@@ -431,7 +431,163 @@ TEST_F(ConfigLoaderTest, RejectsDuplicateDomainAcrossFiles) {
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(config.status().message(),
-            "b.yaml:2: domain: duplicate domain 'x' (first defined in a.yaml)");
+            "b.yaml:2: domain: duplicate domain 'x' (first defined in a.yaml; "
+            "--merge_domain_config merges files of one domain)");
+}
+
+// ---- envoyproxy/ratelimit's newer descriptor keys.
+
+// Verifies quota_mode, value_to_metric, share_threshold and metadata are read onto the node.
+TEST_F(ConfigLoaderTest, ReadsUpstreamDescriptorFlags) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: up
+descriptors:
+  - key: files
+    value: "docs/*"
+    share_threshold: true
+    quota_mode: yes
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: route
+    value_to_metric: true
+    rate_limit: {unit: second, requests_per_unit: 5}
+)");
+  const Domain& domain = *config->domains().at("up");
+  ASSERT_EQ(domain.root.wildcard_children.size(), 1u);
+  const DescriptorNode& files = *domain.root.wildcard_children[0];
+  EXPECT_TRUE(files.share_threshold);
+  EXPECT_TRUE(files.quota_mode);
+  EXPECT_FALSE(files.value_to_metric);
+  const DescriptorNode* route = Node(*config, "up", {"route"});
+  ASSERT_NE(route, nullptr);
+  EXPECT_TRUE(route->value_to_metric);
+  EXPECT_FALSE(route->share_threshold);
+  EXPECT_FALSE(route->quota_mode);
+  EXPECT_EQ(route->metadata, nullptr);
+}
+
+// Verifies share_threshold is refused on a value without a wildcard, as upstream refuses it.
+TEST_F(ConfigLoaderTest, RejectsShareThresholdWithoutWildcard) {
+  EXPECT_EQ(LoadError(R"(
+domain: up
+descriptors:
+  - key: files
+    value: docs
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 100}
+)"),
+            "test.yaml:5: descriptors[0].share_threshold: only a wildcard value (one containing "
+            "'*') can share its threshold, but value is 'docs'");
+  EXPECT_EQ(LoadError(R"(
+domain: up
+descriptors:
+  - key: files
+    share_threshold: true
+)"),
+            "test.yaml:4: descriptors[0].share_threshold: only a wildcard value (one containing "
+            "'*') can share its threshold, but value is ''");
+  EXPECT_EQ(LoadError("domain: up\ndescriptors:\n  - key: f\n    value: a*\n"
+                      "    share_threshold: false\n"),
+            "");
+}
+
+// Verifies metadata becomes a protobuf Struct with YAML's scalar types, and must be a map.
+TEST_F(ConfigLoaderTest, ReadsMetadataAsStruct) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: up
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 5}
+    metadata:
+      name: service_1
+      quoted: "42"
+      count: 42
+      ratio: 0.5
+      enabled: true
+      nothing: ~
+      tags: [a, 2]
+      nested: {owner: {team: edge}}
+)");
+  const DescriptorNode* k = Node(*config, "up", {"k"});
+  ASSERT_NE(k, nullptr);
+  ASSERT_NE(k->metadata, nullptr);
+  const auto& fields = k->metadata->fields();
+  EXPECT_EQ(fields.at("name").string_value(), "service_1");
+  EXPECT_EQ(fields.at("quoted").string_value(), "42");
+  EXPECT_EQ(fields.at("count").number_value(), 42);
+  EXPECT_EQ(fields.at("ratio").number_value(), 0.5);
+  EXPECT_TRUE(fields.at("enabled").bool_value());
+  EXPECT_EQ(fields.at("nothing").kind_case(), google::protobuf::Value::kNullValue);
+  ASSERT_EQ(fields.at("tags").list_value().values_size(), 2);
+  EXPECT_EQ(fields.at("tags").list_value().values(0).string_value(), "a");
+  EXPECT_EQ(fields.at("tags").list_value().values(1).number_value(), 2);
+  EXPECT_EQ(fields.at("nested").struct_value().fields().at("owner").struct_value().fields().at(
+                "team").string_value(),
+            "edge");
+
+  EXPECT_EQ(LoadError("domain: up\ndescriptors:\n  - key: k\n    metadata: [a]\n"),
+            "test.yaml:4: descriptors[0].metadata: expected a map, got a list");
+}
+
+// Verifies what envoyproxy/ratelimit accepts leniently loads here too, with a warning: a rule
+// without requests_per_unit is a limit of 0, and an unlimited rule ignores its number.
+TEST_F(ConfigLoaderTest, AcceptsUpstreamLenientRules) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: up
+descriptors:
+  - key: blocked
+    rate_limit:
+      unit: hour
+  - key: free
+    rate_limit:
+      unlimited: true
+      requests_per_unit: 25
+)");
+  const DescriptorNode* blocked = Node(*config, "up", {"blocked"});
+  ASSERT_NE(blocked, nullptr);
+  ASSERT_EQ(blocked->rules.size(), 1u);
+  EXPECT_EQ(blocked->rules[0].requests_per_unit, 0u);
+  EXPECT_EQ(blocked->rules[0].params.limit, 0u);
+  EXPECT_EQ(blocked->rules[0].unit, TimeUnit::kHour);
+  const DescriptorNode* free = Node(*config, "up", {"free"});
+  ASSERT_NE(free, nullptr);
+  EXPECT_TRUE(free->rules[0].unlimited);
+  EXPECT_THAT(config->warnings(),
+              ::testing::ElementsAre(
+                  "test.yaml:4: descriptors[0].rate_limit.requests_per_unit: missing: the limit "
+                  "is 0, so every request with hits is OVER_LIMIT",
+                  "test.yaml:9: descriptors[1].rate_limit.requests_per_unit: ignored: the rule "
+                  "is unlimited (remove requests_per_unit or unlimited)"));
+  // A clean file has no warnings.
+  EXPECT_TRUE(Load("domain: up\n")->warnings().empty());
+}
+
+// Verifies files of one domain merge when asked (MERGE_DOMAIN_CONFIG), and that a descriptor
+// defined in both is still refused, naming both places.
+TEST_F(ConfigLoaderTest, MergesDomainAcrossFilesWhenAsked) {
+  ConfigLoadOptions merge;
+  merge.merge_domains = true;
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigSources(
+      {{"a.yaml", "domain: x\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                  "requests_per_unit: 1}\n"},
+       {"b.yaml", "domain: x\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, "
+                  "requests_per_unit: 2}\n  - key: w\n    value: 'p*'\n"}},
+      merge);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ((*config)->domains().size(), 1u);
+  EXPECT_EQ((*config)->RuleCount(), 2u);
+  const DescriptorEntryView b[] = {{"b", "1"}};
+  const DescriptorNode* node = (*config)->Match("x", b);
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->rules[0].requests_per_unit, 2u);
+  EXPECT_EQ(node->file, "b.yaml");
+
+  config = LoadConfigSources({{"a.yaml", "domain: x\ndescriptors:\n  - key: a\n"},
+                              {"b.yaml", "domain: x\ndescriptors:\n  - key: c\n  - key: a\n"}},
+                             merge);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "b.yaml:4: duplicate descriptor: key 'a' of domain 'x' is already defined at "
+            "a.yaml:3");
 }
 
 // ---- Errors: keys of maps.
@@ -447,7 +603,8 @@ descriptors:
     limit: 5
 )"),
             "test.yaml:4: descriptors[0].limit: unknown key (expected key, value, rate_limit, "
-            "rate_limits, shadow_mode, detailed_metric, descriptors)");
+            "rate_limits, shadow_mode, quota_mode, detailed_metric, value_to_metric, "
+            "share_threshold, metadata, descriptors)");
   EXPECT_EQ(LoadError(R"(
 domain: a
 descriptors:
@@ -759,11 +916,10 @@ TEST_F(ConfigLoaderTest, RejectsBadRequestsPerUnit) {
   EXPECT_EQ(error("4294967295"), "");
   EXPECT_EQ(error("+7"), "");
 
-  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n"),
-            "test.yaml:4: descriptors[0].rate_limit.requests_per_unit: missing");
 }
 
-// Verifies unlimited takes a boolean and excludes every field that describes a limit.
+// Verifies unlimited takes a boolean and excludes every field that describes a limit (but
+// requests_per_unit, which envoyproxy/ratelimit ignores: see AcceptsUpstreamLenientRules).
 TEST_F(ConfigLoaderTest, RejectsUnlimitedWithLimitFields) {
   auto error = [](absl::string_view field) {
     return LoadError(absl::StrCat(
@@ -773,9 +929,6 @@ TEST_F(ConfigLoaderTest, RejectsUnlimitedWithLimitFields) {
   EXPECT_EQ(error("unit: second"),
             "test.yaml:6: descriptors[0].rate_limit.unit: must not be set when unlimited is "
             "true");
-  EXPECT_EQ(error("requests_per_unit: 5"),
-            "test.yaml:6: descriptors[0].rate_limit.requests_per_unit: must not be set when "
-            "unlimited is true");
   EXPECT_EQ(error("algorithm: gcra"),
             "test.yaml:6: descriptors[0].rate_limit.algorithm: must not be set when unlimited "
             "is true");
@@ -958,7 +1111,8 @@ TEST_F(ConfigLoaderPathTest, LoadsDirectoryInNameOrder) {
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().message(),
             absl::StrCat((dir_ / "z.yaml").string(), ":1: domain: duplicate domain 'same' "
-                         "(first defined in ", (dir_ / "m.yaml").string(), ")"));
+                         "(first defined in ", (dir_ / "m.yaml").string(),
+                         "; --merge_domain_config merges files of one domain)"));
 }
 
 // Verifies an error in one file of a directory names that file.
@@ -1004,6 +1158,54 @@ TEST_F(ConfigLoaderPathTest, RejectsDirectoryWithoutYaml) {
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().message(),
             dir_.string() + ": directory has no *.yaml or *.yml files");
+}
+
+// Verifies the runtime layout (envoyproxy/ratelimit's RUNTIME_ROOT tree) reads every file of
+// any name, in subdirectories too, and always skips Kubernetes' ..data and ..<timestamp>
+// entries of a ConfigMap mount; other dot names only when ignore_dot_files.
+TEST_F(ConfigLoaderPathTest, LoadsRuntimeTreeRecursively) {
+  const std::string rule = "\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+                           "requests_per_unit: 1}\n";
+  // A ConfigMap mount: the real files live in ..<timestamp>/, reached through ..data.
+  Write("..2026_11_24_00_00_00.1/config.yaml", "domain: mounted" + rule);
+  std::filesystem::create_directory_symlink("..2026_11_24_00_00_00.1", dir_ / "..data");
+  std::filesystem::create_symlink("..data/config.yaml", dir_ / "config.yaml");
+  Write("team/limits.conf", "domain: nested" + rule);
+  Write(".hidden", "domain: hidden" + rule);
+
+  ConfigLoadOptions runtime;
+  runtime.recursive = true;
+  runtime.ignore_dot_files = false;
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigPath(dir_.string(), runtime);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE((*config)->HasDomain("mounted"));
+  EXPECT_TRUE((*config)->HasDomain("nested"));
+  EXPECT_TRUE((*config)->HasDomain("hidden"));
+  EXPECT_EQ((*config)->domains().size(), 3u);
+  EXPECT_EQ((*config)->domains().at("nested")->file, (dir_ / "team/limits.conf").string());
+
+  runtime.ignore_dot_files = true;
+  config = LoadConfigPath(dir_.string(), runtime);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE((*config)->HasDomain("hidden"));
+  EXPECT_EQ((*config)->domains().size(), 2u);
+
+  // The flat layout of the same directory reads config.yaml only.
+  config = LoadConfigPath(dir_.string());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ((*config)->domains().size(), 1u);
+  EXPECT_TRUE((*config)->HasDomain("mounted"));
+}
+
+// Verifies an empty runtime tree is an empty config (upstream starts with no domains), while
+// the flat layout still refuses a directory without YAML files.
+TEST_F(ConfigLoaderPathTest, EmptyRuntimeTreeIsEmptyConfig) {
+  ConfigLoadOptions runtime;
+  runtime.recursive = true;
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigPath(dir_.string(), runtime);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE((*config)->domains().empty());
+  EXPECT_FALSE(LoadConfigPath(dir_.string()).ok());
 }
 
 // Verifies a symlinked file whose target is gone is reported, not silently skipped.

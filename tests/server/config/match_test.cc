@@ -538,6 +538,34 @@ descriptors:
   EXPECT_EQ(Limit("join", {{"a", "b_c"}}), -1);
 }
 
+// Verifies Match reports, level by level, the node reached and whether by the exact value, a
+// wildcard or the key's default (what share_threshold and value_to_metric need).
+TEST_F(MatchTest, ReportsHowEachLevelMatched) {
+  Load(R"(
+domain: steps
+descriptors:
+  - key: service
+    value: api
+    descriptors:
+      - key: path
+        value: /v1/*
+        descriptors:
+          - key: client
+            rate_limit: {unit: second, requests_per_unit: 1}
+)");
+  const DescriptorEntryView entries[] = {{"service", "api"}, {"path", "/v1/x"}, {"client", "c"}};
+  MatchSteps steps;
+  const DescriptorNode* node = config_->Match("steps", entries, &steps);
+  ASSERT_NE(node, nullptr);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0].how, MatchStep::How::kExact);
+  EXPECT_EQ(steps[0].node->value, "api");
+  EXPECT_EQ(steps[1].how, MatchStep::How::kWildcard);
+  EXPECT_EQ(steps[1].node->value, "/v1/*");
+  EXPECT_EQ(steps[2].how, MatchStep::How::kDefault);
+  EXPECT_EQ(steps[2].node, node);
+}
+
 // Verifies exact matching of values longer than the on-stack buffer.
 TEST_F(MatchTest, MatchesLongValues) {
   const std::string long_value(1000, 'v');
@@ -564,12 +592,15 @@ descriptors:
   const DescriptorEntryView entries[] = {
       // "service_user-accounts-api" is too long for std::string's inline buffer.
       {"service", "user-accounts-api"}, {"path", "/v1/items"}, {"client", "10.0.0.1"}};
+  MatchSteps steps;
   g_allocations = 0;
   g_count_allocations = true;
   const DescriptorNode* node = config_->Match("hot", entries);
   const DescriptorNode* unknown = config_->Match("cold", entries);
+  const DescriptorNode* with_steps = config_->Match("hot", entries, &steps);
   g_count_allocations = false;
   ASSERT_NE(node, nullptr);
+  EXPECT_EQ(with_steps, node);
   EXPECT_EQ(node->full_key, "hot.service_user-accounts-api.path_/v1/*.client");
   EXPECT_EQ(unknown, nullptr);
   EXPECT_EQ(g_allocations.load(), 0u);

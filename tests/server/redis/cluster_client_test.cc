@@ -565,6 +565,12 @@ TEST(ClusterClientNoClusterTest, RejectsBadOptions) {
   EXPECT_EQ(RedisClusterClient::Create({}, clock).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(RedisClusterClient::Create({.seeds = {"nohostport"}}, clock).ok());
+  // A cluster is reached over TCP; a unix socket seed is refused with a message saying so.
+  absl::Status unix_seed = RedisClusterClient::Create({.seeds = {"unix:/run/r.sock"}}, clock)
+                               .status();
+  EXPECT_EQ(unix_seed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unix_seed.message()), ::testing::HasSubstr("unix sockets are for a "
+                                                                     "standalone Redis"));
   EXPECT_FALSE(RedisClusterClient::Create({.seeds = {"h:1"}, .node = {.db = 2}}, clock).ok());
   EXPECT_FALSE(
       RedisClusterClient::Create({.seeds = {"h:1"}, .node = {.io_threads = 0}}, clock).ok());

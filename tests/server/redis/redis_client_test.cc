@@ -464,6 +464,39 @@ TEST_F(RedisClientTest, NoServerFailsFast) {
   EXPECT_LT(result.completed_us - start, 1000000);
 }
 
+// Verifies a standalone Redis reached over a unix domain socket (envoyproxy/ratelimit's default
+// REDIS_SOCKET_TYPE): commands and the handshake's AUTH work as over TCP.
+TEST_F(RedisClientTest, ConnectsOverUnixSocket) {
+  testing::TempDir dir;
+  const std::string socket = dir.path() + "/redis.sock";
+  std::unique_ptr<RedisServer> server = StartServer(
+      {.password = "pw", .extra_config = {"unixsocket " + socket, "unixsocketperm 700"}});
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<RedisClient> client = NewClient({.address = "unix:" + socket, .password = "pw"});
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->address(), "unix:" + socket);
+  BatchResult result = RunOne(*client, {"SET", "unix:key", "v"});
+  ASSERT_TRUE(result.status.ok()) << result.status;
+  absl::StatusOr<std::string> value = server->Command({"GET", "unix:key"});
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "v");
+}
+
+// Verifies a unix socket nobody listens on fails fast, like a closed TCP port, and an address
+// without a path is refused at creation.
+TEST_F(RedisClientTest, MissingUnixSocketFailsFast) {
+  testing::TempDir dir;
+  std::unique_ptr<RedisClient> client =
+      NewClient({.address = "unix:" + dir.path() + "/none.sock"}, /*wait_ready=*/false);
+  EXPECT_FALSE(client->WaitUntilReady(absl::Milliseconds(100)));
+  int64_t start = Now();
+  BatchResult result = Await(Start(*client, CommandBatch().Add({"PING"}), Now() + 10000000));
+  EXPECT_EQ(result.status.code(), absl::StatusCode::kUnavailable) << result.status;
+  EXPECT_LT(result.completed_us - start, 1000000);
+  EXPECT_EQ(RedisClient::Create({.address = "unix:"}, clock_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // Verifies the deadline edge cases: already passed, and an empty batch.
 TEST_F(RedisClientTest, PastDeadlineAndEmptyBatch) {
   std::unique_ptr<RedisClient> client = NewClient();

@@ -1,0 +1,452 @@
+#include "server/settings/upstream_env.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace sluice {
+namespace {
+
+// What one remembered over-limit key costs, roughly: the key, its entry and the map's share.
+// LOCAL_CACHE_SIZE_IN_BYTES is divided by it to size --over_limit_cache_keys.
+constexpr int64_t kBytesPerCachedKey = 128;
+
+// The flags one Redis (the main one or the per-second one) is described by.
+struct RedisFlags {
+  absl::string_view variable_prefix;  // "REDIS_" or "REDIS_PERSECOND_"
+  absl::string_view default_url;      // upstream's default REDIS_URL for this Redis
+  absl::string_view backend;          // flag names
+  absl::string_view addresses;
+  absl::string_view username;
+  absl::string_view password;
+  absl::string_view connections;
+};
+
+constexpr RedisFlags kMainRedis = {"REDIS_",          "/var/run/nutcracker/ratelimit.sock",
+                                   "backend",         "redis_addresses",
+                                   "redis_username",  "redis_password",
+                                   "redis_connections"};
+constexpr RedisFlags kPerSecondRedis = {"REDIS_PERSECOND_",
+                                        "/var/run/nutcracker/ratelimitpersecond.sock",
+                                        "redis_per_second_backend",
+                                        "redis_per_second_addresses",
+                                        "redis_per_second_username",
+                                        "redis_per_second_password",
+                                        "redis_per_second_connections"};
+
+// Tuning knobs of upstream's Redis pool that Sluice's client has no use for.
+constexpr absl::string_view kRedisTuning[] = {
+    "PIPELINE_WINDOW",          "PIPELINE_LIMIT",          "CLUSTER_PIPELINE_PARALLELISM",
+    "POOL_ON_EMPTY_BEHAVIOR",   "HEALTH_CHECK_ACTIVE_CONNECTION", "SENTINEL_AUTH"};
+constexpr absl::string_view kStartupTuning[] = {"REDIS_STARTUP_INITIAL_INTERVAL",
+                                                "REDIS_STARTUP_MAX_INTERVAL",
+                                                "REDIS_STARTUP_MAX_ELAPSED_TIME"};
+constexpr absl::string_view kStatsVariables[] = {
+    "STATSD_HOST",        "STATSD_PORT",           "EXTRA_TAGS",
+    "STATS_FLUSH_INTERVAL", "DISABLE_STATS",       "USE_DOG_STATSD_MOGRIFIERS",
+    "PROMETHEUS_ADDR",    "PROMETHEUS_PATH",       "PROMETHEUS_MAPPER_YAML",
+    "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"};
+
+// Upstream booleans that are Sluice flags of the same meaning.
+constexpr std::pair<absl::string_view, absl::string_view> kBoolFlags[] = {
+    {"SHADOW_MODE", "shadow_mode"},
+    {"QUOTA_MODE", "quota_mode"},
+    {"MERGE_DOMAIN_CONFIG", "merge_domain_config"},
+    {"FORCE_START_WITHOUT_INITIAL_CONFIG", "force_start_without_initial_config"},
+    {"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "healthy_with_at_least_one_config_loaded"},
+    {"RESPONSE_DYNAMIC_METADATA", "response_dynamic_metadata"},
+    {"LIMIT_RESPONSE_HEADERS_ENABLED", "rate_limit_headers"},
+};
+constexpr std::pair<absl::string_view, absl::string_view> kStringFlags[] = {
+    {"LIMIT_LIMIT_HEADER", "rate_limit_limit_header"},
+    {"LIMIT_REMAINING_HEADER", "rate_limit_remaining_header"},
+    {"LIMIT_RESET_HEADER", "rate_limit_reset_header"},
+    {"CACHE_KEY_PREFIX", "redis_key_prefix"},
+};
+
+class Translator {
+ public:
+  explicit Translator(const EnvLookup& env) : env_(env) {}
+
+  UpstreamTranslation Run() {
+    Listeners();
+    Logging();
+    Runtime();
+    Backend();
+    Limiter();
+    NotHonoured();
+    return std::move(out_);
+  }
+
+ private:
+  std::optional<std::string> Get(absl::string_view name) {
+    std::optional<std::string> value = env_(name);
+    if (value.has_value() && value->empty()) {
+      return std::nullopt;
+    }
+    return value;
+  }
+  bool IsSet(absl::string_view name) { return Get(name).has_value(); }
+
+  void Set(absl::string_view flag, std::string value, std::string source) {
+    out_.flags.push_back(FlagAssignment{std::string(flag), std::move(value), std::move(source)});
+  }
+  void Warn(std::string text) { out_.warnings.push_back(std::move(text)); }
+  void Fail(std::string text) { out_.errors.push_back(std::move(text)); }
+
+  // Go's strconv.ParseBool, which envoyproxy/ratelimit's settings use. Unset: nullopt.
+  std::optional<bool> Bool(absl::string_view name) {
+    std::optional<std::string> text = Get(name);
+    if (!text.has_value()) {
+      return std::nullopt;
+    }
+    for (absl::string_view yes : {"1", "t", "T", "TRUE", "true", "True"}) {
+      if (*text == yes) {
+        return true;
+      }
+    }
+    for (absl::string_view no : {"0", "f", "F", "FALSE", "false", "False"}) {
+      if (*text == no) {
+        return false;
+      }
+    }
+    Fail(absl::StrCat(name, "=", *text, ": not a boolean (true or false)"));
+    return std::nullopt;
+  }
+
+  std::optional<int64_t> Int(absl::string_view name, int64_t min, int64_t max) {
+    std::optional<std::string> text = Get(name);
+    if (!text.has_value()) {
+      return std::nullopt;
+    }
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(*text, &value) || value < min || value > max) {
+      Fail(absl::StrCat(name, "=", *text, ": not a whole number from ", min, " to ", max));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // HOST:PORT from a pair of variables; nothing when neither is set.
+  void Address(absl::string_view host_var, absl::string_view port_var,
+               absl::string_view default_host, int default_port, absl::string_view flag) {
+    std::optional<std::string> host = Get(host_var);
+    std::optional<int64_t> port = Int(port_var, 0, 65535);
+    if (!host.has_value() && !IsSet(port_var)) {
+      return;
+    }
+    std::string h = host.value_or(std::string(default_host));
+    if (absl::StrContains(h, ':') && !absl::StartsWith(h, "[")) {
+      h = absl::StrCat("[", h, "]");  // an IPv6 literal
+    }
+    Set(flag, absl::StrCat(h, ":", port.value_or(default_port)),
+        absl::StrCat(host_var, ", ", port_var));
+  }
+
+  void Listeners() {
+    Address("HOST", "PORT", "0.0.0.0", 8080, "http_address");
+    if (std::optional<std::string> uds = Get("GRPC_UDS")) {
+      Set("grpc_address", absl::StrCat("unix:", *uds), "GRPC_UDS");
+    } else {
+      Address("GRPC_HOST", "GRPC_PORT", "0.0.0.0", 8081, "grpc_address");
+    }
+    Address("DEBUG_HOST", "DEBUG_PORT", "0.0.0.0", 6070, "debug_address");
+    if (Bool("GRPC_SERVER_USE_TLS").value_or(false)) {
+      Fail("GRPC_SERVER_USE_TLS=true: gRPC TLS is not available in Sluice yet; refusing to serve "
+           "plaintext in its place");
+    }
+    for (absl::string_view name : {"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}) {
+      if (IsSet(name)) {
+        Warn(absl::StrCat(name, ": not honoured; Sluice keeps its own gRPC server settings"));
+      }
+    }
+  }
+
+  void Logging() {
+    if (std::optional<std::string> level = Get("LOG_LEVEL")) {
+      const std::string lower = absl::AsciiStrToLower(*level);
+      std::string mapped;
+      if (lower == "trace" || lower == "debug") {
+        mapped = "debug";
+      } else if (lower == "info") {
+        mapped = "info";
+      } else if (lower == "warn" || lower == "warning") {
+        mapped = "warning";
+      } else if (lower == "error" || lower == "fatal" || lower == "panic") {
+        mapped = "error";
+      } else {
+        Fail(absl::StrCat("LOG_LEVEL=", *level,
+                          ": not a log level (trace, debug, info, warn, error, fatal, panic)"));
+      }
+      if (!mapped.empty()) {
+        Set("log_level", mapped, "LOG_LEVEL");
+      }
+    }
+    if (std::optional<std::string> format = Get("LOG_FORMAT")) {
+      const std::string lower = absl::AsciiStrToLower(*format);
+      if (lower == "text" || lower == "json") {
+        Set("log_format", lower, "LOG_FORMAT");
+      } else {
+        Fail(absl::StrCat("LOG_FORMAT=", *format, ": not text or json"));
+      }
+    }
+  }
+
+  void Runtime() {
+    if (std::optional<std::string> type = Get("CONFIG_TYPE")) {
+      const std::string upper = absl::AsciiStrToUpper(*type);
+      if (upper == "GRPC_XDS_SOTW") {
+        Fail("CONFIG_TYPE=GRPC_XDS_SOTW: the xDS config provider is not supported; serve the "
+             "config as files (CONFIG_TYPE=FILE)");
+      } else if (upper != "FILE") {
+        Fail(absl::StrCat("CONFIG_TYPE=", *type, ": not FILE or GRPC_XDS_SOTW"));
+      }
+    }
+    std::optional<std::string> root = Get("RUNTIME_ROOT");
+    std::optional<std::string> sub = Get("RUNTIME_SUBDIRECTORY");
+    std::optional<std::string> app = Get("RUNTIME_APPDIRECTORY");
+    std::optional<bool> ignore_dot_files = Bool("RUNTIME_IGNOREDOTFILES");
+    Bool("RUNTIME_WATCH_ROOT");  // checked only: Sluice watches the whole tree either way
+    if (!root.has_value() && !sub.has_value() && !app.has_value() &&
+        !IsSet("RUNTIME_IGNOREDOTFILES") && !IsSet("RUNTIME_WATCH_ROOT")) {
+      return;
+    }
+    std::vector<std::string> parts;
+    for (const std::string& part : {root.value_or("/srv/runtime_data/current"),
+                                    sub.value_or(""), app.value_or("config")}) {
+      absl::string_view trimmed = part;
+      if (!parts.empty()) {
+        absl::ConsumePrefix(&trimmed, "/");
+      }
+      while (trimmed.size() > 1 && absl::ConsumeSuffix(&trimmed, "/")) {
+      }
+      if (!trimmed.empty()) {
+        parts.emplace_back(trimmed);
+      }
+    }
+    const std::string source =
+        "RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY, RUNTIME_IGNOREDOTFILES";
+    Set("config", absl::StrJoin(parts, "/"), source);
+    Set("config_recursive", "true", source);
+    Set("config_ignore_dot_files", ignore_dot_files.value_or(false) ? "true" : "false", source);
+  }
+
+  // One Redis: kind, addresses, credentials, pool size.
+  void Redis(const RedisFlags& flags) {
+    const std::string prefix(flags.variable_prefix);
+    auto var = [&prefix](absl::string_view name) { return absl::StrCat(prefix, name); };
+    if (Bool(var("TLS")).value_or(false)) {
+      Fail(absl::StrCat(var("TLS"), "=true: TLS to Redis is not supported (Debian 12's hiredis "
+                                    "0.14 has none)"));
+    }
+    const std::string type = absl::AsciiStrToLower(Get(var("TYPE")).value_or("single"));
+    bool cluster = false;
+    if (type == "cluster") {
+      cluster = true;
+    } else if (type == "sentinel") {
+      Fail(absl::StrCat(var("TYPE"), "=sentinel: Redis Sentinel is not supported; point ",
+                        var("URL"), " at the master or use ", var("TYPE"), "=cluster"));
+      return;
+    } else if (type != "single") {
+      Fail(absl::StrCat(var("TYPE"), "=", *Get(var("TYPE")), ": not single, cluster or sentinel"));
+      return;
+    }
+    Set(flags.backend, cluster ? "redis_cluster" : "redis", var("TYPE"));
+
+    std::optional<std::string> auth = Get(var("AUTH"));
+    std::string url = Get(var("URL")).value_or(std::string(flags.default_url));
+    std::string socket = absl::AsciiStrToLower(Get(var("SOCKET_TYPE")).value_or("unix"));
+    if (socket != "unix" && socket != "tcp") {
+      Fail(absl::StrCat(var("SOCKET_TYPE"), "=", *Get(var("SOCKET_TYPE")), ": not tcp or unix"));
+      return;
+    }
+    std::vector<std::string> addresses;
+    for (absl::string_view one : absl::StrSplit(url, ',', absl::SkipWhitespace())) {
+      one = absl::StripAsciiWhitespace(one);
+      if (absl::StartsWith(one, "rediss://")) {
+        Fail(absl::StrCat(var("URL"), ": rediss:// (TLS to Redis) is not supported (Debian 12's "
+                                      "hiredis 0.14 has none)"));
+        return;
+      }
+      if (absl::ConsumePrefix(&one, "redis://")) {
+        // [user[:password]@]host:port[/db]: credentials only when AUTH does not give them.
+        if (size_t at = one.rfind('@'); at != absl::string_view::npos) {
+          if (!auth.has_value()) {
+            auth = std::string(one.substr(0, at));
+          }
+          one = one.substr(at + 1);
+        }
+        if (size_t slash = one.find('/'); slash != absl::string_view::npos) {
+          absl::string_view db = one.substr(slash + 1);
+          one = one.substr(0, slash);
+          if (!db.empty() && db != "0") {
+            if (flags.variable_prefix == kMainRedis.variable_prefix && !cluster) {
+              Set("redis_db", std::string(db), var("URL"));
+            } else {
+              Fail(absl::StrCat(var("URL"), ": a database number is only possible for the main, "
+                                            "standalone Redis"));
+            }
+          }
+        }
+        addresses.emplace_back(one);
+      } else if (socket == "unix" && !cluster) {
+        addresses.push_back(absl::StrCat("unix:", one));
+      } else {
+        addresses.emplace_back(one);
+      }
+    }
+    if (addresses.empty()) {
+      Fail(absl::StrCat(var("URL"), " is empty"));
+      return;
+    }
+    if (!cluster && addresses.size() > 1) {
+      Fail(absl::StrCat(var("URL"), ": a single Redis takes one address (", var("TYPE"),
+                        "=cluster takes several)"));
+      return;
+    }
+    Set(flags.addresses, absl::StrJoin(addresses, ","),
+        absl::StrCat(var("URL"), ", ", var("SOCKET_TYPE")));
+    if (auth.has_value()) {
+      // "password", or "user:password" for a Redis 6 ACL user.
+      const size_t colon = auth->find(':');
+      if (colon != std::string::npos) {
+        Set(flags.username, auth->substr(0, colon), var("AUTH"));
+        Set(flags.password, auth->substr(colon + 1), var("AUTH"));
+      } else {
+        Set(flags.password, *auth, var("AUTH"));
+      }
+    }
+    if (std::optional<int64_t> pool = Int(var("POOL_SIZE"), 1, 1024)) {
+      Set(flags.connections, absl::StrCat(*pool), var("POOL_SIZE"));
+    }
+    std::vector<std::string> tuning;
+    for (absl::string_view name : kRedisTuning) {
+      if (IsSet(var(name))) {
+        tuning.push_back(var(name));
+      }
+    }
+    if (!tuning.empty()) {
+      Warn(absl::StrCat(absl::StrJoin(tuning, ", "),
+                        ": no effect; Sluice always pipelines, never waits for a pooled "
+                        "connection, and reports the connection at /readyz"));
+    }
+    if (IsSet(var("TIMEOUT"))) {
+      Warn(absl::StrCat(var("TIMEOUT"), ": not mapped; upstream's is a connection I/O timeout "
+                                        "(default 10s), Sluice's per-decision budget is "
+                                        "--redis_timeout (default 10ms)"));
+    }
+  }
+
+  void Backend() {
+    if (std::optional<std::string> type = Get("BACKEND_TYPE")) {
+      const std::string lower = absl::AsciiStrToLower(*type);
+      if (lower == "memcache") {
+        Fail("BACKEND_TYPE=memcache: memcache is not supported; use Redis or Sluice's memory "
+             "backend");
+        return;
+      }
+      if (lower != "redis") {
+        Fail(absl::StrCat("BACKEND_TYPE=", *type, ": not redis or memcache"));
+        return;
+      }
+    }
+    if (IsSet("BACKEND_TYPE") || IsSet("REDIS_TYPE") || IsSet("REDIS_URL")) {
+      Redis(kMainRedis);
+      if (Bool("REDIS_PERSECOND").value_or(false)) {
+        Redis(kPerSecondRedis);
+      }
+    }
+    std::vector<std::string> startup;
+    for (absl::string_view name : kStartupTuning) {
+      if (IsSet(name)) {
+        startup.emplace_back(name);
+      }
+    }
+    if (!startup.empty()) {
+      Warn(absl::StrCat(absl::StrJoin(startup, ", "),
+                        ": no effect; Sluice serves at once and reconnects to Redis in the "
+                        "background with backoff, answering by --failure_mode meanwhile"));
+    }
+  }
+
+  void Limiter() {
+    for (const auto& [variable, flag] : kBoolFlags) {
+      if (std::optional<bool> value = Bool(variable)) {
+        Set(flag, *value ? "true" : "false", std::string(variable));
+      }
+    }
+    for (const auto& [variable, flag] : kStringFlags) {
+      if (std::optional<std::string> value = Get(variable)) {
+        Set(flag, *value, std::string(variable));
+      }
+    }
+    // Upstream counts a denied request's hits unless told to stop; Sluice's flag says the
+    // opposite way round.
+    if (std::optional<bool> stop = Bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")) {
+      Set("count_denied_hits", *stop ? "false" : "true",
+          "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
+    }
+    if (std::optional<int64_t> bytes =
+            Int("LOCAL_CACHE_SIZE_IN_BYTES", 0, int64_t{1} << 50)) {
+      Set("over_limit_cache_keys",
+          absl::StrCat(*bytes == 0 ? 0 : std::max<int64_t>(1, *bytes / kBytesPerCachedKey)),
+          "LOCAL_CACHE_SIZE_IN_BYTES");
+    }
+    if (std::optional<std::string> ratio = Get("NEAR_LIMIT_RATIO")) {
+      double value = 0;
+      if (!absl::SimpleAtod(*ratio, &value) || !(value >= 0 && value <= 1)) {
+        Fail(absl::StrCat("NEAR_LIMIT_RATIO=", *ratio, ": not a number from 0 to 1"));
+      } else {
+        Set("near_limit_ratio", *ratio, "NEAR_LIMIT_RATIO");
+      }
+    }
+  }
+
+  void NotHonoured() {
+    std::vector<std::string> stats;
+    for (absl::string_view name : {"USE_STATSD", "USE_DOG_STATSD", "USE_PROMETHEUS"}) {
+      if (Bool(name).value_or(false)) {
+        stats.push_back(absl::StrCat(name, "=true"));
+      }
+    }
+    for (absl::string_view name : kStatsVariables) {
+      if (IsSet(name)) {
+        stats.emplace_back(name);
+      }
+    }
+    if (!stats.empty()) {
+      Warn(absl::StrCat(absl::StrJoin(stats, ", "),
+                        ": Sluice has no statsd sink; the same per-rule counters are served in "
+                        "Prometheus text format at /metrics on the HTTP port (and the debug "
+                        "address)"));
+    }
+    if (IsSet("EXPIRATION_JITTER_MAX_SECONDS")) {
+      Warn("EXPIRATION_JITTER_MAX_SECONDS: no effect; Sluice's keys expire exactly when their "
+           "state stops mattering, without jitter");
+    }
+    if (Bool("TRACING_ENABLED").value_or(false)) {
+      Warn("TRACING_ENABLED=true: Sluice has no tracing");
+    }
+    if (!IsSet("BACKEND_TYPE") && IsSet("MEMCACHE_HOST_PORT")) {
+      Warn("MEMCACHE_HOST_PORT: ignored (BACKEND_TYPE is not memcache)");
+    }
+  }
+
+  const EnvLookup& env_;
+  UpstreamTranslation out_;
+};
+
+}  // namespace
+
+UpstreamTranslation TranslateUpstreamEnvironment(const EnvLookup& env) {
+  return Translator(env).Run();
+}
+
+}  // namespace sluice

@@ -1,0 +1,42 @@
+// envoyproxy/ratelimit's environment variables (its src/settings/settings.go), translated into
+// Sluice flags, so that a Deployment written for envoyproxy/ratelimit starts Sluice unchanged.
+// Each variable that is set maps onto the flag with the same behaviour, is accepted with a
+// warning that says what Sluice does instead, or (when honouring it silently would be unsafe:
+// TLS, Sentinel, memcache, xDS) is an error that names it. docs/envoyproxy-ratelimit-settings.md
+// and the README have the table.
+//
+// A pure function of the environment it is given; thread-safe.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace sluice {
+
+struct FlagAssignment {
+  std::string flag;    // a Sluice flag name without dashes, e.g. "grpc_address"
+  std::string value;   // its text as on a command line
+  std::string source;  // the variables it came from, e.g. "GRPC_HOST, GRPC_PORT"
+};
+
+struct UpstreamTranslation {
+  std::vector<FlagAssignment> flags;
+  // Set but not honoured, or honoured differently: one line each, naming the variable.
+  std::vector<std::string> warnings;
+  // Must stop the start: one line each, naming the variable and its value (never a password).
+  std::vector<std::string> errors;
+};
+
+// The value of an environment variable, or nullopt when unset. Callers treat an empty value as
+// unset.
+using EnvLookup = std::function<std::optional<std::string>(absl::string_view name)>;
+
+// Translates every upstream variable `env` has. Nothing set: an empty translation, and Sluice's
+// own defaults stay. The caller applies `flags` before SLUICE_* variables and the command line.
+UpstreamTranslation TranslateUpstreamEnvironment(const EnvLookup& env);
+
+}  // namespace sluice

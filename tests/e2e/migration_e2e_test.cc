@@ -1,0 +1,284 @@
+// End-to-end migration from envoyproxy/ratelimit: the real build/bin/sluice started with no
+// flags at all, only the environment variables an envoyproxy/ratelimit Deployment sets, and
+// its config laid out as a RUNTIME_ROOT tree mounted from a Kubernetes ConfigMap (files reached
+// through a ..data symlink that a config change swaps). On the memory backend and on Redis.
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/rls_client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+#include "tests/support/redis_server.h"
+#include "tests/support/sluice_server.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ChildProcess;
+using testing::FreePort;
+using testing::RedisServer;
+using testing::SluiceServer;
+using testing::TempDir;
+using testing::WaitForPort;
+
+std::string Config(int per_minute) {
+  return absl::StrCat(R"(domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: minute
+      requests_per_unit: )",
+                      per_minute, R"(
+  - key: path
+    value: "/api/*"
+    share_threshold: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 3
+  - key: internal
+    rate_limit:
+      unlimited: true
+)");
+}
+
+// stdout of `command` (stderr dropped).
+std::string RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>/dev/null").c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) {
+    output.append(buf.data(), n);
+  }
+  pclose(pipe);
+  return output;
+}
+
+class MigrationE2eTest : public ::testing::Test {
+ protected:
+  // Lays out RUNTIME_ROOT/ratelimit/config as a ConfigMap mount with `yaml` as config.yaml.
+  void WriteConfigMap(const std::string& yaml, const std::string& version) {
+    namespace fs = std::filesystem;
+    const fs::path config_dir = fs::path(dir_.path()) / "runtime/ratelimit/config";
+    const fs::path data = config_dir / ("..v" + version);
+    fs::create_directories(data);
+    dir_.WriteFile(("runtime/ratelimit/config/..v" + version + "/config.yaml"), yaml);
+    // Kubernetes swaps ..data atomically with a rename of a fresh symlink.
+    const fs::path next = config_dir / "..data_tmp";
+    fs::remove(next);
+    fs::create_directory_symlink("..v" + version, next);
+    fs::rename(next, config_dir / "..data");
+    if (!fs::is_symlink(config_dir / "config.yaml")) {
+      fs::create_symlink("..data/config.yaml", config_dir / "config.yaml");
+    }
+  }
+
+  // Starts sluice with no flags and upstream's variables plus `extra`.
+  void Start(std::vector<std::string> extra) {
+    grpc_port_ = FreePort();
+    http_port_ = FreePort();
+    debug_port_ = FreePort();
+    std::vector<std::string> env = {
+        absl::StrCat("RUNTIME_ROOT=", dir_.path(), "/runtime"),
+        "RUNTIME_SUBDIRECTORY=ratelimit",
+        "RUNTIME_WATCH_ROOT=false",
+        "RUNTIME_IGNOREDOTFILES=true",
+        "HOST=127.0.0.1",
+        absl::StrCat("PORT=", http_port_),
+        "GRPC_HOST=127.0.0.1",
+        absl::StrCat("GRPC_PORT=", grpc_port_),
+        "DEBUG_HOST=127.0.0.1",
+        absl::StrCat("DEBUG_PORT=", debug_port_),
+        "LOG_LEVEL=debug",
+        "LOG_FORMAT=json",
+        "USE_STATSD=false",
+        "LIMIT_RESPONSE_HEADERS_ENABLED=true",
+    };
+    env.insert(env.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{SluiceServer::BinaryPath("sluice")},
+        absl::StrCat(dir_.path(), "/sluice.log"), env);
+    for (int port : {grpc_port_, http_port_, debug_port_}) {
+      ASSERT_TRUE(WaitForPort(port, std::chrono::seconds(20))) << server_->ReadLog();
+    }
+    client_ = std::make_unique<RlsClient>(absl::StrCat("127.0.0.1:", grpc_port_));
+  }
+
+  RlsResponse Check(const std::string& descriptor) {
+    auto request = BuildRequest("edge", {descriptor}, 0);
+    EXPECT_TRUE(request.ok()) << request.status();
+    auto response = client_->ShouldRateLimit(*request, absl::Seconds(5));
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : RlsResponse();
+  }
+
+  static std::string Header(const RlsResponse& response, absl::string_view name) {
+    for (const auto& header : response.response_headers_to_add()) {
+      if (header.key() == name) {
+        return header.value();
+      }
+    }
+    return "absent";
+  }
+
+  // "<body>\n<status code>" of a GET.
+  std::string Get(int port, const std::string& path) {
+    return RunCommand(absl::StrCat("curl -s -o - -w '\\n%{http_code}' http://127.0.0.1:", port, path));
+  }
+
+  // grpc.health.v1.Health/Check for `service`: the serialized HealthCheckResponse.
+  std::string Health(const std::string& service) {
+    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_),
+                                       grpc::InsecureChannelCredentials());
+    grpc::GenericStub stub(channel);
+    // HealthCheckRequest{service}: field 1, length-delimited.
+    std::string bytes = service.empty() ? std::string()
+                                        : absl::StrCat("\x0a", std::string(1, static_cast<char>(
+                                                                       service.size())),
+                                                       service);
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::ByteBuffer reply;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::Status result;
+    stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                   &reply, [&](grpc::Status s) {
+                     std::lock_guard<std::mutex> lock(mu);
+                     result = s;
+                     done = true;
+                     cv.notify_one();
+                   });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    if (!result.ok()) {
+      return absl::StrCat("error ", result.error_code(), ": ", result.error_message());
+    }
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(reply.Dump(&slices).ok());
+    std::string out;
+    for (const auto& s : slices) {
+      out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    return out;
+  }
+
+  // The decisions and endpoints every backend must give the same way.
+  void ExpectUpstreamBehaviour() {
+    // A per-minute limit of 2, with upstream's RateLimit-* headers.
+    RlsResponse first = Check("remote_address=10.0.0.1");
+    EXPECT_EQ(first.overall_code(), RlsResponse::OK);
+    EXPECT_EQ(Header(first, "RateLimit-Limit"), "2");
+    EXPECT_EQ(Header(first, "RateLimit-Remaining"), "1");
+    EXPECT_EQ(Check("remote_address=10.0.0.1").overall_code(), RlsResponse::OK);
+    RlsResponse over = Check("remote_address=10.0.0.1");
+    EXPECT_EQ(over.overall_code(), RlsResponse::OVER_LIMIT);
+    EXPECT_EQ(Header(over, "RateLimit-Remaining"), "0");
+    // share_threshold: every /api/* path shares one hourly counter of 3.
+    for (const char* path : {"path=/api/a", "path=/api/b", "path=/api/c"}) {
+      EXPECT_EQ(Check(path).overall_code(), RlsResponse::OK) << path;
+    }
+    EXPECT_EQ(Check("path=/api/d").overall_code(), RlsResponse::OVER_LIMIT);
+    // Unlimited: OK with upstream's remaining of 2^32 - 1.
+    RlsResponse unlimited = Check("internal=job");
+    EXPECT_EQ(unlimited.overall_code(), RlsResponse::OK);
+    EXPECT_EQ(unlimited.statuses(0).limit_remaining(), 4294967295u);
+
+    // Health as upstream's probes ask for it, on gRPC and HTTP.
+    const std::string serving("\x08\x01", 2);
+    EXPECT_EQ(Health("ratelimit"), serving);
+    EXPECT_EQ(Health(""), serving);
+    EXPECT_EQ(Health("envoy.service.ratelimit.v3.RateLimitService"), serving);
+    EXPECT_EQ(Get(http_port_, "/healthcheck"), "OK\n200");
+    // The debug port serves the loaded config.
+    EXPECT_THAT(Get(debug_port_, "/rlconfig"), HasSubstr("edge.remote_address: "));
+    // LOG_FORMAT=json: every line is a JSON object.
+    const std::string log = server_->ReadLog();
+    ASSERT_FALSE(log.empty());
+    EXPECT_EQ(log[0], '{') << log;
+    EXPECT_THAT(log, HasSubstr("\"@message\":"));
+  }
+
+  // Swaps the ConfigMap to a per-minute limit of 5 and waits until a fresh client sees it.
+  void ExpectReloadOnSymlinkSwap() {
+    WriteConfigMap(Config(5), "2");
+    bool reloaded = false;
+    for (int i = 0; i < 150 && !reloaded; ++i) {
+      RlsResponse r = Check(absl::StrCat("remote_address=10.9.0.", i));
+      reloaded = r.statuses_size() == 1 && r.statuses(0).current_limit().requests_per_unit() == 5;
+      if (!reloaded) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    EXPECT_TRUE(reloaded) << server_->ReadLog();
+  }
+
+  TempDir dir_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+  int debug_port_ = 0;
+  std::unique_ptr<ChildProcess> server_;
+  std::unique_ptr<RlsClient> client_;
+};
+
+// Verifies an envoyproxy/ratelimit-style environment alone starts Sluice on the memory backend
+// (no Redis variable set), answers as upstream does, and reloads on a ConfigMap swap.
+TEST_F(MigrationE2eTest, UpstreamEnvironmentOnMemoryBackend) {
+  WriteConfigMap(Config(2), "1");
+  Start({});
+  ExpectUpstreamBehaviour();
+  EXPECT_THAT(server_->ReadLog(), HasSubstr("backend memory"));
+  ExpectReloadOnSymlinkSwap();
+}
+
+// Verifies the same with upstream's Redis variables: the limits live in that Redis, under
+// CACHE_KEY_PREFIX.
+TEST_F(MigrationE2eTest, UpstreamEnvironmentOnRedis) {
+  auto redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  WriteConfigMap(Config(2), "1");
+  Start({"REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=SINGLE", "REDIS_POOL_SIZE=2",
+         absl::StrCat("REDIS_URL=", (*redis)->address()), "CACHE_KEY_PREFIX=migrated_"});
+  ExpectUpstreamBehaviour();
+  EXPECT_THAT(server_->ReadLog(), HasSubstr("backend redis"));
+  auto keys = (*redis)->Command({"KEYS", "migrated_*"});
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_THAT(*keys, HasSubstr("remote_address=10.0.0.1"));
+  EXPECT_THAT(*keys, HasSubstr("path==/api/*"));  // the one shared counter
+  ExpectReloadOnSymlinkSwap();
+}
+
+// Verifies a setting Sluice cannot honour safely stops the start with a message naming it.
+TEST_F(MigrationE2eTest, RefusesSentinelWithClearError) {
+  WriteConfigMap(Config(2), "1");
+  ChildProcess sluice({SluiceServer::BinaryPath("sluice")}, absl::StrCat(dir_.path(), "/s.log"),
+                      {absl::StrCat("RUNTIME_ROOT=", dir_.path(), "/runtime"),
+                       "RUNTIME_SUBDIRECTORY=ratelimit", "REDIS_TYPE=sentinel",
+                       "REDIS_URL=mymaster,127.0.0.1:26379"});
+  const int status = sluice.Stop(0, std::chrono::seconds(10));
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_THAT(sluice.ReadLog(), HasSubstr("REDIS_TYPE=sentinel"));
+}
+
+}  // namespace
+}  // namespace sluice

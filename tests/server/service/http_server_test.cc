@@ -1,0 +1,103 @@
+#include "server/service/http_server.h"
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/backend/memory_backend.h"
+#include "server/common/fake_clock.h"
+#include "server/config/config_loader.h"
+
+namespace sluice {
+namespace {
+
+// "<body>\n<status>" of GET http://127.0.0.1:<port><path>.
+std::string Get(int port, const std::string& path) {
+  std::string output;
+  FILE* pipe = popen(absl::StrCat("curl -s -o - -w '\\n%{http_code}' http://127.0.0.1:", port,
+                                  path, " 2>/dev/null")
+                         .c_str(),
+                     "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) {
+    output.append(buf.data(), n);
+  }
+  pclose(pipe);
+  return output;
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void Serve(std::shared_ptr<const Config> config, HttpServerOptions options,
+             const std::string& debug_address = "") {
+    store_ = std::make_unique<ConfigStore>(std::move(config));
+    limiter_ = std::make_unique<RateLimiter>(*store_, backend_, metrics_, RateLimiterOptions());
+    http_ = std::make_unique<HttpServer>(*limiter_, *store_, backend_, metrics_, options);
+    ASSERT_TRUE(http_->Start("127.0.0.1:0", debug_address).ok());
+  }
+
+  static std::shared_ptr<const Config> Load(const std::string& yaml) {
+    auto config = LoadConfigText("h.yaml", yaml);
+    EXPECT_TRUE(config.ok()) << config.status();
+    return std::shared_ptr<const Config>(std::move(*config));
+  }
+
+  FakeClock clock_{1700006400000000};
+  MemoryBackend backend_{clock_};
+  Metrics metrics_;
+  std::unique_ptr<ConfigStore> store_;
+  std::unique_ptr<RateLimiter> limiter_;
+  std::unique_ptr<HttpServer> http_;
+};
+
+// Verifies /healthcheck answers as envoyproxy/ratelimit's: "OK" and 200, then 500 once draining,
+// while /healthz answers 503.
+TEST_F(HttpServerTest, HealthcheckIs500WhileDraining) {
+  Serve(Load("domain: h\n"), {});
+  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "OK\n200");
+  http_->SetDraining();
+  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "draining\n\n500");
+  EXPECT_EQ(Get(http_->port(), "/healthz"), "draining\n\n503");
+}
+
+// Verifies healthy_requires_config: unhealthy without a domain (or without any config).
+TEST_F(HttpServerTest, HealthcheckRequiresADomainWhenAsked) {
+  HttpServerOptions options;
+  options.healthy_requires_config = true;
+  Serve(std::make_shared<Config>(), options);
+  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "no domain loaded\n\n500");
+  store_->Set(Load("domain: h\n"));
+  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "OK\n200");
+  store_->Set(nullptr);
+  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "no domain loaded\n\n500");
+  EXPECT_EQ(Get(http_->port(), "/rlconfig"), "\n200");
+}
+
+// Verifies the debug address serves the same endpoints, /rlconfig among them.
+TEST_F(HttpServerTest, DebugAddressServesTheSameEndpoints) {
+  Serve(Load("domain: h\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+             "requests_per_unit: 1}\n"),
+        {}, "127.0.0.1:0");
+  ASSERT_NE(http_->debug_port(), 0);
+  ASSERT_NE(http_->debug_port(), http_->port());
+  EXPECT_THAT(Get(http_->debug_port(), "/rlconfig"), ::testing::HasSubstr("h.k: "));
+  EXPECT_THAT(Get(http_->debug_port(), "/metrics"), ::testing::HasSubstr("sluice_config"));
+}
+
+// Verifies a bad debug address fails Start with a message naming it.
+TEST_F(HttpServerTest, RejectsBadDebugAddress) {
+  store_ = std::make_unique<ConfigStore>(Load("domain: h\n"));
+  limiter_ = std::make_unique<RateLimiter>(*store_, backend_, metrics_, RateLimiterOptions());
+  HttpServer http(*limiter_, *store_, backend_, metrics_);
+  absl::Status status = http.Start("127.0.0.1:0", "nowhere");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("'nowhere'"));
+}
+
+}  // namespace
+}  // namespace sluice

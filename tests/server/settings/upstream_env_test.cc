@@ -1,0 +1,251 @@
+#include "server/settings/upstream_env.h"
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::SizeIs;
+
+class UpstreamEnvTest : public ::testing::Test {
+ protected:
+  UpstreamTranslation Translate(std::map<std::string, std::string> env) {
+    env_ = std::move(env);
+    return TranslateUpstreamEnvironment([this](absl::string_view name) -> std::optional<std::string> {
+      auto it = env_.find(std::string(name));
+      if (it == env_.end()) {
+        return std::nullopt;
+      }
+      return it->second;
+    });
+  }
+
+  // "flag=value" for every assignment, in order.
+  static std::vector<std::string> Flags(const UpstreamTranslation& t) {
+    std::vector<std::string> out;
+    for (const FlagAssignment& a : t.flags) {
+      out.push_back(a.flag + "=" + a.value);
+    }
+    return out;
+  }
+
+  // The value given to `flag`, or "unset".
+  static std::string Flag(const UpstreamTranslation& t, absl::string_view flag) {
+    std::string value = "unset";
+    for (const FlagAssignment& a : t.flags) {
+      if (a.flag == flag) {
+        value = a.value;
+      }
+    }
+    return value;
+  }
+
+  std::map<std::string, std::string> env_;
+};
+
+// Verifies nothing set means nothing translated: Sluice's own defaults stay.
+TEST_F(UpstreamEnvTest, NothingSetIsEmpty) {
+  UpstreamTranslation t = Translate({{"PATH", "/bin"}, {"PORT", ""}});
+  EXPECT_THAT(t.flags, IsEmpty());
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(t.errors, IsEmpty());
+}
+
+// Verifies the listeners: host/port pairs with upstream's defaults for the missing half, IPv6
+// brackets, and GRPC_UDS winning over GRPC_HOST/GRPC_PORT.
+TEST_F(UpstreamEnvTest, Listeners) {
+  UpstreamTranslation t =
+      Translate({{"PORT", "9000"}, {"GRPC_HOST", "::1"}, {"DEBUG_HOST", "127.0.0.1"}});
+  EXPECT_THAT(Flags(t), ElementsAre("http_address=0.0.0.0:9000", "grpc_address=[::1]:8081",
+                                    "debug_address=127.0.0.1:6070"));
+  EXPECT_EQ(t.flags[0].source, "HOST, PORT");
+
+  t = Translate({{"GRPC_UDS", "/run/rl.sock"}, {"GRPC_PORT", "1"}});
+  EXPECT_EQ(Flag(t, "grpc_address"), "unix:/run/rl.sock");
+
+  t = Translate({{"PORT", "http"}, {"GRPC_PORT", "70000"}});
+  EXPECT_THAT(t.errors, ElementsAre("PORT=http: not a whole number from 0 to 65535",
+                                    "GRPC_PORT=70000: not a whole number from 0 to 65535"));
+}
+
+// Verifies logrus' level names map onto Sluice's, case-insensitively, and bad ones are errors.
+TEST_F(UpstreamEnvTest, LogLevelAndFormat) {
+  const std::pair<const char*, const char*> levels[] = {
+      {"TRACE", "debug"}, {"debug", "debug"}, {"Info", "info"},   {"WARN", "warning"},
+      {"warning", "warning"}, {"error", "error"}, {"fatal", "error"}, {"panic", "error"}};
+  for (const auto& [upstream, sluice] : levels) {
+    EXPECT_EQ(Flag(Translate({{"LOG_LEVEL", upstream}}), "log_level"), sluice) << upstream;
+  }
+  EXPECT_THAT(Translate({{"LOG_LEVEL", "loud"}}).errors, ElementsAre(HasSubstr("LOG_LEVEL=loud")));
+  EXPECT_EQ(Flag(Translate({{"LOG_FORMAT", "JSON"}}), "log_format"), "json");
+  EXPECT_THAT(Translate({{"LOG_FORMAT", "xml"}}).errors,
+              ElementsAre("LOG_FORMAT=xml: not text or json"));
+}
+
+// Verifies the runtime layout becomes one recursive config directory, with upstream's defaults
+// for unset parts, an empty subdirectory skipped and dot files kept unless asked.
+TEST_F(UpstreamEnvTest, RuntimeDirectory) {
+  UpstreamTranslation t = Translate({{"RUNTIME_ROOT", "/data/"},
+                                     {"RUNTIME_SUBDIRECTORY", "ratelimit"},
+                                     {"RUNTIME_IGNOREDOTFILES", "true"},
+                                     {"RUNTIME_WATCH_ROOT", "false"}});
+  EXPECT_THAT(Flags(t), ElementsAre("config=/data/ratelimit/config", "config_recursive=true",
+                                    "config_ignore_dot_files=true"));
+  EXPECT_THAT(t.errors, IsEmpty());
+
+  t = Translate({{"RUNTIME_ROOT", "/data"}, {"RUNTIME_APPDIRECTORY", "limits"}});
+  EXPECT_EQ(Flag(t, "config"), "/data/limits");
+  EXPECT_EQ(Flag(t, "config_ignore_dot_files"), "false");
+
+  t = Translate({{"RUNTIME_SUBDIRECTORY", "rl"}});
+  EXPECT_EQ(Flag(t, "config"), "/srv/runtime_data/current/rl/config");
+
+  EXPECT_THAT(Translate({{"RUNTIME_WATCH_ROOT", "maybe"}}).errors,
+              ElementsAre("RUNTIME_WATCH_ROOT=maybe: not a boolean (true or false)"));
+  EXPECT_THAT(Translate({{"CONFIG_TYPE", "GRPC_XDS_SOTW"}}).errors,
+              ElementsAre(HasSubstr("xDS config provider is not supported")));
+  EXPECT_THAT(Translate({{"CONFIG_TYPE", "file"}}).errors, IsEmpty());
+}
+
+// Verifies a single Redis over TCP and over upstream's default unix socket, with credentials.
+TEST_F(UpstreamEnvTest, SingleRedis) {
+  UpstreamTranslation t = Translate({{"REDIS_SOCKET_TYPE", "tcp"},
+                                     {"REDIS_URL", "10.0.0.5:6379"},
+                                     {"REDIS_AUTH", "s3cret"},
+                                     {"REDIS_POOL_SIZE", "4"}});
+  EXPECT_THAT(Flags(t), ElementsAre("backend=redis", "redis_addresses=10.0.0.5:6379",
+                                    "redis_password=s3cret", "redis_connections=4"));
+  // Upstream's socket type defaults to unix.
+  t = Translate({{"REDIS_URL", "/run/redis.sock"}});
+  EXPECT_EQ(Flag(t, "redis_addresses"), "unix:/run/redis.sock");
+  t = Translate({{"BACKEND_TYPE", "redis"}});
+  EXPECT_EQ(Flag(t, "redis_addresses"), "unix:/var/run/nutcracker/ratelimit.sock");
+  // An ACL user, and a redis:// URL whose credentials count when REDIS_AUTH is unset.
+  t = Translate({{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "r:1"}, {"REDIS_AUTH", "rl:pw"}});
+  EXPECT_EQ(Flag(t, "redis_username"), "rl");
+  EXPECT_EQ(Flag(t, "redis_password"), "pw");
+  t = Translate({{"REDIS_URL", "redis://app:pw2@10.0.0.6:6380/2"}});
+  EXPECT_THAT(Flags(t), ElementsAre("backend=redis", "redis_db=2",
+                                    "redis_addresses=10.0.0.6:6380", "redis_username=app",
+                                    "redis_password=pw2"));
+}
+
+// Verifies a cluster takes a comma-separated list over TCP whatever the socket type.
+TEST_F(UpstreamEnvTest, ClusterRedis) {
+  UpstreamTranslation t =
+      Translate({{"REDIS_TYPE", "CLUSTER"}, {"REDIS_URL", "10.0.0.1:7000, 10.0.0.2:7000 ,"}});
+  EXPECT_THAT(Flags(t), ElementsAre("backend=redis_cluster",
+                                    "redis_addresses=10.0.0.1:7000,10.0.0.2:7000"));
+  EXPECT_THAT(t.errors, IsEmpty());
+}
+
+// Verifies what cannot be honoured safely is an error naming it, and no password is printed.
+TEST_F(UpstreamEnvTest, RefusesWhatItCannotHonour) {
+  UpstreamTranslation t = Translate({{"REDIS_TYPE", "sentinel"},
+                                     {"REDIS_URL", "mymaster,10.0.0.1:26379"},
+                                     {"REDIS_AUTH", "hunter2"}});
+  EXPECT_THAT(t.errors, ElementsAre(HasSubstr("REDIS_TYPE=sentinel: Redis Sentinel is not "
+                                              "supported")));
+  EXPECT_THAT(Translate({{"REDIS_TLS", "true"}, {"REDIS_URL", "a:1"}}).errors,
+              ElementsAre(HasSubstr("REDIS_TLS=true: TLS to Redis is not supported")));
+  t = Translate({{"REDIS_URL", "rediss://u:hunter2@a:1"}});
+  EXPECT_THAT(t.errors, ElementsAre(HasSubstr("rediss://")));
+  EXPECT_THAT(absl::StrJoin(t.errors, " "), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(Translate({{"BACKEND_TYPE", "memcache"}}).errors,
+              ElementsAre(HasSubstr("BACKEND_TYPE=memcache")));
+  EXPECT_THAT(Translate({{"GRPC_SERVER_USE_TLS", "true"}}).errors,
+              ElementsAre(HasSubstr("GRPC_SERVER_USE_TLS=true")));
+  EXPECT_THAT(Translate({{"GRPC_SERVER_USE_TLS", "false"}}).errors, IsEmpty());
+  EXPECT_THAT(Translate({{"REDIS_URL", "a:1,b:2"}, {"REDIS_SOCKET_TYPE", "tcp"}}).errors,
+              ElementsAre(HasSubstr("a single Redis takes one address")));
+}
+
+// Verifies the per-second Redis is translated only when REDIS_PERSECOND is true.
+TEST_F(UpstreamEnvTest, PerSecondRedis) {
+  std::map<std::string, std::string> env = {{"REDIS_SOCKET_TYPE", "tcp"},
+                                            {"REDIS_URL", "main:6379"},
+                                            {"REDIS_PERSECOND_SOCKET_TYPE", "tcp"},
+                                            {"REDIS_PERSECOND_URL", "fast:6379"},
+                                            {"REDIS_PERSECOND_AUTH", "u:p"},
+                                            {"REDIS_PERSECOND_POOL_SIZE", "3"}};
+  EXPECT_EQ(Flag(Translate(env), "redis_per_second_backend"), "unset");
+  env["REDIS_PERSECOND"] = "true";
+  UpstreamTranslation t = Translate(env);
+  EXPECT_EQ(Flag(t, "redis_per_second_backend"), "redis");
+  EXPECT_EQ(Flag(t, "redis_per_second_addresses"), "fast:6379");
+  EXPECT_EQ(Flag(t, "redis_per_second_username"), "u");
+  EXPECT_EQ(Flag(t, "redis_per_second_password"), "p");
+  EXPECT_EQ(Flag(t, "redis_per_second_connections"), "3");
+  EXPECT_EQ(Flag(t, "redis_addresses"), "main:6379");
+  env["REDIS_PERSECOND_TYPE"] = "sentinel";
+  EXPECT_THAT(Translate(env).errors, ElementsAre(HasSubstr("REDIS_PERSECOND_TYPE=sentinel")));
+}
+
+// Verifies the limiter settings, including STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT's negation
+// and LOCAL_CACHE_SIZE_IN_BYTES sized into keys.
+TEST_F(UpstreamEnvTest, LimiterSettings) {
+  UpstreamTranslation t = Translate({{"SHADOW_MODE", "1"},
+                                     {"QUOTA_MODE", "F"},
+                                     {"MERGE_DOMAIN_CONFIG", "true"},
+                                     {"FORCE_START_WITHOUT_INITIAL_CONFIG", "True"},
+                                     {"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "TRUE"},
+                                     {"RESPONSE_DYNAMIC_METADATA", "t"},
+                                     {"LIMIT_RESPONSE_HEADERS_ENABLED", "true"},
+                                     {"LIMIT_RESET_HEADER", "X-Reset"},
+                                     {"CACHE_KEY_PREFIX", "rl_"},
+                                     {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false"},
+                                     {"LOCAL_CACHE_SIZE_IN_BYTES", "1048576"},
+                                     {"NEAR_LIMIT_RATIO", "0.9"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("shadow_mode=true", "quota_mode=false",
+                                    "merge_domain_config=true",
+                                    "force_start_without_initial_config=true",
+                                    "healthy_with_at_least_one_config_loaded=true",
+                                    "response_dynamic_metadata=true", "rate_limit_headers=true",
+                                    "rate_limit_reset_header=X-Reset", "redis_key_prefix=rl_",
+                                    "count_denied_hits=true", "over_limit_cache_keys=8192",
+                                    "near_limit_ratio=0.9"));
+  EXPECT_EQ(Flag(Translate({{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}}),
+                 "count_denied_hits"),
+            "false");
+  EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "0"}}), "over_limit_cache_keys"), "0");
+  EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "5"}}), "over_limit_cache_keys"), "1");
+  EXPECT_THAT(Translate({{"NEAR_LIMIT_RATIO", "1.5"}}).errors,
+              ElementsAre("NEAR_LIMIT_RATIO=1.5: not a number from 0 to 1"));
+  EXPECT_THAT(Translate({{"SHADOW_MODE", "yes"}}).errors,
+              ElementsAre("SHADOW_MODE=yes: not a boolean (true or false)"));
+}
+
+// Verifies what is accepted but not honoured is named in a warning, one per family.
+TEST_F(UpstreamEnvTest, WarnsAboutWhatItIgnores) {
+  UpstreamTranslation t = Translate({{"USE_STATSD", "true"},
+                                     {"STATSD_HOST", "statsd"},
+                                     {"EXPIRATION_JITTER_MAX_SECONDS", "300"},
+                                     {"REDIS_URL", "/run/r.sock"},
+                                     {"REDIS_PIPELINE_WINDOW", "150us"},
+                                     {"REDIS_TIMEOUT", "5s"},
+                                     {"TRACING_ENABLED", "true"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, SizeIs(5));
+  const std::string all = absl::StrJoin(t.warnings, "\n");
+  EXPECT_THAT(all, HasSubstr("USE_STATSD=true, STATSD_HOST: Sluice has no statsd sink"));
+  EXPECT_THAT(all, HasSubstr("EXPIRATION_JITTER_MAX_SECONDS: no effect"));
+  EXPECT_THAT(all, HasSubstr("REDIS_PIPELINE_WINDOW: no effect"));
+  EXPECT_THAT(all, HasSubstr("REDIS_TIMEOUT: not mapped"));
+  EXPECT_THAT(all, HasSubstr("TRACING_ENABLED=true"));
+  EXPECT_THAT(Translate({{"USE_STATSD", "false"}}).warnings, IsEmpty());
+}
+
+}  // namespace
+}  // namespace sluice
