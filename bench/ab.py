@@ -9,7 +9,9 @@ B A ..., so that both see the same drift, then prints every round and the median
   bench/ab [--a="FLAGS"] [--b="FLAGS"] [--rounds=4] [--duration=5] [--rate=0]
            [--concurrency=32] [--domain=bench_tb] [--descriptors=1] [--keyspace=100000]
 
---a / --b: extra sluice flags of each side (default: none vs --redis_max_batch=1). --rate 0 is a
+--a / --b: extra sluice flags of each side (default: none vs --redis_max_batch=1).
+--b-build-dir: side B runs the sluice of another build (e.g. of an earlier commit, built with
+BUILD_DIR=... scripts/build sluice in a git worktree), to compare two versions of the code. --rate 0 is a
 closed loop at --concurrency (saturation); otherwise an open loop at that many requests/s.
 Each round is one sluice-bench run measured as bench/run measures a row's run (bench/run.py's
 run_bench: the measured interval only, after Redis has gone idle): requests/s, Sluice CPU per
@@ -44,6 +46,8 @@ def main():
     p.add_argument("--build-dir", default=os.path.join(bench.REPO, "build"))
     p.add_argument("--a", default="", help="extra sluice flags of side A")
     p.add_argument("--b", default="--redis_max_batch=1", help="extra sluice flags of side B")
+    p.add_argument("--b-build-dir", default=None,
+                   help="build directory of side B's sluice (default: --build-dir)")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--duration", type=float, default=5)
     p.add_argument("--warmup", type=float, default=1)
@@ -55,6 +59,8 @@ def main():
     p.add_argument("--keyspace", type=int, default=100000)
     opts = p.parse_args()
     build_bin = os.path.join(os.path.abspath(opts.build_dir), "bin")
+    sluice_bin = {"A": build_bin,
+                  "B": os.path.join(os.path.abspath(opts.b_build_dir or opts.build_dir), "bin")}
     workload = dict(domain=opts.domain, keyspace=opts.keyspace, descriptors=opts.descriptors)
     # Open loop: as many calls in flight as bench/run allows its open-loop runs.
     concurrency = opts.concurrency if opts.rate <= 0 else 1000
@@ -69,7 +75,7 @@ def main():
     flags = {"A": opts.a, "B": opts.b}
     try:
         redis_proc, redis_port, redis = bench.start_redis(children, workdir)
-        targets = {name: bench.start_sluice(children, build_bin, "redis", redis_port, redis,
+        targets = {name: bench.start_sluice(children, sluice_bin[name], "redis", redis_port, redis,
                                             redis_proc.pid, shlex.split(flags[name]))
                    for name in ("A", "B")}
         for round_index in range(opts.rounds):
@@ -91,7 +97,7 @@ def main():
             print(f"{name:<4}  {i + 1:>5}  " + "  ".join(f"{v:>17.2f}" for v in row))
         medians = [statistics.median(row[c] for row in results[name]) for c in range(len(COLUMNS))]
         print(f"{name:<4}  {'med.':>5}  " + "  ".join(f"{m:>17.2f}" for m in medians)
-              + f"   flags: {flags[name] or '(none)'}")
+              + f"   flags: {flags[name] or '(none)'}  sluice: {sluice_bin[name]}")
 
 
 if __name__ == "__main__":

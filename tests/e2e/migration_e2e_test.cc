@@ -4,13 +4,9 @@
 // through a ..data symlink that a config change swaps). On the memory backend and on Redis.
 #include <sys/wait.h>
 
-#include <array>
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,9 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/rls_client.h"
 #include "gmock/gmock.h"
-#include "grpcpp/generic/generic_stub.h"
-#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/grpc_health.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/sluice_server.h"
@@ -32,6 +27,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::ChildProcess;
 using testing::FreePort;
+using testing::HttpGet;
 using testing::RedisServer;
 using testing::SluiceServer;
 using testing::TempDir;
@@ -55,19 +51,6 @@ descriptors:
     rate_limit:
       unlimited: true
 )");
-}
-
-// stdout of `command` (stderr dropped).
-std::string RunCommand(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>/dev/null").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) {
-    output.append(buf.data(), n);
-  }
-  pclose(pipe);
-  return output;
 }
 
 class MigrationE2eTest : public ::testing::Test {
@@ -137,49 +120,8 @@ class MigrationE2eTest : public ::testing::Test {
     return "absent";
   }
 
-  // "<body>\n<status code>" of a GET.
-  std::string Get(int port, const std::string& path) {
-    return RunCommand(absl::StrCat("curl -s -o - -w '\\n%{http_code}' http://127.0.0.1:", port, path));
-  }
-
-  // grpc.health.v1.Health/Check for `service`: the serialized HealthCheckResponse.
   std::string Health(const std::string& service) {
-    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_),
-                                       grpc::InsecureChannelCredentials());
-    grpc::GenericStub stub(channel);
-    // HealthCheckRequest{service}: field 1, length-delimited.
-    std::string bytes = service.empty() ? std::string()
-                                        : absl::StrCat("\x0a", std::string(1, static_cast<char>(
-                                                                       service.size())),
-                                                       service);
-    grpc::Slice slice(bytes);
-    grpc::ByteBuffer request(&slice, 1);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    grpc::ByteBuffer reply;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    grpc::Status result;
-    stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                   &reply, [&](grpc::Status s) {
-                     std::lock_guard<std::mutex> lock(mu);
-                     result = s;
-                     done = true;
-                     cv.notify_one();
-                   });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-    if (!result.ok()) {
-      return absl::StrCat("error ", result.error_code(), ": ", result.error_message());
-    }
-    std::vector<grpc::Slice> slices;
-    EXPECT_TRUE(reply.Dump(&slices).ok());
-    std::string out;
-    for (const auto& s : slices) {
-      out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-    return out;
+    return testing::GrpcHealthCheck(absl::StrCat("127.0.0.1:", grpc_port_), service);
   }
 
   // The decisions and endpoints every backend must give the same way.
@@ -208,9 +150,9 @@ class MigrationE2eTest : public ::testing::Test {
     EXPECT_EQ(Health("ratelimit"), serving);
     EXPECT_EQ(Health(""), serving);
     EXPECT_EQ(Health("envoy.service.ratelimit.v3.RateLimitService"), serving);
-    EXPECT_EQ(Get(http_port_, "/healthcheck"), "OK\n200");
+    EXPECT_EQ(HttpGet(http_port_, "/healthcheck"), "OK\n200");
     // The debug port serves the loaded config.
-    EXPECT_THAT(Get(debug_port_, "/rlconfig"), HasSubstr("edge.remote_address: "));
+    EXPECT_THAT(HttpGet(debug_port_, "/rlconfig"), HasSubstr("edge.remote_address: "));
     // LOG_FORMAT=json: every line is a JSON object.
     const std::string log = server_->ReadLog();
     ASSERT_FALSE(log.empty());

@@ -19,6 +19,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/grpc_health.h"
 #include "tests/support/process.h"
 #include "tests/support/sluice_server.h"
 
@@ -27,6 +28,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::ChildProcess;
+using testing::RunCommand;
 using testing::SluiceServer;
 using testing::TempDir;
 
@@ -50,19 +52,6 @@ descriptors:
 )";
 
 std::string Bin(const std::string& name) { return SluiceServer::BinaryPath(name); }
-
-// Runs a command, returns its exit status and stdout+stderr.
-std::pair<int, std::string> RunCommand(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) {
-    output.append(buf.data(), n);
-  }
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
 
 class ServerE2eTest : public ::testing::Test {
  protected:
@@ -171,38 +160,9 @@ TEST_F(ServerE2eTest, BadRequestIsInvalidArgument) {
 
 // Verifies the standard gRPC health service answers SERVING.
 TEST_F(ServerE2eTest, GrpcHealthServiceServes) {
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_),
-                                     grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  // grpc.health.v1.HealthCheckRequest{service: ""} is the empty message.
-  grpc::ByteBuffer request;
-  grpc::Slice empty("");
-  request = grpc::ByteBuffer(&empty, 1);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::ByteBuffer reply;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status result;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &reply,
-                 [&](grpc::Status s) {
-                   std::lock_guard<std::mutex> lock(mu);
-                   result = s;
-                   done = true;
-                   cv.notify_one();
-                 });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  ASSERT_TRUE(result.ok()) << result.error_message();
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(reply.Dump(&slices).ok());
-  std::string bytes;
-  for (const auto& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
   // HealthCheckResponse{status: SERVING (1)} is field 1, varint 1.
-  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+  EXPECT_EQ(testing::GrpcHealthCheck(absl::StrCat("127.0.0.1:", grpc_port_), ""),
+            std::string("\x08\x01", 2));
 }
 
 // Verifies HTTP /json decides like gRPC, and the operational endpoints answer.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,28 @@
 #include <thread>
 
 namespace sluice::testing {
+
+std::pair<int, std::string> RunCommand(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    return {-1, "popen failed"};
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) {
+    output.append(buf, n);
+  }
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  return RunCommand("curl -s -o - -w '\\n%{http_code}' http://127.0.0.1:" + std::to_string(port) +
+                    path)
+      .second;
+}
+
 namespace {
 
 bool CanBind(int port) {

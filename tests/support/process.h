@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sluice::testing {
@@ -17,6 +18,13 @@ int FreePort();
 
 // True once something accepts TCP connections on 127.0.0.1:port, polling until `timeout`.
 bool WaitForPort(int port, std::chrono::milliseconds timeout);
+
+// Runs `command` with /bin/sh, waits, and returns its exit status (-1 if it did not exit
+// normally) and its stdout and stderr together.
+std::pair<int, std::string> RunCommand(const std::string& command);
+
+// "<body>\n<status code>" of an HTTP GET of http://127.0.0.1:<port><path> (curl).
+std::string HttpGet(int port, const std::string& path);
 
 // A child process whose stdout and stderr go to a log file. The destructor sends SIGTERM,
 // waits up to five seconds, then SIGKILLs, so a failing test never leaks a server.

@@ -13,13 +13,14 @@
 #include "server/common/fake_clock.h"
 #include "server/config/config_loader.h"
 #include "server/service/rate_limiter.h"
+#include "tests/server/service/request_builder.h"
 
 namespace sluice {
 namespace {
 
 using Response = RateLimiter::Response;
 using Request = RateLimiter::Request;
-using Entries = std::vector<std::pair<std::string, std::string>>;
+using testing::Entries;
 
 class EnvoyproxyExamplesTest : public ::testing::Test {
  protected:
@@ -44,22 +45,10 @@ class EnvoyproxyExamplesTest : public ::testing::Test {
 
   Response Decide(absl::string_view domain, const std::vector<Entries>& descriptors,
                   uint32_t hits = 0) {
-    Request r;
-    r.set_domain(std::string(domain));
-    r.set_hits_addend(hits);
-    for (const Entries& d : descriptors) {
-      auto* descriptor = r.add_descriptors();
-      for (const auto& [k, v] : d) {
-        auto* e = descriptor->add_entries();
-        e->set_key(k);
-        e->set_value(v);
-      }
-    }
-    Response response;
-    absl::Status result = absl::InternalError("callback never ran");
-    limiter_->ShouldRateLimit(r, &response, [&](absl::Status s) { result = s; });
-    EXPECT_TRUE(result.ok()) << result;
-    return response;
+    absl::StatusOr<Response> response =
+        testing::DecideInline(*limiter_, testing::MakeRequest(domain, descriptors, hits));
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : Response();
   }
 
   // The requests_per_unit the descriptor was answered with; -1 without a limit.

@@ -1,7 +1,5 @@
 #include "server/service/http_server.h"
 
-#include <array>
-#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -11,25 +9,12 @@
 #include "server/backend/memory_backend.h"
 #include "server/common/fake_clock.h"
 #include "server/config/config_loader.h"
+#include "tests/support/process.h"
 
 namespace sluice {
 namespace {
 
-// "<body>\n<status>" of GET http://127.0.0.1:<port><path>.
-std::string Get(int port, const std::string& path) {
-  std::string output;
-  FILE* pipe = popen(absl::StrCat("curl -s -o - -w '\\n%{http_code}' http://127.0.0.1:", port,
-                                  path, " 2>/dev/null")
-                         .c_str(),
-                     "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) {
-    output.append(buf.data(), n);
-  }
-  pclose(pipe);
-  return output;
-}
+using testing::HttpGet;
 
 class HttpServerTest : public ::testing::Test {
  protected:
@@ -59,10 +44,10 @@ class HttpServerTest : public ::testing::Test {
 // while /healthz answers 503.
 TEST_F(HttpServerTest, HealthcheckIs500WhileDraining) {
   Serve(Load("domain: h\n"), {});
-  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "OK\n200");
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "OK\n200");
   http_->SetDraining();
-  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "draining\n\n500");
-  EXPECT_EQ(Get(http_->port(), "/healthz"), "draining\n\n503");
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "draining\n\n500");
+  EXPECT_EQ(HttpGet(http_->port(), "/healthz"), "draining\n\n503");
 }
 
 // Verifies healthy_requires_config: unhealthy without a domain (or without any config).
@@ -70,12 +55,12 @@ TEST_F(HttpServerTest, HealthcheckRequiresADomainWhenAsked) {
   HttpServerOptions options;
   options.healthy_requires_config = true;
   Serve(std::make_shared<Config>(), options);
-  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "no domain loaded\n\n500");
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "no domain loaded\n\n500");
   store_->Set(Load("domain: h\n"));
-  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "OK\n200");
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "OK\n200");
   store_->Set(nullptr);
-  EXPECT_EQ(Get(http_->port(), "/healthcheck"), "no domain loaded\n\n500");
-  EXPECT_EQ(Get(http_->port(), "/rlconfig"), "\n200");
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "no domain loaded\n\n500");
+  EXPECT_EQ(HttpGet(http_->port(), "/rlconfig"), "\n200");
 }
 
 // Verifies the debug address serves the same endpoints, /rlconfig among them.
@@ -85,8 +70,8 @@ TEST_F(HttpServerTest, DebugAddressServesTheSameEndpoints) {
         {}, "127.0.0.1:0");
   ASSERT_NE(http_->debug_port(), 0);
   ASSERT_NE(http_->debug_port(), http_->port());
-  EXPECT_THAT(Get(http_->debug_port(), "/rlconfig"), ::testing::HasSubstr("h.k: "));
-  EXPECT_THAT(Get(http_->debug_port(), "/metrics"), ::testing::HasSubstr("sluice_config"));
+  EXPECT_THAT(HttpGet(http_->debug_port(), "/rlconfig"), ::testing::HasSubstr("h.k: "));
+  EXPECT_THAT(HttpGet(http_->debug_port(), "/metrics"), ::testing::HasSubstr("sluice_config"));
 }
 
 // Verifies a bad debug address fails Start with a message naming it.

@@ -10,6 +10,7 @@
 #include "server/backend/memory_backend.h"
 #include "server/common/fake_clock.h"
 #include "server/config/config_loader.h"
+#include "tests/server/service/request_builder.h"
 
 namespace sluice {
 namespace {
@@ -114,30 +115,12 @@ class RateLimiterTest : public ::testing::Test {
                                              options, cache);
   }
 
-  static Request MakeRequest(std::vector<std::vector<std::pair<std::string, std::string>>> ds,
-                             uint32_t hits = 0) {
-    Request r;
-    r.set_domain("api");
-    r.set_hits_addend(hits);
-    for (const auto& d : ds) {
-      auto* descriptor = r.add_descriptors();
-      for (const auto& [k, v] : d) {
-        auto* e = descriptor->add_entries();
-        e->set_key(k);
-        e->set_value(v);
-      }
-    }
-    return r;
+  static Request MakeRequest(const std::vector<testing::Entries>& ds, uint32_t hits = 0) {
+    return testing::MakeRequest("api", ds, hits);
   }
 
   absl::StatusOr<Response> Decide(const Request& request) {
-    Response response;
-    absl::Status result = absl::InternalError("callback never ran");
-    limiter_->ShouldRateLimit(request, &response, [&](absl::Status s) { result = s; });
-    if (!result.ok()) {
-      return result;
-    }
-    return response;
+    return testing::DecideInline(*limiter_, request);
   }
 
   Response MustDecide(const Request& request) {

@@ -15,6 +15,7 @@
 #include "server/common/fake_clock.h"
 #include "server/config/config_loader.h"
 #include "server/service/rate_limiter.h"
+#include "tests/server/service/request_builder.h"
 
 namespace sluice {
 namespace {
@@ -72,7 +73,7 @@ descriptors:
     rate_limit: {unit: hour}
 )";
 
-using Entries = std::vector<std::pair<std::string, std::string>>;
+using testing::Entries;
 
 class UpstreamCompatTest : public ::testing::Test {
  protected:
@@ -89,26 +90,13 @@ class UpstreamCompatTest : public ::testing::Test {
   }
 
   static Request MakeRequest(const std::vector<Entries>& descriptors, uint32_t hits = 0) {
-    Request r;
-    r.set_domain("up");
-    r.set_hits_addend(hits);
-    for (const Entries& d : descriptors) {
-      auto* descriptor = r.add_descriptors();
-      for (const auto& [k, v] : d) {
-        auto* e = descriptor->add_entries();
-        e->set_key(k);
-        e->set_value(v);
-      }
-    }
-    return r;
+    return testing::MakeRequest("up", descriptors, hits);
   }
 
   Response Decide(const Request& request) {
-    Response response;
-    absl::Status result = absl::InternalError("callback never ran");
-    limiter_->ShouldRateLimit(request, &response, [&](absl::Status s) { result = s; });
-    EXPECT_TRUE(result.ok()) << result;
-    return response;
+    absl::StatusOr<Response> response = testing::DecideInline(*limiter_, request);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : Response();
   }
 
   Response Decide(const std::vector<Entries>& descriptors, uint32_t hits = 0) {
