@@ -1,3 +1,4 @@
+#include "absl/strings/ascii.h"
 #include "absl/strings/string_view.h"
 #include "server/common/logging.h"
 
@@ -17,7 +18,8 @@ namespace {
 std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
 std::atomic<int> g_format{static_cast<int>(LogFormat::kText)};
 
-const char* JsonLevelName(LogLevel level) {
+// The level's name in JSON lines; its first letter, upper-cased, starts a text line.
+const char* LevelName(LogLevel level) {
   switch (level) {
     case LogLevel::kDebug:
       return "debug";
@@ -62,22 +64,6 @@ std::string Timestamp(int64_t now_us) {
   const size_t n = std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &parts);
   std::snprintf(when + n, sizeof(when) - n, ".%06lldZ", static_cast<long long>(now_us % 1000000));
   return when;
-}
-
-const char* LevelName(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "D";
-    case LogLevel::kInfo:
-      return "I";
-    case LogLevel::kWarning:
-      return "W";
-    case LogLevel::kError:
-      return "E";
-    case LogLevel::kFatal:
-      return "F";
-  }
-  return "?";
 }
 
 }  // namespace
@@ -126,13 +112,13 @@ LogMessage::~LogMessage() {
   std::string text;
   if (static_cast<LogFormat>(g_format.load(std::memory_order_relaxed)) == LogFormat::kJson) {
     text = "{\"@timestamp\":\"" + Timestamp(now_us) + "\",\"level\":\"" +
-           JsonLevelName(level_) + "\",\"caller\":";
+           LevelName(level_) + "\",\"caller\":";
     AppendJsonString(std::string(file_) + ":" + std::to_string(line_), &text);
     text += ",\"@message\":";
     AppendJsonString(stream_.str(), &text);
     text += "}\n";
   } else {
-    text = std::string(LevelName(level_)) + " " + Timestamp(now_us) + " " + file_ + ":" +
+    text = std::string(1, absl::ascii_toupper(LevelName(level_)[0])) + " " + Timestamp(now_us) + " " + file_ + ":" +
            std::to_string(line_) + "] " + stream_.str() + "\n";
   }
   ssize_t unused = ::write(STDERR_FILENO, text.data(), text.size());
