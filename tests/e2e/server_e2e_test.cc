@@ -263,6 +263,15 @@ TEST(ServerCheckConfigTest, ReportsGoodAndBadConfigs) {
   EXPECT_THAT(bad_out, HasSubstr("bad.yaml:5"));
   EXPECT_THAT(bad_out, HasSubstr("unit"));
   EXPECT_THAT(bad_out, HasSubstr("fortnight"));
+  // What envoyproxy/ratelimit accepts leniently passes, with a warning naming file and line.
+  std::string lenient = dir.WriteFile(
+      "lenient.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n");
+  auto [lenient_status, lenient_out] =
+      RunCommand(Bin("sluice") + " --check_config --config=" + lenient);
+  EXPECT_EQ(lenient_status, 0) << lenient_out;
+  EXPECT_THAT(lenient_out, HasSubstr("config OK: 1 domains, 1 rules, 1 warnings"));
+  EXPECT_THAT(lenient_out, HasSubstr("warning: " + lenient +
+                                     ":4: descriptors[0].rate_limit.requests_per_unit: missing"));
 }
 
 // Verifies flags can come from SLUICE_* environment variables.
