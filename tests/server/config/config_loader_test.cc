@@ -490,44 +490,6 @@ descriptors:
             "");
 }
 
-// Verifies metadata becomes a protobuf Struct with YAML's scalar types, and must be a map.
-TEST_F(ConfigLoaderTest, ReadsMetadataAsStruct) {
-  std::unique_ptr<Config> config = Load(R"(
-domain: up
-descriptors:
-  - key: k
-    rate_limit: {unit: second, requests_per_unit: 5}
-    metadata:
-      name: service_1
-      quoted: "42"
-      count: 42
-      ratio: 0.5
-      enabled: true
-      nothing: ~
-      tags: [a, 2]
-      nested: {owner: {team: edge}}
-)");
-  const DescriptorNode* k = Node(*config, "up", {"k"});
-  ASSERT_NE(k, nullptr);
-  ASSERT_NE(k->metadata, nullptr);
-  const auto& fields = k->metadata->fields();
-  EXPECT_EQ(fields.at("name").string_value(), "service_1");
-  EXPECT_EQ(fields.at("quoted").string_value(), "42");
-  EXPECT_EQ(fields.at("count").number_value(), 42);
-  EXPECT_EQ(fields.at("ratio").number_value(), 0.5);
-  EXPECT_TRUE(fields.at("enabled").bool_value());
-  EXPECT_EQ(fields.at("nothing").kind_case(), google::protobuf::Value::kNullValue);
-  ASSERT_EQ(fields.at("tags").list_value().values_size(), 2);
-  EXPECT_EQ(fields.at("tags").list_value().values(0).string_value(), "a");
-  EXPECT_EQ(fields.at("tags").list_value().values(1).number_value(), 2);
-  EXPECT_EQ(fields.at("nested").struct_value().fields().at("owner").struct_value().fields().at(
-                "team").string_value(),
-            "edge");
-
-  EXPECT_EQ(LoadError("domain: up\ndescriptors:\n  - key: k\n    metadata: [a]\n"),
-            "test.yaml:4: descriptors[0].metadata: expected a map, got a list");
-}
-
 // Verifies what envoyproxy/ratelimit accepts leniently loads here too, with a warning: a rule
 // without requests_per_unit is a limit of 0, and an unlimited rule ignores its number.
 TEST_F(ConfigLoaderTest, AcceptsUpstreamLenientRules) {
