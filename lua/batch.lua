@@ -11,7 +11,7 @@
 --   KEYS[i]  check i's storage key. Keys may repeat: each check is decided on what the checks
 --            before it wrote. No other key is touched.
 --   ARGV[1]  N records struct.pack("<ddddd", now, limit, period_us, burst, hits), 40 * N bytes,
---            check i's as single.lua takes it (each check has its own now).
+--            check i's as single.lua takes it (each check has its own now; limit at least 1).
 --   Reply:   N records of 40 bytes, in key order, each as single.lua's reply.
 --   A malformed call (N = 0, a wrong argument count or length) is an error reply
 --   "ERR sluice <script>: ...", and nothing is read or written. A record whose value is not an
@@ -33,25 +33,17 @@ for i = 1, n do
   local now, limit, period, burst, hits = struct.unpack("<ddddd", packed, 40 * i - 39)
   -- Integers in range, as in single.lua.
   if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0 and
-      limit >= 0 and limit < TWO_53 and limit % 1 == 0 and
+      limit >= 1 and limit < TWO_53 and limit % 1 == 0 and
       period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
       burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
       hits >= 0 and hits < TWO_53 and hits % 1 == 0) then
-    return argument_error(SCRIPT, nil, "key " .. i, now, limit, period, burst, hits)
+    return argument_error(SCRIPT, nil, "key " .. i, now, limit, period, burst, hits, 1)
   end
   local key = KEYS[i]
   local allowed, remaining, retry, reset, delay, write, a, b, c, d
-  if limit == 0 then
-    -- ZeroLimitDecision: nothing is ever replenished; the key is neither read nor written.
-    allowed, remaining, retry, reset, delay = hits == 0, 0, period, period, 0
-    if allowed then
-      retry = 0
-    end
-  else
-    -- @evaluate inline
-    if allowed then
-      commit(key, reset, write, a, b, c, d)
-    end
+  -- @evaluate inline
+  if allowed then
+    commit(key, reset, write, a, b, c, d)
   end
   reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)
 end

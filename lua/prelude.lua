@@ -26,8 +26,8 @@ local MAX_PERIOD = 1125899906842624 -- 2^50 us (35.7 years): now + 4 periods sta
 -- "-- evaluate <code>" (the code of sluice::Algorithm) is its body: a driver gets it either inline
 -- (the single-key scripts: no function to create or call) or as algorithms[code], a function
 -- of (key, now, limit, period, burst, hits) (the group script). The body runs with those six in
--- scope, limit > 0 (the drivers answer limit 0 themselves, as ZeroLimitDecision, without
--- touching the key); it reads the key, decides, and assigns (never declares)
+-- scope, limit > 0 (the single-key and batch drivers refuse limit 0, which Sluice decides
+-- without Redis; the group driver answers it as ZeroLimitDecision, without touching the key); it reads the key, decides, and assigns (never declares)
 --   allowed (boolean), remaining, retry, reset, delay: the decision (retry, reset and delay in
 --     microseconds: retry_after_us, reset_after_us, delay_us);
 --   write, a, b, c, d: how to store the decided state, for commit below. A string state leaves
@@ -38,8 +38,10 @@ local MAX_PERIOD = 1125899906842624 -- 2^50 us (35.7 years): now + 4 periods sta
 
 -- The error reply for a malformed call: "ERR sluice <script>: [<context>: ]<what is wrong>".
 -- script: SCRIPT, the composed script's name. what: the problem, or nil to name the first bad
--- value among now and the four limit values (nil ones are skipped). Runs only on errors.
-local function argument_error(script, what, context, now, limit, period, burst, hits)
+-- value among now and the four limit values (nil ones are skipped). min_limit: the least limit
+-- the script takes (default 0). Runs only on errors.
+local function argument_error(script, what, context, now, limit, period, burst, hits,
+    min_limit)
   -- Literal limits rather than the constants above: no upvalues, the cheapest closure.
   local function bad(x, name, min, max)
     -- x % 1 is NaN for infinities and NaN, and every comparison with NaN is false.
@@ -49,7 +51,7 @@ local function argument_error(script, what, context, now, limit, period, burst, 
     end
   end
   local message = what or bad(now, "now", -(2 ^ 52 - 1), 2 ^ 52 - 1) or
-    bad(limit, "limit", 0, 2 ^ 53 - 1) or bad(period, "period_us", 1, 2 ^ 50) or
+    bad(limit, "limit", min_limit or 0, 2 ^ 53 - 1) or bad(period, "period_us", 1, 2 ^ 50) or
     bad(burst, "burst", 0, 2 ^ 53 - 1) or bad(hits, "hits", 0, 2 ^ 53 - 1)
   if context then
     message = context .. ": " .. tostring(message)

@@ -8,8 +8,9 @@
 --   KEYS[1]  the storage key; any bytes. The script touches no other key.
 --   ARGV[1]  struct.pack("<ddddd", now, limit, period_us, burst, hits), 40 bytes, every value an
 --            integer: now, the caller's clock in microseconds since the Unix epoch, |now| < 2^52;
---            limit in [0, 2^53); period_us in [1, 2^50]; burst in [0, 2^53) (ignored by the
---            window algorithms); hits in [0, 2^53).
+--            limit in [1, 2^53) (Sluice decides a limit of 0 itself, without Redis);
+--            period_us in [1, 2^50]; burst in [0, 2^53) (ignored by the window algorithms);
+--            hits in [0, 2^53).
 --   Reply:   struct.pack("<ddddd", allowed (1/0), remaining, retry_after_us, reset_after_us,
 --            delay_us), 40 bytes: the fields of sluice::Decision (server/algorithm/algorithm.h),
 --            bit for bit what the C++ decides.
@@ -48,25 +49,17 @@ end
 -- Integers in range (x % 1 is NaN for infinities and NaN, and every comparison with NaN is
 -- false).
 if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0 and
-    limit >= 0 and limit < TWO_53 and limit % 1 == 0 and
+    limit >= 1 and limit < TWO_53 and limit % 1 == 0 and
     period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
     burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
     hits >= 0 and hits < TWO_53 and hits % 1 == 0) then
-  return argument_error(SCRIPT, nil, nil, now, limit, period, burst, hits)
+  return argument_error(SCRIPT, nil, nil, now, limit, period, burst, hits, 1)
 end
 local key = KEYS[1]
 local allowed, remaining, retry, reset, delay, write, a, b, c, d
-if limit == 0 then
-  -- ZeroLimitDecision: nothing is ever replenished; the key is neither read nor written.
-  allowed, remaining, retry, reset, delay = hits == 0, 0, period, period, 0
-  if allowed then
-    retry = 0
-  end
-else
-  -- @evaluate inline
-  if allowed then
-    commit(key, reset, write, a, b, c, d)
-  end
+-- @evaluate inline
+if allowed then
+  commit(key, reset, write, a, b, c, d)
 end
 if text then
   return {allowed and 1 or 0, remaining, retry, reset, delay}

@@ -63,7 +63,18 @@ AlgorithmState NewState(Algorithm algorithm) {
   return FixedWindowState{};
 }
 
+Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits) {
+  Decision decision;
+  decision.allowed = hits == 0;
+  decision.reset_after_us = params.period_us;
+  decision.retry_after_us = decision.allowed ? 0 : params.period_us;
+  return decision;
+}
+
 Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_us, uint64_t hits) {
+  if (params.limit == 0) {
+    return ZeroLimitDecision(params, hits);
+  }
   switch (params.algorithm) {
     case Algorithm::kFixedWindow:
       return EvaluateFixedWindow(params, std::get<FixedWindowState>(state), now_us, hits);

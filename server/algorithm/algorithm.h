@@ -129,9 +129,18 @@ using AlgorithmState =
 // A fresh state of the alternative that `algorithm` uses.
 AlgorithmState NewState(Algorithm algorithm);
 
-// Runs one decision of params.algorithm at now_us for `hits`, updating `state`.
+// Runs one decision of params.algorithm at now_us for `hits`, updating `state`. A limit of 0 is
+// decided here, once for every algorithm (ZeroLimitDecision); each algorithm's own Evaluate*
+// function requires params.limit > 0.
 // REQUIRES: state holds the alternative for params.algorithm (see NewState); params.period_us > 0.
 Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_us,
                   uint64_t hits);
+
+// The decision of every algorithm when params.limit == 0: nothing is ever replenished, so a
+// request with hits > 0 is denied and hits == 0 is admitted; remaining is 0. Both retry_after
+// (when denied) and reset_after are one period, so that a client told to wait does not spin.
+// It needs no state, so a backend decides it without reading or writing any (the Redis
+// backend makes no call for it).
+Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits);
 
 }  // namespace sluice

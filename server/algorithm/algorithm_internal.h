@@ -118,16 +118,4 @@ uint64_t MostThatFits(uint64_t guess, const Fits& fits) {
   return n;
 }
 
-// The decision of every algorithm when params.limit == 0: nothing is ever replenished, so a
-// request with hits > 0 is denied and hits == 0 is admitted; remaining is 0. Both retry_after
-// (when denied) and reset_after are one period, so that a client told to wait does not spin.
-// The state is neither read nor written.
-inline Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits) {
-  Decision decision;
-  decision.allowed = hits == 0;
-  decision.reset_after_us = params.period_us;
-  decision.retry_after_us = decision.allowed ? 0 : params.period_us;
-  return decision;
-}
-
 }  // namespace sluice::algorithm_internal

@@ -7,14 +7,10 @@
 namespace sluice {
 
 using algorithm_internal::WindowStart;
-using algorithm_internal::ZeroLimitDecision;
 
 Decision EvaluateFixedWindow(const LimitParams& params, FixedWindowState& state, int64_t now_us,
                              uint64_t hits) {
   const uint64_t limit = params.limit;
-  if (limit == 0) {
-    return ZeroLimitDecision(params, hits);
-  }
   const int64_t window_start = WindowStart(now_us, params.period_us);
   const int64_t window_end = window_start + params.period_us;
   uint64_t count = state.window_start_us == window_start ? state.count : 0;

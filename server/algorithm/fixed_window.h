@@ -11,7 +11,7 @@
 //   remaining = max(0, L - count).
 //   reset     = (w + P) - now if count > 0, else 0.
 //   retry     = (w + P) - now when denied; reset when hits > L (never admitted).
-//   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
+//   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
 #include <cstdint>

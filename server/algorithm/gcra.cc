@@ -12,7 +12,6 @@ using algorithm_internal::CeilMicros;
 using algorithm_internal::FirstAdmittedTime;
 using algorithm_internal::FloorRemaining;
 using algorithm_internal::MostThatFits;
-using algorithm_internal::ZeroLimitDecision;
 
 // How far the theoretical arrival time `tat_us` lies ahead of now_us (0 if in the past).
 double Ahead(double tat_us, int64_t now_us) {
@@ -23,9 +22,6 @@ double Ahead(double tat_us, int64_t now_us) {
 }  // namespace
 
 Decision EvaluateGcra(const LimitParams& params, GcraState& state, int64_t now_us, uint64_t hits) {
-  if (params.limit == 0) {
-    return ZeroLimitDecision(params, hits);
-  }
   const double interval = static_cast<double>(params.period_us) / static_cast<double>(params.limit);
   const double tolerance = interval * static_cast<double>(params.burst);
   const double cost = static_cast<double>(hits) * interval;

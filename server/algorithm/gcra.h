@@ -28,7 +28,7 @@
 //   (tests/cases/gcra.cases, three_per_second_burst_two_rounding); and the long-run rate can
 //   differ from L / P by up to 0.125 us per admission, a relative 0.125 / T, which matters only
 //   when T is a few microseconds or less (limits near a million per second).
-//   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
+//   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
 #include <cstdint>

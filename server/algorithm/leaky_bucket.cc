@@ -12,7 +12,6 @@ using algorithm_internal::CeilMicros;
 using algorithm_internal::FirstAdmittedTime;
 using algorithm_internal::FloorRemaining;
 using algorithm_internal::MostThatFits;
-using algorithm_internal::ZeroLimitDecision;
 
 struct Bucket {
   double level;
@@ -29,9 +28,6 @@ double Drain(const Bucket& bucket, double limit, double period, int64_t now_us) 
 
 Decision EvaluateLeakyBucket(const LimitParams& params, LeakyBucketState& state, int64_t now_us,
                              uint64_t hits) {
-  if (params.limit == 0) {
-    return ZeroLimitDecision(params, hits);
-  }
   const double burst = static_cast<double>(params.burst);
   const double limit = static_cast<double>(params.limit);
   const double period = static_cast<double>(params.period_us);

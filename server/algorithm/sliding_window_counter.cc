@@ -11,7 +11,6 @@ using algorithm_internal::FirstAdmittedTime;
 using algorithm_internal::FloorRemaining;
 using algorithm_internal::MostThatFits;
 using algorithm_internal::WindowStart;
-using algorithm_internal::ZeroLimitDecision;
 
 // The two counters as seen from the window that starts at window_start.
 struct Counters {
@@ -76,9 +75,6 @@ Decision EvaluateSlidingWindowCounter(const LimitParams& params, SlidingWindowCo
                                       int64_t now_us, uint64_t hits) {
   const uint64_t limit = params.limit;
   const int64_t period = params.period_us;
-  if (limit == 0) {
-    return ZeroLimitDecision(params, hits);
-  }
   const int64_t window_start = WindowStart(now_us, period);
   Counters counters = RollTo(state, window_start, period);
   const double weighted = Weighted(counters.previous, period, now_us - window_start);

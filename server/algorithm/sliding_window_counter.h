@@ -21,7 +21,7 @@
 //               window, then in the next one, where previous = current and current = 0),
 //               corrected by FirstAdmittedTime so that t itself admits and t - 1 does not.
 //               When hits > L (never admitted): retry = reset.
-//   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
+//   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
 #include <cstdint>

@@ -6,15 +6,11 @@
 
 namespace sluice {
 
-using algorithm_internal::ZeroLimitDecision;
 
 Decision EvaluateSlidingWindowLog(const LimitParams& params, SlidingWindowLogState& state,
                                   int64_t now_us, uint64_t hits) {
   const uint64_t limit = params.limit;
   const int64_t period = params.period_us;
-  if (limit == 0) {
-    return ZeroLimitDecision(params, hits);
-  }
   auto& entries = state.entries;
   // Entries [0, first) have expired; they are only dropped when the request is admitted.
   size_t first = 0;

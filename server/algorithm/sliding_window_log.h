@@ -16,7 +16,7 @@
 //   retry     = need = total + hits - L; walk the live entries oldest first, summing their
 //               hits until the sum >= need; retry = that entry's ts + P - now.
 //               When hits > L (never admitted): retry = reset.
-//   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
+//   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
 #include <cstdint>

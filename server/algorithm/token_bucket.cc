@@ -11,7 +11,6 @@ namespace {
 using algorithm_internal::CeilMicros;
 using algorithm_internal::FirstAdmittedTime;
 using algorithm_internal::FloorRemaining;
-using algorithm_internal::ZeroLimitDecision;
 
 struct Bucket {
   double tokens;
@@ -28,9 +27,6 @@ double Refill(const Bucket& bucket, double burst, double limit, double period, i
 
 Decision EvaluateTokenBucket(const LimitParams& params, TokenBucketState& state, int64_t now_us,
                              uint64_t hits) {
-  if (params.limit == 0) {
-    return ZeroLimitDecision(params, hits);
-  }
   const double burst = static_cast<double>(params.burst);
   const double limit = static_cast<double>(params.limit);
   const double period = static_cast<double>(params.period_us);

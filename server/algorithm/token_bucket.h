@@ -20,7 +20,7 @@
 //   "First admitted time" is FirstAdmittedTime in algorithm_internal.h: a search around the
 //   analytic estimate, so the answer is exact whatever the rounding (and capped at 2^53 us);
 //   refill runs on the state as stored after this decision.
-//   L == 0    : see ZeroLimitDecision in algorithm_internal.h.
+//   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
 #include <cstdint>

@@ -63,6 +63,7 @@ int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us);
 // The decision of a lone fixed window whose INCRBY by `hits` returned `count_after`: exactly
 // what EvaluateFixedWindow decides for a window that held count_after - hits (a negative count,
 // left by hits given back after the key expired, is 0).
+// REQUIRES: params.limit > 0 (a limit of 0 never reaches Redis).
 Decision FixedWindowDecision(const LimitParams& params, int64_t now_us, uint64_t hits,
                              int64_t count_after);
 

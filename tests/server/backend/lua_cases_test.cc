@@ -393,6 +393,11 @@ std::string PackDoubles(std::initializer_list<double> values) {
 // ---- The shared case files.
 
 
+// Why the shared cases with a limit of 0 are not run through the single-key and batch scripts.
+constexpr char kZeroLimitNotScripted[] =
+    "a limit of 0 never reaches the single-key and batch scripts: RedisBackend decides it "
+    "without Redis, and the scripts refuse it (LuaScriptsTest.MalformedArgumentsAreErrors)";
+
 class LuaScriptsTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(Shared().error, "") << "test redis-server set-up failed"; }
@@ -430,6 +435,9 @@ class LuaCasesTest : public ::testing::TestWithParam<AlgorithmCase> {
 // Verifies that each algorithm's single-key script produces every step's expected decision, in
 // order, on one fresh key, with the caller's clock.
 TEST_P(LuaCasesTest, SingleKeyScriptMatchesCases) {
+  if (GetParam().params.limit == 0 && GetParam().params.algorithm != Algorithm::kFixedWindow) {
+    GTEST_SKIP() << kZeroLimitNotScripted;
+  }
   RunCase("single", [](const std::string& key, int64_t now, const LimitParams& params,
                        uint64_t hits) { return Single(key, now, params, hits); });
 }
@@ -448,6 +456,9 @@ TEST_P(LuaCasesTest, BatchScriptCallOfEveryStepMatchesCases) {
   const AlgorithmCase& test_case = GetParam();
   if (test_case.params.algorithm == Algorithm::kFixedWindow) {
     GTEST_SKIP() << "a lone fixed window runs without a script, so it has no batch script";
+  }
+  if (test_case.params.limit == 0) {
+    GTEST_SKIP() << kZeroLimitNotScripted;
   }
   const std::string key = absl::StrCat("sluice:{lua_cases:batch:", CaseFileStem(test_case.file),
                                        ":", test_case.name, "}");
@@ -513,7 +524,9 @@ struct RandomStep {
   uint64_t hits;
 };
 
-LimitParams RandomParams(std::mt19937_64& rng, Algorithm algorithm) {
+// A limit of 0 only where the script takes it: the group script (and so a lone fixed window,
+// which these tests run as a group of one). The single-key and batch scripts refuse it.
+LimitParams RandomParams(std::mt19937_64& rng, Algorithm algorithm, bool zero_limit) {
   static constexpr uint64_t kLimits[] = {0, 1, 2, 3, 5, 7, 10, 60, 100, 999, 1000, 1'000'000};
   static constexpr int64_t kPeriods[] = {1,       3,         1000,          333'333,
                                          1'000'000, 7'000'000, 60'000'000, 3'600'000'000,
@@ -523,6 +536,9 @@ LimitParams RandomParams(std::mt19937_64& rng, Algorithm algorithm) {
     return values[std::uniform_int_distribution<size_t>(0, std::size(values) - 1)(rng)];
   };
   LimitParams p{algorithm, pick(kLimits), pick(kPeriods), pick(kBursts)};
+  if (p.limit == 0 && !zero_limit) {
+    p.limit = 1;
+  }
   if (rng() % 4 == 0) {
     p.burst = p.limit;
   }
@@ -591,7 +607,7 @@ void RunRandomSingleKeySequences(uint64_t seed, int sequences, int steps, bool s
   int mismatches = 0;
   for (int seq = 0; seq < sequences && mismatches < 10; ++seq) {
     const Algorithm algorithm = kAllAlgorithms[seq % 6];
-    const LimitParams params = RandomParams(rng, algorithm);
+    const LimitParams params = RandomParams(rng, algorithm, algorithm == Algorithm::kFixedWindow);
     const std::string key = absl::StrCat("sluice:{random:", seed, ":", seq, "}");
     std::map<std::string, AlgorithmState> states;  // StateKey -> the C++ state of that key
     int64_t now = kCaseBaseUs + static_cast<int64_t>(rng() % 86'400'000'000);
@@ -657,7 +673,7 @@ TEST_F(LuaScriptsTest, RandomBatchesMatchCpp) {
     std::vector<AlgorithmState> states;
     std::vector<std::string> keys;
     for (int k = 0; k < 3; ++k) {
-      params.push_back(RandomParams(rng, algorithm));
+      params.push_back(RandomParams(rng, algorithm, /*zero_limit=*/false));
       states.push_back(NewState(algorithm));
       keys.push_back(absl::StrCat("sluice:{batch:", seq, "}", k));
     }
@@ -717,7 +733,8 @@ TEST_F(LuaScriptsTest, RandomGroupsMatchCpp) {
     std::vector<GroupCheck> checks;
     std::vector<AlgorithmState> states;
     for (size_t k = 0; k < size; ++k) {
-      const LimitParams params = RandomParams(rng, kAllAlgorithms[rng() % 6]);
+      const LimitParams params =
+          RandomParams(rng, kAllAlgorithms[rng() % 6], /*zero_limit=*/true);
       checks.push_back({absl::StrCat("sluice:{group:", seq, "}", k), params, 1});
       states.push_back(NewState(params.algorithm));
     }
@@ -788,7 +805,7 @@ TEST_F(LuaScriptsTest, TextFormDecidesAsPackedForm) {
   for (int seq = 0; seq < 100; ++seq) {
     // Every algorithm but the fixed window, which has no single-key script.
     const Algorithm algorithm = kAllAlgorithms[1 + seq % 5];
-    const LimitParams params = RandomParams(rng, algorithm);
+    const LimitParams params = RandomParams(rng, algorithm, /*zero_limit=*/false);
     const std::string packed_key = absl::StrCat("sluice:{text:", seq, "}packed");
     const std::string text_key = absl::StrCat("sluice:{text:", seq, "}text");
     AlgorithmState state = NewState(algorithm);
@@ -1109,12 +1126,13 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
       {values(kTwo52, 10, 1'000'000, 10, 1), "now must be an integer in"},
       {values(-kTwo52, 10, 1'000'000, 10, 1), "now must be an integer in"},
       {values(kTwo53, 10, 1'000'000, 10, 1), "now must be an integer in"},
-      // limit: an integer in [0, 2^53).
-      {values(now, 1.5, 1'000'000, 10, 1), "limit must be an integer in [0,"},
-      {values(now, -1, 1'000'000, 10, 1), "limit must be an integer in [0,"},
-      {values(now, kNan, 1'000'000, 10, 1), "limit must be an integer in [0,"},
-      {values(now, kInf, 1'000'000, 10, 1), "limit must be an integer in [0,"},
-      {values(now, kTwo53, 1'000'000, 10, 1), "limit must be an integer in [0,"},
+      // limit: an integer in [1, 2^53); 0 is decided without Redis.
+      {values(now, 0, 1'000'000, 10, 1), "limit must be an integer in [1,"},
+      {values(now, 1.5, 1'000'000, 10, 1), "limit must be an integer in [1,"},
+      {values(now, -1, 1'000'000, 10, 1), "limit must be an integer in [1,"},
+      {values(now, kNan, 1'000'000, 10, 1), "limit must be an integer in [1,"},
+      {values(now, kInf, 1'000'000, 10, 1), "limit must be an integer in [1,"},
+      {values(now, kTwo53, 1'000'000, 10, 1), "limit must be an integer in [1,"},
       // period_us: an integer in [1, 2^50].
       {values(now, 10, 0, 10, 1), "period_us must be an integer in [1,"},
       {values(now, 10, -5, 10, 1), "period_us must be an integer in [1,"},
@@ -1143,7 +1161,7 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
        "5 decimal arguments (now, limit, period_us, burst, hits), got 2 keys"},
       {single({"1.5", "10", "1000000", "10", "1"}), "now must be an integer in"},
       {single({"99999999999999999999", "10", "1000000", "10", "1"}), "now must be an integer"},
-      {single({"1", "-1", "1000000", "10", "1"}), "limit must be an integer in [0,"},
+      {single({"1", "-1", "1000000", "10", "1"}), "limit must be an integer in [1,"},
       {single({"1", "10", "0", "10", "1"}), "period_us must be an integer in [1,"},
       {single({"1", "10", "1125899906842625", "10", "1"}), "period_us must be an integer in [1,"},
       {single({"1", "10", "1000000", "inf", "1"}), "burst must be an integer in [0,"},
@@ -1197,6 +1215,10 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
       {ScriptCall{"token_bucket_batch", {key, key2}, {valid}}, "got 2 keys, 1 arguments, 40"},
       {ScriptCall{"token_bucket_batch", {key, key2}, {PackDoubles({now, 10, 1, 10, kInf}) + valid}},
        "key 1: hits must be an integer"},
+      {ScriptCall{"token_bucket_batch", {key, key2}, {PackDoubles({now, 0, 1, 10, 1}) + valid}},
+       "key 1: limit must be an integer in [1,"},
+      // The group takes a limit of 0 (ZeroLimitDecision), but nothing below it.
+      {group_of({key}, now, {{3, -1, 1'000'000, 10, 1}}), "key 1: limit must be an integer in [0,"},
       // A repeated key, of the same or another algorithm.
       {group_of({key, key}, now, {tb, {0, 10, 1'000, 0, 1}}), "KEYS[2] repeats KEYS[1]"},
       {group_of({key2, key, key2}, now, {tb, tb, tb}), "KEYS[3] repeats KEYS[1]"},

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/common/fake_clock.h"
+#include "tests/support/fake_clock.h"
 
 namespace sluice {
 namespace {

@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/backend/redis_backend.h"
-#include "server/common/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/redis_server.h"
 
 namespace sluice {

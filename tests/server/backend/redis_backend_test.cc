@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/backend/memory_backend.h"
-#include "server/common/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/algorithm_cases.h"
 #include "tests/support/redis_server.h"
 

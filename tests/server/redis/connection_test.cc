@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/notification.h"
 #include "server/common/clock.h"
-#include "server/common/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/redis_server.h"
 
 namespace sluice {

@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/backend/memory_backend.h"
-#include "server/common/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "server/config/config_loader.h"
 #include "server/service/rate_limiter.h"
 #include "tests/server/service/request_builder.h"

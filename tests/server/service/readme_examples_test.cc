@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/backend/memory_backend.h"
-#include "server/common/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "server/config/config_loader.h"
 #include "server/service/rate_limiter.h"
 
