@@ -2,21 +2,12 @@
 // Sluice replicas sharing one Redis (standalone, or a Redis Cluster) enforce each limit once,
 // globally.
 //
-// How an Evaluate call's checks travel (the wire forms are in script_codec.h):
-//   - A lone fixed window runs as INCRBY + PEXPIRE NX (no script), and a group (the rules of
-//     one descriptor) runs the "group" script, which decides all of its keys all-or-nothing in
-//     one atomic call. These go in the request's own pipelined batch, on one connection.
-//   - A lone check of any other algorithm runs its algorithm's script: the single-key one, or
-//     the batch one, which decides several independent checks one after the other in one call,
-//     so that Redis pays a call's fixed cost once for them all.
-//     Standalone, lanes: each algorithm has a lane. A request's lone checks join their lane's
-//     queue together. A full call (max_batch checks) leaves at once; fewer checks leave at once
-//     only while the lane has fewer calls out than Redis connections (at least 2), else they
-//     wait for company until one returns. Under light load every check leaves at once; under
-//     heavy load checks of many requests share calls, having waited at most one call's round
-//     trip, and a lane never caps throughput.
-//     Cluster: a request's lone checks of one algorithm whose keys share a hash tag (so a slot)
-//     share a call, in the request's own batch; requests are not mixed.
+// Evaluate plans the request's Redis calls (call_plan.h: a limit of 0 decided locally, the
+// lone fixed window as INCRBY + PEXPIRE NX, a group as one group-script call, lone checks of one
+// algorithm sharing a script call), sends the request's own calls as one pipelined batch and
+// its lane checks to their lanes (lanes.h, standalone only), and merges the replies into one
+// answer. The wire forms are in script_codec.h, the scripts in script_set.h, the decision clock
+// in redis_clock.h.
 // Every call has the per-decision budget as its deadline (a lane call: the earliest of its
 // checks'); past it the caller gets kDeadlineExceeded and applies its failure policy, and the
 // late replies are dropped by the client. NOSCRIPT and reconnects are healed in the Redis
@@ -27,18 +18,18 @@
 // Thread-safe: Evaluate may be called from any thread; callbacks run on Redis I/O threads.
 #pragma once
 
-#include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/backend/backend.h"
+#include "server/backend/call_plan.h"
+#include "server/backend/lanes.h"
+#include "server/backend/redis_clock.h"
+#include "server/backend/script_set.h"
 #include "server/common/clock.h"
 #include "server/redis/cluster_client.h"
 #include "server/redis/redis_client.h"
@@ -65,14 +56,6 @@ struct RedisBackendOptions {
   // Standalone Redis: the most lone checks of one algorithm that one script call decides (see
   // "Lanes" below); 1 sends every request's checks on their own. Ignored on a cluster.
   size_t max_batch = 16;
-};
-
-// Samples of Redis' clock so far (RedisBackendOptions::use_caller_clock false), for tests and
-// metrics.
-struct RedisClockSamples {
-  uint64_t kept = 0;     // the offset in use comes from the latest of these
-  uint64_t skipped = 0;  // round trip over twice the kept sample's
-  uint64_t failed = 0;   // no answer within the timeout, or not a TIME reply
 };
 
 class RedisBackend final : public Backend {
@@ -107,86 +90,32 @@ class RedisBackend final : public Backend {
 
  private:
   RedisBackend(RedisBackendOptions options, const Clock& clock,
-               std::unique_ptr<RedisExecutor> client);
+               std::unique_ptr<RedisExecutor> client, ScriptSet scripts);
 
+  // The commands of the request's own calls, in plan order.
+  CommandBatch EncodeCalls(absl::Span<const LimitCheck> checks, int64_t now,
+                           absl::Span<const PlannedCall> calls);
+  // Reads the replies of the request's own batch into decisions[check index].
+  absl::Status DecodeReplies(absl::Span<const PlannedCall> calls, int64_t now,
+                             absl::Span<RedisReply> replies, std::vector<Decision>& decisions);
+  // Queues the lane checks of `plan`, one algorithm at a time so that a request's checks of
+  // one algorithm travel together, and sends what may leave.
+  void QueueInLanes(absl::Span<const LimitCheck> checks, absl::Span<const uint32_t> lane_checks,
+                    const std::shared_ptr<SplitRequest>& request, int64_t now,
+                    int64_t deadline);
+  // Sends one lane call; its return sends what may leave the lane then.
+  void SendLaneCall(Algorithm algorithm, LaneCall call);
   // Returns a denied lone fixed window's hits to its window key (fire and forget).
   void GiveBack(const std::string& window_key, uint64_t hits);
-  // Samples Redis' clock now if the last sample is older than the interval.
-  void MaybeSyncClock();
 
   const RedisBackendOptions options_;
   const Clock& clock_;
-  // Redis' clock minus ours, in microseconds; and when (monotonic) the next sample is due.
-  // Declared before client_, whose destruction runs the callbacks that write them.
-  std::atomic<int64_t> clock_offset_us_{0};
-  std::atomic<int64_t> next_clock_sync_us_{0};
-  // The kept sample's round trip, and when (monotonic) it was taken. Written by one sample's
-  // callback at a time (samples are a second apart and finish within the timeout).
-  std::atomic<int64_t> clock_rtt_us_{0};
-  std::atomic<int64_t> clock_sampled_at_us_{0};
-  // Incremented (release) after the offset is stored: non-zero means the offset is Redis'.
-  std::atomic<uint64_t> clock_samples_kept_{0};
-  std::atomic<uint64_t> clock_samples_skipped_{0};
-  std::atomic<uint64_t> clock_samples_failed_{0};
-  // A request answered in several parts (its own batch, and lane calls): decisions land by
-  // check index from whichever thread answers; the last part to finish calls `done`.
-  class Request {
-   public:
-    Request(EvaluateCallback done, size_t checks, size_t parts);
-    // One part answered (its decisions already stored, if `status` is OK).
-    void Finish(absl::Status status, size_t parts);
-
-    std::vector<Decision> decisions;  // by check index; each written by one part
-
-   private:
-    EvaluateCallback done_;
-    std::atomic<size_t> outstanding_;
-    std::mutex mu_;
-    absl::Status status_;  // the first failure; guarded by mu_
-  };
-  // A lone check waiting in, or sent from, its algorithm's lane.
-  struct LaneCheck {
-    std::shared_ptr<Request> request;
-    uint32_t index = 0;  // in the request's checks
-    std::string key;
-    LimitParams params;
-    uint64_t hits = 0;
-    int64_t now_us = 0;
-    int64_t deadline_us = 0;  // monotonic
-  };
-  struct Lane {
-    std::mutex mu;
-    std::vector<LaneCheck> waiting;  // guarded by mu
-    int in_flight = 0;               // calls out; guarded by mu
-    // Calls sent and the checks they carried, for /metrics (written under mu, read relaxed).
-    std::atomic<uint64_t> calls{0};
-    std::atomic<uint64_t> checks{0};
-  };
-  // How the replies of one part of a request's own batch are read (redis_backend.cc).
-  struct Part;
-
-  using LaneCalls = absl::InlinedVector<std::vector<LaneCheck>, 1>;
-  // The calls that may leave the lane now, taken from its queue: every full one (max_batch
-  // checks), then the rest if the lane has fewer than max_lane_calls_ out. REQUIRES: lane.mu.
-  LaneCalls TakeCalls(Lane& lane);
-  // Sends `call` (not empty); its answer sends what may leave the lane then.
-  void SendLaneCall(Algorithm algorithm, std::vector<LaneCheck> call);
-  // Reads the replies of a request's own batch into decisions[order[i]].
-  absl::Status DecodeParts(absl::Span<const Part> parts, absl::Span<const uint32_t> order,
-                           int64_t now, absl::Span<RedisReply> replies,
-                           std::vector<Decision>& decisions);
-
-  // Indexed by Algorithm; declared before client_, whose destruction runs the callbacks that
-  // use them.
-  std::array<Lane, 6> lanes_;
-  const int max_lane_calls_;  // calls out per lane: one per connection, at least 2
+  const bool use_lanes_;  // standalone and max_batch > 1
+  const ScriptSet scripts_;
+  // Declared before client_, whose destruction (after Stop) must find them alive.
+  Lanes lanes_;
   std::unique_ptr<RedisExecutor> client_;
-  // Indexed by Algorithm: "<algorithm>" (one key) and "<algorithm>_batch" (several
-  // independent keys); none for the fixed window, whose lone checks need no script.
-  std::array<const RedisScript*, 6> single_key_scripts_{};
-  std::array<const RedisScript*, 6> batch_scripts_{};
-  const RedisScript* group_script_ = nullptr;
-  const RedisScript* give_back_script_ = nullptr;
+  RedisClock redis_clock_;
 };
 
 }  // namespace sluice

@@ -1,0 +1,77 @@
+#include "server/backend/call_plan.h"
+
+#include <string_view>
+
+#include "server/backend/script_codec.h"
+#include "server/redis/hash_slot.h"
+
+namespace sluice {
+namespace {
+
+std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+
+}  // namespace
+
+CallPlan PlanCalls(absl::Span<const LimitCheck> checks, int64_t now_us, CallPlanOptions options) {
+  CallPlan plan;
+  absl::InlinedVector<bool, 8> planned(checks.size(), false);  // joined an earlier call
+  // The end of each check's group (groups are runs of equal LimitCheck::group).
+  absl::InlinedVector<uint32_t, 8> group_end(checks.size());
+  for (size_t i = checks.size(); i-- > 0;) {
+    group_end[i] = (i + 1 < checks.size() && checks[i + 1].group == checks[i].group)
+                       ? group_end[i + 1]
+                       : static_cast<uint32_t>(i + 1);
+  }
+  const auto lone = [&](size_t c) {
+    return group_end[c] == c + 1 && (c == 0 || checks[c - 1].group != checks[c].group);
+  };
+  for (size_t i = 0; i < checks.size(); i = group_end[i]) {
+    if (planned[i]) {
+      continue;
+    }
+    const LimitCheck& first = checks[i];
+    if (!lone(i)) {
+      PlannedCall& call = plan.calls.emplace_back();
+      call.kind = PlannedCall::Kind::kGroup;
+      for (uint32_t c = static_cast<uint32_t>(i); c < group_end[i]; ++c) {
+        call.checks.push_back(c);
+      }
+      continue;
+    }
+    if (first.params.limit == 0) {
+      PlannedCall& call = plan.calls.emplace_back();
+      call.kind = PlannedCall::Kind::kLocal;
+      call.checks.push_back(static_cast<uint32_t>(i));
+      call.decision = ZeroLimitDecision(first.params, first.hits);
+      continue;
+    }
+    if (first.params.algorithm == Algorithm::kFixedWindow) {
+      PlannedCall& call = plan.calls.emplace_back();
+      call.kind = PlannedCall::Kind::kFixedWindow;
+      call.checks.push_back(static_cast<uint32_t>(i));
+      call.params = first.params;
+      call.hits = first.hits;
+      AppendFixedWindowKey(first.key, now_us, first.params.period_us, &call.window_key);
+      continue;
+    }
+    if (options.lanes) {
+      plan.lane_checks.push_back(static_cast<uint32_t>(i));
+      continue;
+    }
+    PlannedCall& call = plan.calls.emplace_back();
+    call.kind = PlannedCall::Kind::kLoneChecks;
+    call.checks.push_back(static_cast<uint32_t>(i));
+    for (size_t c = i + 1; c < checks.size(); ++c) {
+      const LimitCheck& check = checks[c];
+      if (!planned[c] && lone(c) && check.params.algorithm == first.params.algorithm &&
+          check.params.limit != 0 &&
+          (!options.cluster || HashTagOf(StdView(check.key)) == HashTagOf(StdView(first.key)))) {
+        planned[c] = true;
+        call.checks.push_back(static_cast<uint32_t>(c));
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace sluice
