@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "server/backend/script_codec.h"
+#include "server/key/storage_key.h"
 #include "server/redis/hash_slot.h"
 
 namespace sluice {

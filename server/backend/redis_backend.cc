@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "lua/lua_scripts.h"
 #include "server/backend/script_codec.h"
+#include "server/key/storage_key.h"
 
 namespace sluice {
 namespace {

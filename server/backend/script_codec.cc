@@ -97,12 +97,6 @@ absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
   return absl::OkStatus();
 }
 
-void AppendFixedWindowKey(absl::string_view base, int64_t now_us, int64_t period_us,
-                          std::string* out) {
-  const int64_t index = algorithm_internal::WindowStart(now_us, period_us) / period_us;
-  absl::StrAppend(out, base, ":w", index);
-}
-
 int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us) {
   const int64_t rest = algorithm_internal::WindowStart(now_us, period_us) + period_us - now_us;
   return std::max<int64_t>(1, (rest + 999) / 1000);

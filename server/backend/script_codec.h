@@ -51,11 +51,6 @@ absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
 absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
                                    std::vector<Decision>* decisions);
 
-// The key of the fixed window that holds `now_us`: `base` followed by ":w" and the window's
-// index, floor(now_us / period_us). REQUIRES: period_us > 0.
-void AppendFixedWindowKey(absl::string_view base, int64_t now_us, int64_t period_us,
-                          std::string* out);
-
 // The TTL of a window key written at `now_us`: the rest of the window in whole milliseconds,
 // rounded up (at least 1). REQUIRES: period_us > 0.
 int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us);

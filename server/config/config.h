@@ -14,6 +14,7 @@
 #include "absl/types/span.h"
 #include "google/protobuf/struct.pb.h"
 #include "server/algorithm/algorithm.h"
+#include "server/key/storage_key.h"
 
 namespace sluice {
 
@@ -90,15 +91,6 @@ struct Domain {
   std::string name;
   std::string file;
   DescriptorNode root;  // key and value empty; children are the top-level descriptors
-};
-
-// A request descriptor entry, as seen by matching (no dependency on the protos).
-struct DescriptorEntryView {
-  absl::string_view key;
-  absl::string_view value;
-  // Storage keys only: `value` is a share_threshold wildcard pattern standing for every value
-  // it matches, written apart from any literal value (storage_key.h).
-  bool shared_pattern = false;
 };
 
 // How Match reached one level of the tree.

@@ -56,25 +56,6 @@ std::optional<TimeUnit> ParseUnit(absl::string_view text) {
   return std::nullopt;
 }
 
-// Short algorithm code used in storage-key suffixes; stable, since it names stored state.
-absl::string_view AlgorithmShortCode(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kFixedWindow:
-      return "fw";
-    case Algorithm::kSlidingWindowLog:
-      return "swl";
-    case Algorithm::kSlidingWindowCounter:
-      return "swc";
-    case Algorithm::kTokenBucket:
-      return "tb";
-    case Algorithm::kLeakyBucket:
-      return "lb";
-    case Algorithm::kGcra:
-      return "gcra";
-  }
-  return "unknown";
-}
-
 bool TakesBurst(Algorithm algorithm) {
   return algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kLeakyBucket ||
          algorithm == Algorithm::kGcra;
@@ -679,7 +660,7 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
   rule.params.limit = rule.requests_per_unit;
   rule.params.period_us = period_seconds * kMicrosPerSecond;
   rule.params.burst = burst;
-  rule.key_suffix = absl::StrCat(AlgorithmShortCode(algorithm), ":", period_seconds);
+  rule.key_suffix = RuleKeySuffix(algorithm, period_seconds);
   return absl::OkStatus();
 }
 

@@ -11,7 +11,8 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
-#include "server/backend/storage_key.h"
+#include "server/key/storage_key.h"
+#include "server/redis/hash_slot.h"
 #include "server/common/logging.h"
 
 namespace sluice {
@@ -222,7 +223,7 @@ void AddHeader(Response* response, absl::string_view key, std::string value) {
 void CoLocate(const std::vector<DescriptorPlan>& plans, std::vector<LimitCheck>& checks) {
   size_t descriptors = 0;
   bool have_tag = false;
-  absl::string_view tag;
+  std::string_view tag;
   for (const DescriptorPlan& plan : plans) {
     if (plan.rules.empty()) {
       continue;
@@ -232,7 +233,8 @@ void CoLocate(const std::vector<DescriptorPlan>& plans, std::vector<LimitCheck>&
     }
     ++descriptors;
     for (size_t c = plan.first_check; c < plan.first_check + plan.rules.size(); ++c) {
-      absl::string_view t = HashTagOf(checks[c].key);
+      const std::string_view t =
+          HashTagOf(std::string_view(checks[c].key.data(), checks[c].key.size()));
       if (!have_tag) {
         tag = t;
         have_tag = true;
@@ -381,7 +383,7 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
       rule.params.limit = rule.requests_per_unit;
       rule.params.period_us = UnitSeconds(rule.unit) * 1000000;
       rule.params.burst = rule.requests_per_unit;
-      rule.key_suffix = absl::StrCat("fw:", UnitSeconds(rule.unit));
+      rule.key_suffix = RuleKeySuffix(Algorithm::kFixedWindow, UnitSeconds(rule.unit));
       plan.rules.push_back(&rule);
       plan.owned_stat_key = DescriptorStatKey(domain, d);
       plan.stat_key = plan.owned_stat_key;

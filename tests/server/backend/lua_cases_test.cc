@@ -34,6 +34,7 @@
 #include "lua/lua_scripts.h"
 #include "server/algorithm/algorithm.h"
 #include "server/backend/script_codec.h"
+#include "server/key/storage_key.h"
 #include "tests/support/algorithm_cases.h"
 #include "tests/support/redis_server.h"
 

@@ -1,5 +1,6 @@
 #include "server/backend/redis_backend.h"
 #include "server/backend/script_codec.h"
+#include "server/key/storage_key.h"
 
 #include <chrono>
 #include <future>

@@ -85,18 +85,6 @@ TEST(ScriptCodecTest, RejectsMalformedReplies) {
   EXPECT_TRUE(d.empty());
 }
 
-TEST(ScriptCodecTest, FixedWindowKeyNamesTheWindow) {
-  std::string a, b, c, before;
-  AppendFixedWindowKey("k", 5'999'999, 3'000'000, &a);
-  AppendFixedWindowKey("k", 3'000'000, 3'000'000, &b);
-  AppendFixedWindowKey("k", 6'000'000, 3'000'000, &c);
-  AppendFixedWindowKey("k", -1, 3'000'000, &before);
-  EXPECT_EQ(a, "k:w1");
-  EXPECT_EQ(a, b);
-  EXPECT_EQ(c, "k:w2");
-  EXPECT_EQ(before, "k:w-1");  // floor, not truncation
-}
-
 TEST(ScriptCodecTest, FixedWindowTtlIsTheRestOfTheWindow) {
   EXPECT_EQ(FixedWindowTtlMs(0, 1'000'000), 1000);
   EXPECT_EQ(FixedWindowTtlMs(999'999, 1'000'000), 1);    // 1 us left: at least 1 ms

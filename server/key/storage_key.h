@@ -14,16 +14,38 @@
 // descriptors never share a key (suffixes never contain '='). An entry whose value is a
 // share_threshold pattern (DescriptorEntryView::shared_pattern) is written "<key>==<pattern>":
 // every value the pattern matches shares that one key, and no literal value can produce it.
+// A fixed window decided without a script keeps one key per window: the storage key followed
+// by ":w<window index>" (AppendFixedWindowKey).
+// This file is the one owner of the key format: config builds rule suffixes, the service
+// storage keys and the Redis backend window keys with these functions, and nothing else
+// spells a key. The hash tag between the braces follows Redis Cluster's rule, which is
+// HashTagOf (server/redis/hash_slot.h).
 // Pure functions; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "server/config/config.h"
+#include "server/algorithm/algorithm.h"
 
 namespace sluice {
+
+// A request descriptor entry, as seen by matching and by key building (no dependency on the
+// protos).
+struct DescriptorEntryView {
+  absl::string_view key;
+  absl::string_view value;
+  // Storage keys only: `value` is a share_threshold wildcard pattern standing for every value
+  // it matches, written apart from any literal value (see the file comment).
+  bool shared_pattern = false;
+};
+
+// The suffix that keeps one rule's state apart from the other rules of its descriptor and from
+// other algorithms' state: "<algorithm code>:<period in seconds>", e.g. "tb:1", "fw:86400".
+// Stable: it names stored state, so changing it orphans every counter.
+std::string RuleKeySuffix(Algorithm algorithm, int64_t period_seconds);
 
 // Appends the escaped form of `text` to `out`.
 void AppendEscapedKeyPart(absl::string_view text, std::string* out);
@@ -35,7 +57,9 @@ std::string StorageKey(absl::string_view prefix, absl::string_view domain,
                        absl::Span<const DescriptorEntryView> entries, absl::string_view rule_suffix,
                        absl::string_view tag_key = {});
 
-// The hash tag of a key built by StorageKey: the text between the first '{' and the first '}'.
-absl::string_view HashTagOf(absl::string_view key);
+// Appends the key of the fixed window that holds `now_us` to *out: `base` followed by ":w" and
+// the window's index, floor(now_us / period_us). REQUIRES: period_us > 0.
+void AppendFixedWindowKey(absl::string_view base, int64_t now_us, int64_t period_us,
+                          std::string* out);
 
 }  // namespace sluice

@@ -1,10 +1,11 @@
-#include "server/backend/storage_key.h"
+#include "server/key/storage_key.h"
 
 #include <set>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/redis/hash_slot.h"
 
 namespace sluice {
 namespace {
@@ -53,7 +54,7 @@ TEST(StorageKeyTest, HashTagByOneEntry) {
   std::string ka = StorageKey("sl:", "dom", a, "tb:60", "user");
   std::string kb = StorageKey("sl:", "dom", b, "tb:60", "user");
   EXPECT_EQ(ka, "sl:{dom|user=42}|user=42|path=/a|tb:60");
-  EXPECT_EQ(HashTagOf(ka), HashTagOf(kb));
+  EXPECT_EQ(HashSlot(ka), HashSlot(kb));  // one slot on a Redis Cluster
   EXPECT_NE(ka, kb);
   std::vector<DescriptorEntryView> no_user = {{"path", "/a"}};
   EXPECT_EQ(StorageKey("sl:", "dom", no_user, "tb:60", "user"),
@@ -73,6 +74,31 @@ TEST(StorageKeyTest, SharedPatternNeverMeetsALiteral) {
   EXPECT_EQ(StorageKey("sl:", "dom", shared, "fw:60"), "sl:{dom|files==docs/*}fw:60");
   EXPECT_EQ(StorageKey("sl:", "dom", literal, "fw:60"), "sl:{dom|files=docs/*}fw:60");
   EXPECT_EQ(StorageKey("sl:", "dom", forged, "fw:60"), "sl:{dom|files=%3Ddocs/*}fw:60");
+}
+
+// Verifies a window key names the window that holds the time, by floor division.
+TEST(StorageKeyTest, FixedWindowKeyNamesTheWindow) {
+  std::string a, b, c, before;
+  AppendFixedWindowKey("k", 5'999'999, 3'000'000, &a);
+  AppendFixedWindowKey("k", 3'000'000, 3'000'000, &b);
+  AppendFixedWindowKey("k", 6'000'000, 3'000'000, &c);
+  AppendFixedWindowKey("k", -1, 3'000'000, &before);
+  EXPECT_EQ(a, "k:w1");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(c, "k:w2");
+  EXPECT_EQ(before, "k:w-1");  // floor, not truncation
+}
+
+
+// Verifies the rule suffix names the algorithm and the period in seconds; it names stored
+// state, so it must never change.
+TEST(StorageKeyTest, RuleSuffixNamesAlgorithmAndPeriod) {
+  EXPECT_EQ(RuleKeySuffix(Algorithm::kFixedWindow, 1), "fw:1");
+  EXPECT_EQ(RuleKeySuffix(Algorithm::kSlidingWindowLog, 60), "swl:60");
+  EXPECT_EQ(RuleKeySuffix(Algorithm::kSlidingWindowCounter, 300), "swc:300");
+  EXPECT_EQ(RuleKeySuffix(Algorithm::kTokenBucket, 1), "tb:1");
+  EXPECT_EQ(RuleKeySuffix(Algorithm::kLeakyBucket, 604800), "lb:604800");
+  EXPECT_EQ(RuleKeySuffix(Algorithm::kGcra, 3600), "gcra:3600");
 }
 
 }  // namespace

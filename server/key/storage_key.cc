@@ -1,4 +1,7 @@
-#include "server/backend/storage_key.h"
+#include "server/key/storage_key.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/algorithm/algorithm_internal.h"
 
 namespace sluice {
 namespace {
@@ -72,16 +75,35 @@ std::string StorageKey(absl::string_view prefix, absl::string_view domain,
   return key;
 }
 
-absl::string_view HashTagOf(absl::string_view key) {
-  size_t open = key.find('{');
-  if (open == absl::string_view::npos) {
-    return {};
+std::string RuleKeySuffix(Algorithm algorithm, int64_t period_seconds) {
+  absl::string_view code = "unknown";
+  switch (algorithm) {
+    case Algorithm::kFixedWindow:
+      code = "fw";
+      break;
+    case Algorithm::kSlidingWindowLog:
+      code = "swl";
+      break;
+    case Algorithm::kSlidingWindowCounter:
+      code = "swc";
+      break;
+    case Algorithm::kTokenBucket:
+      code = "tb";
+      break;
+    case Algorithm::kLeakyBucket:
+      code = "lb";
+      break;
+    case Algorithm::kGcra:
+      code = "gcra";
+      break;
   }
-  size_t close = key.find('}', open + 1);
-  if (close == absl::string_view::npos) {
-    return {};
-  }
-  return key.substr(open + 1, close - open - 1);
+  return absl::StrCat(code, ":", period_seconds);
+}
+
+void AppendFixedWindowKey(absl::string_view base, int64_t now_us, int64_t period_us,
+                          std::string* out) {
+  const int64_t index = algorithm_internal::WindowStart(now_us, period_us) / period_us;
+  absl::StrAppend(out, base, ":w", index);
 }
 
 }  // namespace sluice
