@@ -4,7 +4,7 @@
 
 #include "server/backend/script_codec.h"
 #include "server/key/storage_key.h"
-#include "server/redis/hash_slot.h"
+#include "server/redis/cluster/hash_slot.h"
 
 namespace sluice {
 namespace {

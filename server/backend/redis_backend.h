@@ -31,7 +31,7 @@
 #include "server/backend/redis_clock.h"
 #include "server/backend/script_set.h"
 #include "server/common/clock.h"
-#include "server/redis/cluster_client.h"
+#include "server/redis/cluster/cluster_client.h"
 #include "server/redis/redis_client.h"
 #include "server/redis/redis_executor.h"
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
 #include "server/key/storage_key.h"
-#include "server/redis/hash_slot.h"
+#include "server/redis/cluster/hash_slot.h"
 #include "server/common/logging.h"
 
 namespace sluice {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/redis/hash_slot.h"
+#include "server/redis/cluster/hash_slot.h"
 
 namespace sluice {
 namespace {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/common/clock.h"
-#include "server/redis/cluster_client.h"
-#include "server/redis/hash_slot.h"
-#include "tests/server/redis/cluster_test_helpers.h"
+#include "server/redis/cluster/cluster_client.h"
+#include "server/redis/cluster/hash_slot.h"
+#include "tests/server/redis/cluster/cluster_test_helpers.h"
 #include "tests/support/redis_cluster.h"
 
 namespace sluice {

@@ -1,6 +1,6 @@
-#include "server/redis/hash_slot.h"
+#include "server/redis/cluster/hash_slot.h"
 
-#include "server/redis/crc16.h"
+#include "server/redis/cluster/crc16.h"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "server/redis/crc16.h"
+#include "server/redis/cluster/crc16.h"
 
 #include <array>
 

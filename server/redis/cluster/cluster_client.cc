@@ -1,4 +1,4 @@
-#include "server/redis/cluster_client.h"
+#include "server/redis/cluster/cluster_client.h"
 
 #include <pthread.h>
 
@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/logging.h"
 #include "server/redis/address.h"
-#include "server/redis/cluster_error.h"
-#include "server/redis/hash_slot.h"
+#include "server/redis/cluster/cluster_error.h"
+#include "server/redis/cluster/hash_slot.h"
 
 namespace sluice {
 namespace {

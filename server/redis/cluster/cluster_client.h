@@ -72,13 +72,13 @@
 #include "server/common/clock.h"
 #include "server/redis/backoff.h"
 #include "server/redis/command_batch.h"
-#include "server/redis/delay_queue.h"
+#include "server/redis/cluster/delay_queue.h"
 #include "server/redis/event_loop.h"
 #include "server/redis/redis_client.h"
 #include "server/redis/redis_executor.h"
 #include "server/redis/script_cache.h"
-#include "server/redis/slot_map.h"
-#include "server/redis/slot_map_loader.h"
+#include "server/redis/cluster/slot_map.h"
+#include "server/redis/cluster/slot_map_loader.h"
 #include "server/common/snapshot_publisher.h"
 
 namespace sluice {

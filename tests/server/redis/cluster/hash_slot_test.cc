@@ -1,4 +1,4 @@
-#include "server/redis/hash_slot.h"
+#include "server/redis/cluster/hash_slot.h"
 
 #include <hiredis/hiredis.h>
 

@@ -1,4 +1,4 @@
-#include "server/redis/slot_map_loader.h"
+#include "server/redis/cluster/slot_map_loader.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "server/redis/cluster_client.h"
+#include "server/redis/cluster/cluster_client.h"
 
 #include <atomic>
 #include <map>
@@ -12,8 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/common/clock.h"
-#include "server/redis/hash_slot.h"
-#include "tests/server/redis/cluster_test_helpers.h"
+#include "server/redis/cluster/hash_slot.h"
+#include "tests/server/redis/cluster/cluster_test_helpers.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_cluster.h"
 #include "tests/support/redis_server.h"

@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "server/common/clock.h"
 #include "server/redis/command_batch.h"
-#include "server/redis/hash_slot.h"
+#include "server/redis/cluster/hash_slot.h"
 #include "server/redis/redis_executor.h"
 #include "tests/support/redis_cluster.h"
 

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/redis/address.h"
-#include "server/redis/slot_map.h"
+#include "server/redis/cluster/slot_map.h"
 
 namespace sluice {
 

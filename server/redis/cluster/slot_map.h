@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/redis/hash_slot.h"
+#include "server/redis/cluster/hash_slot.h"
 #include "server/redis/reply.h"
 
 namespace sluice {

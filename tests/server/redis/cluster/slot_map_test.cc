@@ -1,4 +1,4 @@
-#include "server/redis/slot_map.h"
+#include "server/redis/cluster/slot_map.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "server/redis/cluster_error.h"
+#include "server/redis/cluster/cluster_error.h"
 
 #include "gtest/gtest.h"
 

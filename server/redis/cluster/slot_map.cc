@@ -1,4 +1,4 @@
-#include "server/redis/slot_map.h"
+#include "server/redis/cluster/slot_map.h"
 
 #include <algorithm>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/redis/cluster_error.h"
+#include "server/redis/cluster/cluster_error.h"
 
 namespace sluice {
 namespace {

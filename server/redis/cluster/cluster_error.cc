@@ -1,9 +1,9 @@
-#include "server/redis/cluster_error.h"
+#include "server/redis/cluster/cluster_error.h"
 
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
-#include "server/redis/hash_slot.h"
+#include "server/redis/cluster/hash_slot.h"
 
 namespace sluice {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/redis/delay_queue.h"
+#include "server/redis/cluster/delay_queue.h"
 
 #include <condition_variable>
 #include <mutex>
