@@ -19,7 +19,7 @@
 // This file is the one owner of the key format: config builds rule suffixes, the service
 // storage keys and the Redis backend window keys with these functions, and nothing else
 // spells a key. The hash tag between the braces follows Redis Cluster's rule, which is
-// HashTagOf (server/redis/hash_slot.h).
+// HashTagOf (server/redis/cluster/hash_slot.h).
 // Pure functions; thread-safe.
 #pragma once
 
