@@ -1,40 +1,32 @@
 #include "server/backend/call_plan.h"
 
-#include <string_view>
-
-#include "server/backend/script_codec.h"
+#include "server/common/std_view.h"
 #include "server/key/storage_key.h"
 #include "server/redis/cluster/hash_slot.h"
 
 namespace sluice {
-namespace {
-
-std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
-
-}  // namespace
 
 CallPlan PlanCalls(absl::Span<const LimitCheck> checks, int64_t now_us, CallPlanOptions options) {
   CallPlan plan;
   absl::InlinedVector<bool, 8> planned(checks.size(), false);  // joined an earlier call
-  // The end of each check's group (groups are runs of equal LimitCheck::group).
-  absl::InlinedVector<uint32_t, 8> group_end(checks.size());
-  for (size_t i = checks.size(); i-- > 0;) {
-    group_end[i] = (i + 1 < checks.size() && checks[i + 1].group == checks[i].group)
-                       ? group_end[i + 1]
-                       : static_cast<uint32_t>(i + 1);
-  }
+  // A lone check: a group of one (groups are runs of equal LimitCheck::group).
   const auto lone = [&](size_t c) {
-    return group_end[c] == c + 1 && (c == 0 || checks[c - 1].group != checks[c].group);
+    return (c == 0 || checks[c - 1].group != checks[c].group) &&
+           (c + 1 == checks.size() || checks[c + 1].group != checks[c].group);
   };
-  for (size_t i = 0; i < checks.size(); i = group_end[i]) {
+  for (size_t i = 0, end = 0; i < checks.size(); i = end) {
+    end = i + 1;
+    while (end < checks.size() && checks[end].group == checks[i].group) {
+      ++end;
+    }
     if (planned[i]) {
       continue;
     }
     const LimitCheck& first = checks[i];
-    if (!lone(i)) {
+    if (end - i > 1) {
       PlannedCall& call = plan.calls.emplace_back();
       call.kind = PlannedCall::Kind::kGroup;
-      for (uint32_t c = static_cast<uint32_t>(i); c < group_end[i]; ++c) {
+      for (uint32_t c = static_cast<uint32_t>(i); c < end; ++c) {
         call.checks.push_back(c);
       }
       continue;

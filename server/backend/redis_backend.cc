@@ -12,13 +12,11 @@
 #include "absl/time/clock.h"
 #include "lua/lua_scripts.h"
 #include "server/backend/script_codec.h"
+#include "server/common/std_view.h"
 #include "server/key/storage_key.h"
 
 namespace sluice {
 namespace {
-
-// Redis commands take std::string_view; Debian's abseil has its own string_view.
-std::string_view StdView(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
 // An integer's decimal text in `buffer`.
 template <typename Int>

@@ -1,9 +1,8 @@
 #include "server/backend/script_set.h"
 
-#include <string_view>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/common/std_view.h"
 
 namespace sluice {
 
@@ -11,10 +10,7 @@ absl::StatusOr<ScriptSet> ScriptSet::Register(absl::Span<const LuaScript> script
                                               ScriptCache& cache) {
   ScriptSet set;
   for (const LuaScript& script : scripts) {
-    // Redis commands take std::string_view; Debian's abseil has its own string_view.
-    auto registered =
-        cache.Register(std::string_view(script.name.data(), script.name.size()),
-                       std::string_view(script.source.data(), script.source.size()));
+    auto registered = cache.Register(StdView(script.name), StdView(script.source));
     if (!registered.ok()) {
       return registered.status();
     }

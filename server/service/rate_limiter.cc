@@ -14,6 +14,7 @@
 #include "server/key/storage_key.h"
 #include "server/redis/cluster/hash_slot.h"
 #include "server/common/logging.h"
+#include "server/common/std_view.h"
 
 namespace sluice {
 namespace {
@@ -233,8 +234,7 @@ void CoLocate(const std::vector<DescriptorPlan>& plans, std::vector<LimitCheck>&
     }
     ++descriptors;
     for (size_t c = plan.first_check; c < plan.first_check + plan.rules.size(); ++c) {
-      const std::string_view t =
-          HashTagOf(std::string_view(checks[c].key.data(), checks[c].key.size()));
+      const std::string_view t = HashTagOf(StdView(checks[c].key));
       if (!have_tag) {
         tag = t;
         have_tag = true;
