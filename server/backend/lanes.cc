@@ -12,7 +12,7 @@ SplitRequest::SplitRequest(EvaluateCallback done, size_t checks, size_t parts)
 
 void SplitRequest::Finish(absl::Status status) {
   if (!status.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (status_.ok()) {
       status_ = std::move(status);
     }
@@ -23,7 +23,7 @@ void SplitRequest::Finish(absl::Status status) {
   }
   absl::Status final_status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     final_status = status_;
   }
   if (!final_status.ok()) {
@@ -39,14 +39,14 @@ Lanes::Lanes(size_t max_batch, int max_calls_out)
 LaneCalls Lanes::Enqueue(Algorithm algorithm,
                          absl::FunctionRef<void(std::vector<LaneCheck>&)> add) {
   Lane& lane = lanes_[static_cast<size_t>(algorithm)];
-  std::lock_guard<std::mutex> lock(lane.mu);
+  MutexLock lock(lane.mu);
   add(lane.waiting);
   return TakeCalls(lane);
 }
 
 LaneCalls Lanes::CallReturned(Algorithm algorithm) {
   Lane& lane = lanes_[static_cast<size_t>(algorithm)];
-  std::lock_guard<std::mutex> lock(lane.mu);
+  MutexLock lock(lane.mu);
   --lane.in_flight;
   return TakeCalls(lane);
 }

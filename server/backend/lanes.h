@@ -19,7 +19,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,6 +28,7 @@
 #include "absl/status/status.h"
 #include "server/algorithm/algorithm.h"
 #include "server/backend/backend.h"
+#include "server/common/mutex.h"
 
 namespace sluice {
 
@@ -46,7 +46,7 @@ class SplitRequest {
  private:
   EvaluateCallback done_;
   std::atomic<size_t> outstanding_;
-  std::mutex mu_;
+  Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);  // the first failure
 };
 
@@ -89,7 +89,7 @@ class Lanes {
 
  private:
   struct Lane {
-    std::mutex mu;
+    Mutex mu;
     std::vector<LaneCheck> waiting ABSL_GUARDED_BY(mu);
     int in_flight ABSL_GUARDED_BY(mu) = 0;  // calls out
     // Written under mu, read relaxed by metrics.

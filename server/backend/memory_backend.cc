@@ -74,7 +74,7 @@ void MemoryBackend::EvaluateGroup(absl::Span<const LimitCheck> checks,
   std::sort(shard_ids.begin(), shard_ids.end());
   shard_ids.erase(std::unique(shard_ids.begin(), shard_ids.end()), shard_ids.end());
   for (size_t s : shard_ids) {
-    shards_[s].mu.lock();
+    shards_[s].mu.Lock();
   }
 
   // Decide on copies first; commit only if every check admits.
@@ -100,7 +100,7 @@ void MemoryBackend::EvaluateGroup(absl::Span<const LimitCheck> checks,
   }
 
   for (auto it = shard_ids.rbegin(); it != shard_ids.rend(); ++it) {
-    shards_[*it].mu.unlock();
+    shards_[*it].mu.Unlock();
   }
 }
 
@@ -114,7 +114,7 @@ void MemoryBackend::EvaluateInto(absl::Span<const LimitCheck> checks,
                    (i + 1 < checks.size() && checks[i + 1].group == checks[i].group);
     if (!grouped) {
       Shard& shard = shards_[ShardIndex(checks[i].key)];
-      std::lock_guard<std::mutex> lock(shard.mu);
+      MutexLock lock(shard.mu);
       Entry& entry = EntryFor(shard, checks[i], now_us);
       Decision& d = (*decisions)[i];
       d = ::sluice::Evaluate(checks[i].params, entry.state, now_us, checks[i].hits);
@@ -141,7 +141,7 @@ void MemoryBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallba
 size_t MemoryBackend::KeyCount() const {
   size_t n = 0;
   for (size_t s = 0; s < std::max<size_t>(1, options_.shards); ++s) {
-    std::lock_guard<std::mutex> lock(shards_[s].mu);
+    MutexLock lock(shards_[s].mu);
     n += shards_[s].entries.size();
   }
   return n;
@@ -150,7 +150,7 @@ size_t MemoryBackend::KeyCount() const {
 uint64_t MemoryBackend::EvictionCount() const {
   uint64_t n = 0;
   for (size_t s = 0; s < std::max<size_t>(1, options_.shards); ++s) {
-    std::lock_guard<std::mutex> lock(shards_[s].mu);
+    MutexLock lock(shards_[s].mu);
     n += shards_[s].evictions;
   }
   return n;

@@ -1,11 +1,11 @@
 #include "server/backend/per_second_backend.h"
 
 #include <atomic>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_replace.h"
+#include "server/common/mutex.h"
 
 namespace sluice {
 namespace {
@@ -17,7 +17,7 @@ struct SplitCall {
   std::vector<size_t> main_index;        // caller index of each check sent to main
   std::vector<size_t> per_second_index;  // ... and to per_second
   std::atomic<int> pending{2};
-  std::mutex mu;  // guards status (each side writes disjoint decisions)
+  Mutex mu;  // guards status (each side writes disjoint decisions)
   absl::Status status;
   EvaluateCallback done;
 
@@ -28,7 +28,7 @@ struct SplitCall {
         decisions[index[i]] = side[i];
       }
     } else {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (status.ok()) {
         status = std::move(side_status);
       }

@@ -19,9 +19,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
+#include "server/common/mutex.h"
 
 namespace sluice {
 
@@ -44,7 +44,7 @@ class SnapshotPublisher {
     if (cache.publisher == id_ && cache.generation == generation) {
       return cache.value;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     cache.publisher = id_;
     cache.generation = generation_.load(std::memory_order_relaxed);
     cache.value = value_;
@@ -53,7 +53,7 @@ class SnapshotPublisher {
 
   // Publishes `value`; readers see it from their next Load.
   void Store(std::shared_ptr<const T> value) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     value_.swap(value);
     generation_.fetch_add(1, std::memory_order_release);
     // The previous snapshot (now in `value`) is released after the lock, possibly freed here.
@@ -61,7 +61,7 @@ class SnapshotPublisher {
 
   // Publishes `desired` only if the current snapshot is still `expected`; true if it did.
   bool CompareAndStore(const T* expected, std::shared_ptr<const T> desired) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (value_.get() != expected) {
       return false;
     }
@@ -77,8 +77,7 @@ class SnapshotPublisher {
   }
 
   const uint64_t id_;
-  // Not absl::Mutex: see the note in event_loop.h.
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::shared_ptr<const T> value_ ABSL_GUARDED_BY(mu_);
   // Bumped, under mu_, by every publication.
   std::atomic<uint64_t> generation_{0};

@@ -62,7 +62,7 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
       backoff_(options_.backoff_min_us, options_.backoff_max_us, std::move(random)),
       connect_timer_(loop,
                      [this] {
-                       std::lock_guard<std::mutex> lock(mu_);
+                       MutexLock lock(mu_);
                        if (state_ == State::kConnecting) {
                          Drop(absl::StrCat("no connection and handshake within ",
                                            options_.connect_timeout_us / 1000, " ms"));
@@ -71,18 +71,18 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
                      }),
       reconnect_timer_(loop,
                        [this] {
-                         std::lock_guard<std::mutex> lock(mu_);
+                         MutexLock lock(mu_);
                          StartConnect();
                          FinishLoopWork();
                        }),
       stall_timer_(loop,
                    [this] {
-                     std::lock_guard<std::mutex> lock(mu_);
+                     MutexLock lock(mu_);
                      OnStallCheck();
                      FinishLoopWork();
                    }),
-      watchdog_(loop, [this] {
-        std::lock_guard<std::mutex> lock(mu_);
+      horizon_(loop, clock, options_.caller_write_horizon_us, [this] {
+        MutexLock lock(mu_);
         OnWatchdog();
       }) {}
 
@@ -94,7 +94,7 @@ RedisConnection::~RedisConnection() {
 }
 
 void RedisConnection::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (state_ == State::kIdle) {
     StartConnect();
   }
@@ -134,7 +134,7 @@ void RedisConnection::StartConnect() {
     return;
   }
   ac->data = this;
-  AttachToLoop(ac);
+  AttachSocketEvents(loop_, ac, *this);
   redisAsyncSetConnectCallback(ac, &RedisConnection::OnConnect);
   redisAsyncSetDisconnectCallback(ac, &RedisConnection::OnDisconnect);
   if (options_.unix_path.empty()) {
@@ -182,67 +182,32 @@ bool RedisConnection::SendHandshakeCommand(std::initializer_list<std::string_vie
 }
 
 // ---------------------------------------------------------------------------------------------
-// The socket's events on the loop (hiredis' adapter interface).
+// The socket's events on the loop, and hiredis' connection callbacks.
 
-void RedisConnection::AttachToLoop(redisAsyncContext* ac) {
-  auto* events = new SocketEvents;
-  events->owner = this;
-  events->ac = ac;
-  int fd = ac->c.fd;
-  events->read = event_new(loop_.base(), fd, EV_READ, &RedisConnection::OnReadable, events);
-  events->write = event_new(loop_.base(), fd, EV_WRITE, &RedisConnection::OnWritable, events);
-  ac->ev.data = events;
-  ac->ev.addRead = [](void* privdata) { Watch(privdata, /*read=*/true, /*arm=*/true); };
-  ac->ev.delRead = [](void* privdata) { Watch(privdata, /*read=*/true, /*arm=*/false); };
-  ac->ev.addWrite = [](void* privdata) { Watch(privdata, /*read=*/false, /*arm=*/true); };
-  ac->ev.delWrite = [](void* privdata) { Watch(privdata, /*read=*/false, /*arm=*/false); };
-  ac->ev.cleanup = &RedisConnection::CleanupEvents;
-  // Either one firing first completes the non-blocking connect.
-  event_add(events->read, nullptr);
-  event_add(events->write, nullptr);
+void RedisConnection::OnSocketReadable(redisAsyncContext* ac) {
+  MutexLock lock(mu_);
+  redisAsyncHandleRead(ac);
+  FinishLoopWork();
 }
 
-void RedisConnection::OnReadable(int /*fd*/, short /*events*/, void* arg) {
-  auto* events = static_cast<SocketEvents*>(arg);
-  RedisConnection* self = events->owner;  // `events` may be freed by what follows
-  std::lock_guard<std::mutex> lock(self->mu_);
-  redisAsyncHandleRead(events->ac);
-  self->FinishLoopWork();
+void RedisConnection::OnSocketWritable(redisAsyncContext* ac) {
+  MutexLock lock(mu_);
+  redisAsyncHandleWrite(ac);
+  FinishLoopWork();
 }
 
-void RedisConnection::OnWritable(int /*fd*/, short /*events*/, void* arg) {
-  auto* events = static_cast<SocketEvents*>(arg);
-  RedisConnection* self = events->owner;
-  std::lock_guard<std::mutex> lock(self->mu_);
-  redisAsyncHandleWrite(events->ac);
-  self->FinishLoopWork();
+// When a caller is queueing commands, it writes the socket itself and the read event is armed
+// already (from the first read on, it always is), so the loop's event_base is left alone.
+bool RedisConnection::SocketWatchPaused() const {
+  mu_.AssertHeld();  // hiredis asks from inside a redisAsync* call, made under mu_
+  return writing_from_caller_;
 }
 
-// hiredis asks for this under mu_. When a caller is queueing commands, the caller writes the
-// socket itself and the read event is armed already (from the first read on, it always is), so
-// the loop's event_base is left alone.
-void RedisConnection::Watch(void* privdata, bool read, bool arm) {
-  auto* events = static_cast<SocketEvents*>(privdata);
-  if (events->owner->writing_from_caller_) {
-    return;
-  }
-  event* watched = read ? events->read : events->write;
-  if (arm) {
-    event_add(watched, nullptr);
-  } else {
-    event_del(watched);
-  }
-}
-
-void RedisConnection::CleanupEvents(void* privdata) {
-  auto* events = static_cast<SocketEvents*>(privdata);
-  event_free(events->read);
-  event_free(events->write);
-  delete events;
-}
+// hiredis makes these callbacks from inside the redisAsync* calls this class makes, all under mu_.
 
 void RedisConnection::OnConnect(const redisAsyncContext* ac, int status) {
   RedisConnection* self = OwnerOf(ac);
+  self->mu_.AssertHeld();
   if (ac != self->ac_ || status == REDIS_OK) {
     return;  // connected: the handshake replies take it from here
   }
@@ -257,6 +222,7 @@ void RedisConnection::OnConnect(const redisAsyncContext* ac, int status) {
 
 void RedisConnection::OnDisconnect(const redisAsyncContext* ac, int status) {
   RedisConnection* self = OwnerOf(ac);
+  self->mu_.AssertHeld();
   if (ac != self->ac_) {
     return;  // a context this connection dropped itself
   }
@@ -272,6 +238,7 @@ void RedisConnection::OnDisconnect(const redisAsyncContext* ac, int status) {
 
 void RedisConnection::OnHandshakeReply(redisAsyncContext* ac, void* reply, void* privdata) {
   RedisConnection* self = OwnerOf(ac);
+  self->mu_.AssertHeld();
   --self->outstanding_;
   if (reply == nullptr || ac != self->ac_) {
     return;  // the context is going away; whoever drops it handles the state
@@ -374,7 +341,7 @@ void RedisConnection::OnStallCheck() {
 }
 
 void RedisConnection::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (state_ == State::kClosed) {
     return;
   }
@@ -429,17 +396,22 @@ bool RedisConnection::TryWriteFromCaller(PendingBatch* batch) {
   if (options_.caller_write_horizon_us <= 0 || !ready() || loop_.IsLoopThread()) {
     return false;
   }
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) {
+  if (!mu_.TryLock()) {
     return false;  // the loop is at work on this connection: let it batch this one too
   }
+  bool written = WriteFromCaller(batch);
+  mu_.Unlock();
+  return written;
+}
+
+bool RedisConnection::WriteFromCaller(PendingBatch* batch) {
   size_t n = batch->commands.size();
   // Only an idle connection: commands on the wire mean the loop will soon write anyway, and a
   // queued batch must go out first (one caller's batches reach Redis in the order submitted).
   // The loop handles the rest (an empty batch, failures, a deadline before the horizon).
   if (state_ != State::kReady || ac_ == nullptr || outstanding_ != 0 || n == 0 ||
-      n > options_.max_pending_commands || !submissions_.empty() || horizon_us_ == 0 ||
-      batch->deadline_us < horizon_us_ || batch->deadline_us <= clock_.MonotonicMicros()) {
+      n > options_.max_pending_commands || !submissions_.empty() ||
+      !horizon_.Admits(batch->deadline_us)) {
     return false;
   }
   batch->replies.resize(n);
@@ -456,14 +428,14 @@ bool RedisConnection::TryWriteFromCaller(PendingBatch* batch) {
     }
   }
   writing_from_caller_ = false;
-  caller_wrote_ = true;
+  horizon_.NoteCallerWrite();
   Bump(caller_writes_);
   int done = 0;
   if (redisBufferWrite(&ac_->c, &done) == REDIS_ERR || done == 0) {
     // A full socket buffer or a broken socket: the loop finishes the write or the disconnect as
     // if the socket had woken it. Posted tasks run before the connection can be destroyed.
     loop_.Post([this] {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (ac_ != nullptr) {
         redisAsyncHandleWrite(ac_);
       }
@@ -475,29 +447,19 @@ bool RedisConnection::TryWriteFromCaller(PendingBatch* batch) {
 
 void RedisConnection::FinishLoopWork() {
   AdoptCallerBatches();
-  caller_wrote_ = false;
-  if (options_.caller_write_horizon_us <= 0) {
-    return;
-  }
-  if (state_ != State::kReady || ac_ == nullptr) {
-    horizon_us_ = 0;
-    watchdog_.Cancel();
-    return;
-  }
   // Every batch callers wrote is adopted, so the horizon may move: the loop runs again by then,
   // for a reply or for the watchdog.
-  horizon_us_ = clock_.MonotonicMicros() + options_.caller_write_horizon_us;
-  watchdog_.Arm(options_.caller_write_horizon_us);
+  horizon_.LoopRan(state_ == State::kReady && ac_ != nullptr);
 }
 
 void RedisConnection::OnWatchdog() {
-  if (caller_wrote_ || outstanding_ > 0) {
+  if (horizon_.caller_wrote() || outstanding_ > 0) {
     FinishLoopWork();
     return;
   }
-  // Quiet: stop waking. The next batch goes through the loop, which sets a horizon again.
+  // Quiet: stop waking. The next batch goes through the loop, which renews the horizon.
   AdoptCallerBatches();
-  horizon_us_ = 0;
+  horizon_.Withdraw();
 }
 
 void RedisConnection::AdoptCallerBatches() {
@@ -531,7 +493,7 @@ void RedisConnection::AdoptCallerBatches() {
 }
 
 void RedisConnection::DrainSubmissions() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (PendingBatch* batch = submissions_.TakeAll(); batch != nullptr;) {
     PendingBatch* next = batch->next;
     batch->next = nullptr;
@@ -622,6 +584,7 @@ RedisConnection::ScriptState* RedisConnection::StateFor(const RedisScript& scrip
 void RedisConnection::OnScriptLoaded(redisAsyncContext* ac, void* reply, void* privdata) {
   auto* state = static_cast<ScriptState*>(privdata);
   RedisConnection* self = state->owner;
+  self->mu_.AssertHeld();  // called back from a redisAsync* call under mu_
   --self->outstanding_;
   if (reply == nullptr) {
     return;
@@ -648,6 +611,7 @@ void RedisConnection::OnCommandReply(redisAsyncContext* ac, void* reply, void* p
   auto* slot = static_cast<CommandSlot*>(privdata);
   PendingBatch* batch = slot->batch;
   RedisConnection* self = batch->owner;
+  self->mu_.AssertHeld();  // called back from a redisAsync* call under mu_
   --self->outstanding_;
   --batch->refs;
   auto* r = static_cast<redisReply*>(reply);
@@ -708,7 +672,7 @@ void RedisConnection::HealNoScript(PendingBatch* batch, size_t i) {
 void RedisConnection::OnBatchDeadline(int fd, short events, void* arg) {
   auto* batch = static_cast<PendingBatch*>(arg);
   RedisConnection* self = batch->owner;
-  std::lock_guard<std::mutex> lock(self->mu_);
+  MutexLock lock(self->mu_);
   int64_t remaining_us = batch->deadline_us - self->clock_.MonotonicMicros();
   if (remaining_us > 0) {
     // libevent's clock ran ahead of the injected one; wait for the latter.

@@ -18,30 +18,38 @@
 // horizon (`caller_write_horizon_us` after it last ran, kept by a watchdog timer while callers
 // write); a batch whose deadline comes before that horizon goes through the loop instead.
 //
+// The parts: this class is the connection's state machine (connect, handshake, dispatch, replies,
+// NOSCRIPT healing, deadlines, stall watch, reconnect). The socket's events on the loop are
+// AttachSocketEvents' (socket_events.h), and the horizon that callers' writes rely on is
+// WriteHorizon's (write_horizon.h).
+//
 // Threading: Submit and ready() may be called from any thread. Everything else, and every
 // callback this class makes (batch callbacks, the readiness hook), runs on the loop thread.
 // Everything the loop thread does here runs under `mu_`, so the hiredis context and the
-// counters below are shared only under it; callbacks run with it held, and may Submit (to this
-// connection too: from the loop thread, Submit always queues). Destroy the connection on the
-// loop thread, or after the loop has stopped.
+// counters below are shared only under it (the compiler checks this: ABSL_GUARDED_BY); callbacks
+// run with it held, and may Submit (to this connection too: from the loop thread, Submit always
+// queues). Destroy the connection on the loop thread, or after the loop has stopped.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "server/common/clock.h"
+#include "server/common/mutex.h"
 #include "server/redis/backoff.h"
 #include "server/redis/command_batch.h"
 #include "server/redis/event_loop.h"
 #include "server/redis/mpsc_queue.h"
 #include "server/redis/script_cache.h"
+#include "server/redis/socket_events.h"
+#include "server/redis/write_horizon.h"
 
 struct event;
 struct redisAsyncContext;
@@ -93,7 +101,7 @@ struct RedisConnectionStats {
   }
 };
 
-class RedisConnection {
+class RedisConnection : private SocketEventsOwner {
  public:
   enum class State { kIdle, kConnecting, kReady, kDown, kClosed };
 
@@ -103,25 +111,25 @@ class RedisConnection {
                   std::shared_ptr<const ScriptCache> scripts, RandomFn random,
                   absl::AnyInvocable<void(bool ready)> on_ready_change);
   // Close()s. REQUIRES: on the loop thread, or the loop is not running.
-  ~RedisConnection();
+  ~RedisConnection();  // not virtual: SocketEventsOwner is a private interface
 
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;
 
   // Starts connecting. REQUIRES: on the loop thread; once.
-  void Start();
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Hands a batch to the connection; any thread, never blocks. `done` runs exactly once on the
   // loop thread: with the replies, or kUnavailable at once if the connection is not ready,
   // kDeadlineExceeded at `deadline_us` (Clock::MonotonicMicros), kUnavailable if the
   // connection is lost first. Only if the connection is closed does `done` run inline, on the
   // caller's stack, with kUnavailable.
-  void Submit(CommandBatch batch, int64_t deadline_us, BatchCallback done);
+  void Submit(CommandBatch batch, int64_t deadline_us, BatchCallback done) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stops for good: timers off, the hiredis context freed, every pending or queued batch failed
   // with kUnavailable; later Submits fail inline. Idempotent.
   // REQUIRES: on the loop thread, or the loop is not running.
-  void Close();
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Whether the handshake is done and the connection not known to be lost. Any thread; a hint
   // that may be stale by the time the caller acts on it.
@@ -140,7 +148,8 @@ class RedisConnection {
     int noscript_retries = 0;
   };
   // A batch from Submit until it has completed and hiredis holds none of its slots any more;
-  // so it outlives its deadline while late replies are still due.
+  // so it outlives its deadline while late replies are still due. Once handed to the loop (or
+  // written by a caller), touched only under owner->mu_, which the analysis cannot name here.
   struct PendingBatch {
     RedisConnection* owner = nullptr;
     CommandBatch commands;
@@ -158,15 +167,6 @@ class RedisConnection {
     PendingBatch* next = nullptr;  // submission queue link
   };
   struct ScriptState;
-  // What hiredis holds (ac->ev.data) to watch the socket on the loop: our own adapter rather
-  // than hiredis' libevent one, so that the socket is read and written under `mu_`, and so that
-  // a caller queueing commands does not touch the loop's event_base.
-  struct SocketEvents {
-    RedisConnection* owner = nullptr;
-    redisAsyncContext* ac = nullptr;
-    event* read = nullptr;
-    event* write = nullptr;
-  };
 
   // hiredis and libevent callbacks.
   static void OnConnect(const redisAsyncContext* ac, int status);
@@ -175,51 +175,53 @@ class RedisConnection {
   static void OnScriptLoaded(redisAsyncContext* ac, void* reply, void* privdata);
   static void OnCommandReply(redisAsyncContext* ac, void* reply, void* privdata);
   static void OnBatchDeadline(int fd, short events, void* arg);
-  static void OnReadable(int fd, short events, void* arg);
-  static void OnWritable(int fd, short events, void* arg);
-  // hiredis' hooks to arm or disarm reading or writing.
-  static void Watch(void* privdata, bool read, bool arm);
-  static void CleanupEvents(void* privdata);
-  void AttachToLoop(redisAsyncContext* ac);
+  // SocketEventsOwner.
+  void OnSocketReadable(redisAsyncContext* ac) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnSocketWritable(redisAsyncContext* ac) override ABSL_LOCKS_EXCLUDED(mu_);
+  bool SocketWatchPaused() const override;
 
-  void StartConnect();
-  void BecomeReady();
+  // Everything from here on runs on the loop thread under mu_, except TryWriteFromCaller (a
+  // caller's thread, which takes mu_ only if it is free) and WriteFromCaller (under it).
+  void StartConnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BecomeReady() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets the hiredis context and frees it, which fails its pending commands; then schedules
   // a reconnect unless closed. No-op without a context.
-  void Drop(std::string reason);
+  void Drop(std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Clears ac_ (whoever calls this frees the context, or hiredis does) and the timers tied to it.
-  void ForgetContext();
-  void ScheduleReconnect();
-  void SetReady(bool ready);
-  void OnStallCheck();
+  void ForgetContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleReconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetReady(bool ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnStallCheck() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  void DrainSubmissions();
+  void DrainSubmissions() ABSL_LOCKS_EXCLUDED(mu_);
   // Writes `batch` from the calling thread if the connection is idle and the mutex free; false
   // (and `batch` untouched) otherwise.
-  bool TryWriteFromCaller(PendingBatch* batch);
+  bool TryWriteFromCaller(PendingBatch* batch) ABSL_LOCKS_EXCLUDED(mu_);
+  bool WriteFromCaller(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends every piece of work the loop thread does under mu_: takes over the batches callers
-  // wrote (timers, stall watch) and moves the horizon.
-  void FinishLoopWork();
-  void AdoptCallerBatches();
-  void OnWatchdog();
-  void Dispatch(PendingBatch* batch);
+  // wrote (timers, stall watch) and renews the write horizon.
+  void FinishLoopWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdoptCallerBatches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWatchdog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes command i of `batch` to the output buffer (hiredis flushes it when the socket is
   // writable, together with everything else queued until then).
-  bool SendCommand(PendingBatch* batch, size_t i);
-  bool SendScriptLoad(ScriptState* state);
-  bool SendHandshakeCommand(std::initializer_list<std::string_view> args, void* tag);
-  void NoteCommandSent();
+  bool SendCommand(PendingBatch* batch, size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SendScriptLoad(ScriptState* state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SendHandshakeCommand(std::initializer_list<std::string_view> args, void* tag)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteCommandSent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Arms the stall timer unless it is armed already (or stall_timeout_us is 0).
-  void WatchForStall();
-  void HealNoScript(PendingBatch* batch, size_t i);
-  ScriptState* StateFor(const RedisScript& script);
-  void Complete(PendingBatch* batch, absl::Status status);
-  void MaybeFree(PendingBatch* batch);
+  void WatchForStall() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HealNoScript(PendingBatch* batch, size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ScriptState* StateFor(const RedisScript& script) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Complete(PendingBatch* batch, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeFree(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives `batch` its deadline timer, `remaining_us` from now (> 0).
-  void ArmDeadline(PendingBatch* batch, int64_t remaining_us);
-  event* AcquireTimer(PendingBatch* batch);
-  void ReleaseTimer(event* timer);
-  absl::Status LostStatus(const redisAsyncContext* ac) const;
+  void ArmDeadline(PendingBatch* batch, int64_t remaining_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  event* AcquireTimer(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseTimer(event* timer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LostStatus(const redisAsyncContext* ac) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Not a read-modify-write: every Bump runs under mu_, so bumps never race one another; the
   // counters are atomic only for stats() readers on other threads.
   static void Bump(std::atomic<uint64_t>& counter) {
@@ -231,38 +233,42 @@ class RedisConnection {
   const std::string address_;  // "host:port", for messages
   const Clock& clock_;
   const std::shared_ptr<const ScriptCache> scripts_;
-  absl::AnyInvocable<void(bool)> on_ready_change_;
+  absl::AnyInvocable<void(bool)> on_ready_change_ ABSL_GUARDED_BY(mu_);
 
   // Batches handed over by Submit, waiting for the loop thread.
   MpscQueue<PendingBatch, &PendingBatch::next> submissions_;
   std::atomic<bool> ready_{false};
 
-  // Not absl::Mutex: see the note in event_loop.h. The loop thread holds it for all its work on
-  // this connection; a caller only ever try_locks it, so a caller never waits for the loop.
-  std::mutex mu_;
+  // The loop thread holds it for all its work on this connection; a caller only ever
+  // TryLocks it, so a caller never waits for the loop.
+  Mutex mu_;
 
-  // Everything below is touched under mu_, and the timers only on the loop thread.
-  State state_ = State::kIdle;
-  redisAsyncContext* ac_ = nullptr;
-  ExponentialBackoff backoff_;
-  LoopTimer connect_timer_;
-  LoopTimer reconnect_timer_;
-  LoopTimer stall_timer_;
-  LoopTimer watchdog_;  // runs the loop by horizon_us_ while callers write
-  // Callers may write a batch whose deadline is at or after this (clock_ time); 0: none may.
-  int64_t horizon_us_ = 0;
-  bool writing_from_caller_ = false;  // a caller is queueing commands: the adapter keeps off the loop
-  bool caller_wrote_ = false;         // since the loop last ran
-  std::vector<PendingBatch*> caller_batches_;  // written by callers, not yet seen by the loop
-  std::vector<PendingBatch*> adopting_;        // AdoptCallerBatches' scratch, kept for its capacity
-  std::string last_error_;   // why the last connect failed or the connection went away
-  std::string drop_reason_;  // why Drop freed the context, for the batches it fails
-  uint64_t sent_seq_ = 0;    // commands written so far, over all contexts
-  size_t outstanding_ = 0;   // commands written whose callback has not run yet
-  uint64_t replies_seen_ = 0;
-  uint64_t replies_at_stall_check_ = 0;
-  std::vector<std::unique_ptr<ScriptState>> script_states_;  // by RedisScript::id()
-  std::vector<event*> free_timers_;  // deadline timers for reuse: no allocation per batch
+  State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
+  redisAsyncContext* ac_ ABSL_GUARDED_BY(mu_) = nullptr;
+  ExponentialBackoff backoff_ ABSL_GUARDED_BY(mu_);
+  // Timers are also armed and cancelled only on the loop thread.
+  LoopTimer connect_timer_ ABSL_GUARDED_BY(mu_);
+  LoopTimer reconnect_timer_ ABSL_GUARDED_BY(mu_);
+  LoopTimer stall_timer_ ABSL_GUARDED_BY(mu_);
+  WriteHorizon horizon_ ABSL_GUARDED_BY(mu_);
+  // A caller is queueing commands: the socket events keep off the loop.
+  bool writing_from_caller_ ABSL_GUARDED_BY(mu_) = false;
+  // Written by callers, not yet seen by the loop.
+  std::vector<PendingBatch*> caller_batches_ ABSL_GUARDED_BY(mu_);
+  // AdoptCallerBatches' scratch, kept for its capacity.
+  std::vector<PendingBatch*> adopting_ ABSL_GUARDED_BY(mu_);
+  // Why the last connect failed or the connection went away.
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+  // Why Drop freed the context, for the batches it fails.
+  std::string drop_reason_ ABSL_GUARDED_BY(mu_);
+  uint64_t sent_seq_ ABSL_GUARDED_BY(mu_) = 0;    // commands written so far, over all contexts
+  size_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;   // commands written whose callback has not run
+  uint64_t replies_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t replies_at_stall_check_ ABSL_GUARDED_BY(mu_) = 0;
+  // By RedisScript::id().
+  std::vector<std::unique_ptr<ScriptState>> script_states_ ABSL_GUARDED_BY(mu_);
+  // Deadline timers for reuse: no allocation per batch.
+  std::vector<event*> free_timers_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<uint64_t> connects_{0};
   std::atomic<uint64_t> disconnects_{0};

@@ -88,7 +88,7 @@ bool EventLoop::IsLoopThread() const {
 
 void EventLoop::Stop() {
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    MutexLock lock(stop_mu_);
     if (stopped_) {
       return;
     }

@@ -13,13 +13,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "server/common/mutex.h"
 #include "server/redis/mpsc_queue.h"
 
 struct event;
@@ -82,9 +82,7 @@ class EventLoop {
   std::atomic<std::thread::id> loop_thread_id_{};
   std::atomic<uint64_t> wakeups_{0};
 
-  // std::mutex rather than absl::Mutex throughout server/redis: Debian's abseil is built without
-  // sanitizer hooks, so TSan cannot see absl::Mutex's happens-before edges; it does see pthread's.
-  std::mutex stop_mu_;
+  Mutex stop_mu_;
   bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
   std::thread thread_;
 };

@@ -135,23 +135,25 @@ RedisClient::~RedisClient() {
 }
 
 void RedisClient::RunOnEachLoop(const std::function<void(size_t loop_index)>& work) {
-  std::mutex mu;
-  std::condition_variable finished;
+  Mutex mu;
+  CondVar finished;
   size_t remaining = loops_.size();
   for (size_t i = 0; i < loops_.size(); ++i) {
     auto run = [&, i] {
       work(i);
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (--remaining == 0) {
-        finished.notify_all();
+        finished.NotifyAll();
       }
     };
     if (!loops_[i]->Post(run)) {
       run();  // the loop has stopped, so its thread is gone: this thread may act for it
     }
   }
-  std::unique_lock<std::mutex> lock(mu);
-  finished.wait(lock, [&] { return remaining == 0; });
+  MutexLock lock(mu);
+  while (remaining != 0) {
+    finished.Wait(mu);
+  }
 }
 
 void RedisClient::Execute(CommandBatch batch, int64_t deadline_monotonic_us, BatchCallback done) {
@@ -199,23 +201,25 @@ absl::StatusOr<const RedisScript*> RedisClient::RegisterScript(std::string_view 
 }
 
 void RedisClient::OnReadyChange(bool ready) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ready_count_ += ready ? 1 : -1;
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 bool RedisClient::WaitUntilReady(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
   int all = static_cast<int>(connections_.size());
   // Clamped so that an infinite timeout does not overflow the clock arithmetic.
-  changed_.wait_for(
-      lock, absl::ToChronoMicroseconds(std::min(timeout, absl::Hours(24 * 365))),
-      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || ready_count_ == all; });
+  auto deadline = std::chrono::steady_clock::now() +
+                  absl::ToChronoMicroseconds(std::min(timeout, absl::Hours(24 * 365)));
+  MutexLock lock(mu_);
+  while (!stopping_ && ready_count_ != all && std::chrono::steady_clock::now() < deadline) {
+    changed_.WaitUntil(mu_, deadline);
+  }
   return !stopping_ && ready_count_ == all;
 }
 
 int RedisClient::ready_connections() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return ready_count_;
 }
 
@@ -231,13 +235,15 @@ RedisClientStats RedisClient::stats() const {
 
 void RedisClient::Stop() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) {
-      changed_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_done_; });
+      while (!stop_done_) {
+        changed_.Wait(mu_);
+      }
       return;
     }
     stopping_ = true;
-    changed_.notify_all();  // WaitUntilReady gives up
+    changed_.NotifyAll();  // WaitUntilReady gives up
   }
   for (EventLoop* loop : loops_) {
     if (loop->IsLoopThread()) {
@@ -258,9 +264,9 @@ void RedisClient::Stop() {
   for (auto& loop : owned_loops_) {
     loop->Stop();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stop_done_ = true;
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 }  // namespace sluice

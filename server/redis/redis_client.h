@@ -31,12 +31,10 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/common/clock.h"
+#include "server/common/mutex.h"
 #include "server/redis/backoff.h"
 #include "server/redis/command_batch.h"
 #include "server/redis/connection.h"
@@ -179,9 +178,8 @@ class RedisClient : public RedisExecutor {
   std::atomic<int64_t> executing_{0};
   std::atomic<bool> stopped_{false};
 
-  // Not absl::Mutex: see the note in event_loop.h.
-  mutable std::mutex mu_;
-  std::condition_variable changed_;  // ready_count_ or stop_done_ changed
+  mutable Mutex mu_;
+  CondVar changed_;  // ready_count_ or stop_done_ changed
   int ready_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_done_ ABSL_GUARDED_BY(mu_) = false;

@@ -16,7 +16,7 @@ absl::StatusOr<const RedisScript*> ScriptCache::Register(std::string_view name,
   if (name.empty() || source.empty()) {
     return absl::InvalidArgumentError("a Redis script needs a name and a source");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& script : scripts_) {
     if (script->name() == name) {
       if (script->source() != source) {
@@ -33,7 +33,7 @@ absl::StatusOr<const RedisScript*> ScriptCache::Register(std::string_view name,
 }
 
 const RedisScript* ScriptCache::Find(std::string_view name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& script : scripts_) {
     if (script->name() == name) {
       return script.get();
@@ -43,7 +43,7 @@ const RedisScript* ScriptCache::Find(std::string_view name) const {
 }
 
 std::vector<const RedisScript*> ScriptCache::All() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<const RedisScript*> all;
   all.reserve(scripts_.size());
   for (const auto& script : scripts_) {

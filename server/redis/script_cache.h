@@ -9,13 +9,13 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "server/common/mutex.h"
 
 namespace sluice {
 
@@ -60,8 +60,7 @@ class ScriptCache {
   std::vector<const RedisScript*> All() const;
 
  private:
-  // Not absl::Mutex: see the note in event_loop.h.
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<RedisScript>> scripts_ ABSL_GUARDED_BY(mu_);
 };
 

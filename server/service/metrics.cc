@@ -52,7 +52,7 @@ Metrics::Metrics()
 
 RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
   Shard& shard = shards_[absl::HashOf(stat_key) % kShards];
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto it = shard.rules.find(stat_key);
   if (it != shard.rules.end()) {
     return it->second;
@@ -72,7 +72,7 @@ RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
 void Metrics::CountRequest(absl::string_view outcome) {
   prometheus::Counter* counter;
   {
-    std::lock_guard<std::mutex> lock(requests_mu_);
+    MutexLock lock(requests_mu_);
     auto it = request_counters_.find(outcome);
     if (it == request_counters_.end()) {
       std::string name(outcome);

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -16,6 +15,7 @@
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
+#include "server/common/mutex.h"
 
 namespace sluice {
 
@@ -65,11 +65,11 @@ class Metrics {
 
   static constexpr size_t kShards = 16;
   struct Shard {
-    std::mutex mu;  // not absl::Mutex: see memory_backend.h
+    Mutex mu;
     absl::flat_hash_map<std::string, RuleCounters> rules ABSL_GUARDED_BY(mu);
   };
   Shard shards_[kShards];
-  std::mutex requests_mu_;
+  Mutex requests_mu_;
   absl::flat_hash_map<std::string, prometheus::Counter*> request_counters_
       ABSL_GUARDED_BY(requests_mu_);
 };

@@ -18,7 +18,7 @@ OverLimitCache::Shard& OverLimitCache::ShardFor(absl::string_view key) const {
 int64_t OverLimitCache::DeniedFor(absl::string_view key, uint64_t hits) const {
   Shard& shard = ShardFor(key);
   const int64_t now = clock_.NowMicros();
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto it = shard.entries.find(key);
   if (it == shard.entries.end() || it->second.until_us <= now || hits < it->second.min_hits) {
     return 0;
@@ -34,7 +34,7 @@ void OverLimitCache::Remember(absl::string_view key, uint64_t hits, int64_t retr
   Shard& shard = ShardFor(key);
   const int64_t now = clock_.NowMicros();
   const Entry entry{now + retry_after_us, hits};
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto it = shard.entries.find(key);
   if (it != shard.entries.end()) {
     // Keep whichever claim is stronger: denied longer, or for fewer hits.
@@ -54,7 +54,7 @@ void OverLimitCache::Remember(absl::string_view key, uint64_t hits, int64_t retr
 
 void OverLimitCache::Clear() {
   for (size_t s = 0; s < kShards; ++s) {
-    std::lock_guard<std::mutex> lock(shards_[s].mu);
+    MutexLock lock(shards_[s].mu);
     shards_[s].entries.clear();
   }
 }
@@ -62,7 +62,7 @@ void OverLimitCache::Clear() {
 size_t OverLimitCache::size() const {
   size_t n = 0;
   for (size_t s = 0; s < kShards; ++s) {
-    std::lock_guard<std::mutex> lock(shards_[s].mu);
+    MutexLock lock(shards_[s].mu);
     n += shards_[s].entries.size();
   }
   return n;

@@ -11,20 +11,20 @@
 // the config changes (a new limit may admit what the old one denied).
 //
 // Bounded: at most `capacity` entries; an entry expires at its retry time. Thread-safe: sharded,
-// one std::mutex per shard (not absl::Mutex: TSan cannot see Debian's abseil).
+// one mutex per shard.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "server/common/clock.h"
+#include "server/common/mutex.h"
 
 namespace sluice {
 
@@ -52,7 +52,7 @@ class OverLimitCache {
     uint64_t min_hits;
   };
   struct Shard {
-    mutable std::mutex mu;
+    mutable Mutex mu;
     absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
   };
   static constexpr size_t kShards = 32;

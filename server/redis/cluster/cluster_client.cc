@@ -170,7 +170,7 @@ RedisClusterClient::~RedisClusterClient() {
   // The loops have stopped, so each client releases its connections on this thread.
   std::unordered_map<std::string, std::unique_ptr<RedisClient>> clients;
   {
-    std::lock_guard<std::mutex> lock(clients_mu_);
+    MutexLock lock(clients_mu_);
     clients.swap(clients_);
   }
   clients.clear();
@@ -471,7 +471,7 @@ void RedisClusterClient::Succeed(const std::shared_ptr<Batch>& batch) {
 }
 
 RedisClient* RedisClusterClient::FindClient(std::string_view address) const {
-  std::lock_guard<std::mutex> lock(clients_mu_);
+  MutexLock lock(clients_mu_);
   auto it = clients_.find(std::string(address));
   return it != clients_.end() ? it->second.get() : nullptr;
 }
@@ -505,7 +505,7 @@ void RedisClusterClient::PatchSlot(int slot, const std::string& address) {
 
 void RedisClusterClient::RequestNode(const std::string& address) {
   {
-    std::lock_guard<std::mutex> lock(refresh_mu_);
+    MutexLock lock(refresh_mu_);
     // Bounded: a handful of new nodes at a time is all a real cluster produces.
     if (wanted_nodes_.size() < 64 &&
         std::find(wanted_nodes_.begin(), wanted_nodes_.end(), address) == wanted_nodes_.end()) {
@@ -519,8 +519,8 @@ void RedisClusterClient::RequestRefresh() {
   if (refresh_requested_.exchange(true, std::memory_order_acq_rel)) {
     return;  // one is pending already
   }
-  std::lock_guard<std::mutex> lock(refresh_mu_);
-  refresh_wanted_.notify_one();
+  MutexLock lock(refresh_mu_);
+  refresh_wanted_.NotifyOne();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -537,7 +537,7 @@ void RedisClusterClient::RefreshLoop() {
       random_);
   int64_t last_us = std::numeric_limits<int64_t>::min() / 2;
   int64_t next_periodic_us = clock_.MonotonicMicros();  // the first refresh runs at once
-  std::unique_lock<std::mutex> lock(refresh_mu_);
+  refresh_mu_.Lock();
   while (!refresh_stopping_) {
     int64_t now = clock_.MonotonicMicros();
     int64_t due = next_periodic_us;
@@ -545,13 +545,13 @@ void RedisClusterClient::RefreshLoop() {
       due = std::min(due, last_us + gap_us);
     }
     if (now < due) {
-      refresh_wanted_.wait_for(lock, std::chrono::microseconds(due - now));
+      refresh_wanted_.WaitFor(refresh_mu_, due - now);
       continue;
     }
     refresh_requested_.store(false, std::memory_order_release);
-    lock.unlock();
+    refresh_mu_.Unlock();
     bool ok = RefreshOnce();
-    lock.lock();
+    refresh_mu_.Lock();
     last_us = clock_.MonotonicMicros();
     if (ok) {
       failure_backoff.Reset();
@@ -560,12 +560,13 @@ void RedisClusterClient::RefreshLoop() {
       next_periodic_us = last_us + failure_backoff.NextDelayMicros();
     }
   }
+  refresh_mu_.Unlock();
 }
 
 bool RedisClusterClient::RefreshOnce() {
   std::vector<std::string> wanted;
   {
-    std::lock_guard<std::mutex> lock(refresh_mu_);
+    MutexLock lock(refresh_mu_);
     wanted.swap(wanted_nodes_);
   }
   for (const std::string& address : wanted) {
@@ -589,7 +590,7 @@ bool RedisClusterClient::RefreshOnce() {
     }
     tried.push_back(address);
     {
-      std::lock_guard<std::mutex> lock(refresh_mu_);
+      MutexLock lock(refresh_mu_);
       if (refresh_stopping_) {
         return false;
       }
@@ -656,14 +657,14 @@ void RedisClusterClient::Publish(SlotMap map) {
   next->map = std::make_shared<const SlotMap>(std::move(map));
   next->clients = std::move(clients);
   routing_.Store(std::move(next));
-  std::lock_guard<std::mutex> lock(mu_);
-  changed_.notify_all();
+  MutexLock lock(mu_);
+  changed_.NotifyAll();
 }
 
 RedisClient* RedisClusterClient::EnsureClient(const std::string& address, bool* created) {
   *created = false;
   {
-    std::lock_guard<std::mutex> lock(clients_mu_);
+    MutexLock lock(clients_mu_);
     auto it = clients_.find(address);
     if (it != clients_.end()) {
       return it->second.get();
@@ -685,7 +686,7 @@ RedisClient* RedisClusterClient::EnsureClient(const std::string& address, bool* 
     return nullptr;
   }
   RedisClient* raw = client->get();
-  std::lock_guard<std::mutex> lock(clients_mu_);
+  MutexLock lock(clients_mu_);
   clients_.emplace(address, *std::move(client));
   *created = true;
   return raw;
@@ -704,13 +705,13 @@ bool RedisClusterClient::WaitUntilReady(absl::Duration timeout) {
                         absl::ToInt64Microseconds(std::min(timeout, absl::Hours(24 * 365)));
   std::shared_ptr<const Routing> routing;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     while (!stopping_ && (routing = routing_.Load()) == nullptr) {
       int64_t left_us = deadline_us - clock_.MonotonicMicros();
       if (left_us <= 0) {
         return false;
       }
-      changed_.wait_for(lock, std::chrono::microseconds(left_us));
+      changed_.WaitFor(mu_, left_us);
     }
     if (stopping_) {
       return false;
@@ -757,7 +758,7 @@ RedisClusterClientStats RedisClusterClient::stats() const {
   stats.refresh_failures = refresh_failures_.load(std::memory_order_relaxed);
   stats.failed_batches = failed_batches_.load(std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(clients_mu_);
+    MutexLock lock(clients_mu_);
     stats.nodes = static_cast<int>(clients_.size());
     for (const auto& [address, client] : clients_) {
       stats.connections += client->stats().totals;
@@ -772,13 +773,15 @@ RedisClusterClientStats RedisClusterClient::stats() const {
 
 void RedisClusterClient::Stop() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) {
-      changed_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_done_; });
+      while (!stop_done_) {
+        changed_.Wait(mu_);
+      }
       return;
     }
     stopping_ = true;
-    changed_.notify_all();  // WaitUntilReady gives up
+    changed_.NotifyAll();  // WaitUntilReady gives up
   }
   for (const auto& loop : loops_) {
     if (loop->IsLoopThread()) {
@@ -793,9 +796,9 @@ void RedisClusterClient::Stop() {
     std::this_thread::yield();
   }
   {
-    std::lock_guard<std::mutex> lock(refresh_mu_);
+    MutexLock lock(refresh_mu_);
     refresh_stopping_ = true;
-    refresh_wanted_.notify_all();
+    refresh_wanted_.NotifyAll();
   }
   if (refresh_thread_.joinable()) {
     refresh_thread_.join();
@@ -808,7 +811,7 @@ void RedisClusterClient::Stop() {
   // pending sub-batches, whose callbacks see stopped_ and fail their batches.
   std::vector<RedisClient*> clients;
   {
-    std::lock_guard<std::mutex> lock(clients_mu_);
+    MutexLock lock(clients_mu_);
     for (auto& [address, client] : clients_) {
       clients.push_back(client.get());
     }
@@ -819,9 +822,9 @@ void RedisClusterClient::Stop() {
   for (auto& loop : loops_) {
     loop->Stop();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stop_done_ = true;
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 }  // namespace sluice

@@ -55,10 +55,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -70,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/common/clock.h"
+#include "server/common/mutex.h"
 #include "server/redis/backoff.h"
 #include "server/redis/command_batch.h"
 #include "server/redis/cluster/delay_queue.h"
@@ -232,13 +231,13 @@ class RedisClusterClient : public RedisExecutor {
 
   // Every node client ever created, by address. Only the topology thread adds; nothing removes
   // until destruction, so a RedisClient* from a snapshot or FindClient stays valid.
-  mutable std::mutex clients_mu_;
+  mutable Mutex clients_mu_;
   std::unordered_map<std::string, std::unique_ptr<RedisClient>> clients_
       ABSL_GUARDED_BY(clients_mu_);
 
   // Topology thread state.
-  std::mutex refresh_mu_;
-  std::condition_variable refresh_wanted_;
+  Mutex refresh_mu_;
+  CondVar refresh_wanted_;
   std::atomic<bool> refresh_requested_{false};
   bool refresh_stopping_ ABSL_GUARDED_BY(refresh_mu_) = false;
   std::vector<std::string> wanted_nodes_ ABSL_GUARDED_BY(refresh_mu_);
@@ -248,9 +247,8 @@ class RedisClusterClient : public RedisExecutor {
   std::atomic<int64_t> executing_{0};
   std::atomic<bool> stopped_{false};
 
-  // Not absl::Mutex: see the note in event_loop.h.
-  mutable std::mutex mu_;
-  std::condition_variable changed_;  // a map was published, or stopping_/stop_done_ changed
+  mutable Mutex mu_;
+  CondVar changed_;  // a map was published, or stopping_/stop_done_ changed
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_done_ ABSL_GUARDED_BY(mu_) = false;
 

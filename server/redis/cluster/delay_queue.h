@@ -12,9 +12,7 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "server/common/clock.h"
+#include "server/common/mutex.h"
 
 namespace sluice {
 
@@ -66,9 +65,8 @@ class DelayQueue {
 
   const Clock& clock_;
   const std::string name_;
-  // Not absl::Mutex: see the note in event_loop.h.
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
+  mutable Mutex mu_;
+  CondVar changed_;
   std::vector<Entry> heap_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
