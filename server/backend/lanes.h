@@ -58,7 +58,9 @@ struct LaneCheck {
   LimitParams params;
   uint64_t hits = 0;
   int64_t now_us = 0;
-  int64_t deadline_us = 0;  // monotonic
+  // Monotonic: the request's arrival plus its budget. Time waiting in the lane until then is not
+  // charged to Redis (see RedisBackend::SendLaneCall).
+  int64_t deadline_us = 0;
 };
 
 // One script call's checks (not empty), and the calls free to leave at one moment.

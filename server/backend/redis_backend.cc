@@ -29,7 +29,7 @@ std::string_view DecimalText(Int value, char (&buffer)[24]) {
 absl::Status DecodeScriptReply(const RedisReply& reply, size_t count,
                                absl::FunctionRef<void(size_t i, const Decision&)> store) {
   if (reply.is_error()) {
-    return absl::UnavailableError(absl::StrCat("redis: ", reply.str()));
+    return ErrorReplyStatus(reply);
   }
   if (!reply.is_string()) {
     return absl::InternalError(
@@ -242,7 +242,7 @@ absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, in
         r += 2;
         for (const RedisReply* reply : {&count, &expire}) {
           if (reply->is_error()) {
-            return absl::UnavailableError(absl::StrCat("redis: ", reply->str()));
+            return ErrorReplyStatus(*reply);
           }
         }
         if (!count.is_integer()) {
@@ -301,11 +301,15 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, LaneCall call) {
   absl::InlinedVector<std::string_view, 16> keys;
   std::string args;
   args.reserve(call.size() * kScriptCheckBytes);
-  int64_t deadline = call.front().deadline_us;
+  // Waiting in the lane is this process' time, not Redis': the call gets the whole budget in
+  // flight, less only what a check waited beyond its own budget (so no check waits more than
+  // twice its budget in all). A check that waited that long fails unsent.
+  const int64_t budget_us = absl::ToInt64Microseconds(options_.timeout);
+  int64_t deadline = clock_.MonotonicMicros() + budget_us;
   for (const LaneCheck& check : call) {
     keys.push_back(check.key);
     AppendSingleScriptArgs(check.now_us, check.params, check.hits, &args);
-    deadline = std::min(deadline, check.deadline_us);  // no check waits past its own budget
+    deadline = std::min(deadline, check.deadline_us + budget_us);
   }
   const std::string_view arg_view = args;
   CommandBatch batch;

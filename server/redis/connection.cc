@@ -4,10 +4,12 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/failure_reason.h"
 #include "server/common/logging.h"
 #include "server/redis/command.h"
 
@@ -372,6 +374,7 @@ void RedisConnection::Submit(CommandBatch batch, int64_t deadline_us, BatchCallb
   pending->commands = std::move(batch);
   pending->done = std::move(done);
   pending->deadline_us = deadline_us;
+  pending->submitted_us = clock_.MonotonicMicros();
   if (TryWriteFromCaller(pending)) {
     return;
   }
@@ -516,13 +519,23 @@ void RedisConnection::Dispatch(PendingBatch* batch) {
     Complete(batch, absl::OkStatus());
     return;
   }
-  int64_t remaining_us = batch->deadline_us - clock_.MonotonicMicros();
-  if (remaining_us <= 0) {
+  // Time the batch waited for this thread is this process', not Redis': the batch keeps its whole
+  // budget (deadline minus submission) in flight, as long as it waited no longer than that budget.
+  const int64_t now = clock_.MonotonicMicros();
+  const int64_t budget_us = batch->deadline_us - batch->submitted_us;
+  const int64_t waited_us = now - batch->submitted_us;
+  if (budget_us <= 0 || waited_us > budget_us) {
     Bump(deadline_exceeded_);
-    Complete(batch, absl::DeadlineExceededError(
-                        absl::StrCat("redis ", address_, ": deadline passed before sending")));
+    Complete(batch, WithFailureReason(
+                        absl::DeadlineExceededError(absl::StrCat(
+                            "redis ", address_, ": not sent within the budget (",
+                            std::max<int64_t>(budget_us, 0) / 1000.0, " ms; waited ",
+                            waited_us / 1000.0, " ms for the connection's thread)")),
+                        FailureReason::kTimeoutBeforeSend));
     return;
   }
+  const int64_t remaining_us = budget_us;
+  batch->deadline_us = now + budget_us;
   if (outstanding_ + n > options_.max_pending_commands) {
     Complete(batch, absl::UnavailableError(absl::StrCat("redis ", address_, ": ", outstanding_,
                                                         " commands already in flight")));

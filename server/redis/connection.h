@@ -122,7 +122,9 @@ class RedisConnection : private SocketEventsOwner {
   // Hands a batch to the connection; any thread, never blocks. `done` runs exactly once on the
   // loop thread: with the replies, or kUnavailable at once if the connection is not ready,
   // kDeadlineExceeded at `deadline_us` (Clock::MonotonicMicros), kUnavailable if the
-  // connection is lost first. Only if the connection is closed does `done` run inline, on the
+  // connection is lost first. Time the batch waits for the loop thread before it is written
+  // moves its deadline by as much, up to once its budget (`deadline_us` minus now): past that
+  // it fails unsent, with FailureReason::kTimeoutBeforeSend. Only if the connection is closed does `done` run inline, on the
   // caller's stack, with kUnavailable.
   void Submit(CommandBatch batch, int64_t deadline_us, BatchCallback done) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -155,6 +157,7 @@ class RedisConnection : private SocketEventsOwner {
     CommandBatch commands;
     BatchCallback done;
     int64_t deadline_us = 0;
+    int64_t submitted_us = 0;  // when Submit took it (clock_'s monotonic time)
     std::vector<RedisReply> replies;
     std::unique_ptr<CommandSlot[]> slots;
     event* timer = nullptr;

@@ -30,7 +30,11 @@ class RedisExecutor {
   //   kUnavailable       Redis (or the node that owns a command's slot) cannot be reached, or
   //                      the client is stopped;
   //   kDeadlineExceeded  `deadline_monotonic_us` (the client's Clock::MonotonicMicros) passed
-  //                      first; replies that come later are dropped.
+  //                      first; replies that come later are dropped. The budget is Redis':
+  //                      time the batch waits for a client thread before it is written moves
+  //                      the deadline by as much, up to once the budget given (deadline minus
+  //                      the call's time); past that it fails unsent.
+  // A failure carries its FailureReason (server/common/failure_reason.h).
   // Never blocks. `done` runs on one of the client's threads, except after Stop, when it may run
   // inline on the caller's stack.
   virtual void Execute(CommandBatch batch, int64_t deadline_monotonic_us, BatchCallback done) = 0;

@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/failure_reason.h"
 
 namespace sluice {
 
@@ -85,5 +86,21 @@ bool operator==(const RedisReply& a, const RedisReply& b) {
 }
 
 void PrintTo(const RedisReply& reply, std::ostream* os) { *os << reply.DebugString(); }
+
+absl::Status ErrorReplyStatus(const RedisReply& reply) {
+  const std::string& error = reply.str();
+  absl::Status status = absl::UnavailableError(absl::StrCat("redis: ", error));
+  const std::string_view code = std::string_view(error).substr(0, error.find(' '));
+  if (code == "OOM") {
+    return WithFailureReason(std::move(status), FailureReason::kOutOfMemory);
+  }
+  if (code == "READONLY") {
+    return WithFailureReason(std::move(status), FailureReason::kReadOnly);
+  }
+  if (code == "LOADING") {
+    return WithFailureReason(std::move(status), FailureReason::kLoading);
+  }
+  return WithFailureReason(std::move(status), FailureReason::kOther);
+}
 
 }  // namespace sluice

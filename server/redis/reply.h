@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+
 struct redisReply;  // hiredis/hiredis.h
 
 namespace sluice {
@@ -72,5 +74,11 @@ class RedisReply {
 
 // For gtest and logs.
 void PrintTo(const RedisReply& reply, std::ostream* os);
+
+// An error reply as a status: kUnavailable, "redis: <error>", with the FailureReason of the
+// errors a node gives when it cannot take a command right now: OOM (maxmemory reached under
+// noeviction), READONLY (a replica, e.g. mid-failover), LOADING (loading its dataset).
+// REQUIRES: reply.is_error().
+absl::Status ErrorReplyStatus(const RedisReply& reply);
 
 }  // namespace sluice

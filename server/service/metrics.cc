@@ -37,9 +37,8 @@ Metrics::Metrics()
       requests_(CounterFamily(*registry_, "sluice_requests_total",
                               "ShouldRateLimit calls by outcome")),
       backend_failures_(CounterFamily(*registry_, "sluice_backend_failures_total",
-                                      "Batches the backend could not decide in budget, "
-                                      "answered by the failure policy")
-                            .Add({})),
+                                      "Requests the backend could not decide in budget, "
+                                      "answered by the failure policy, by reason")),
       config_rules_(prometheus::BuildGauge()
                         .Name("sluice_config_rules")
                         .Help("Descriptor nodes with rules in the config in force")
@@ -48,7 +47,12 @@ Metrics::Metrics()
       reloads_(CounterFamily(*registry_, "sluice_config_reloads_total",
                              "Config reloads by result")),
       reloads_ok_(reloads_.Add({{"result", "ok"}})),
-      reloads_failed_(reloads_.Add({{"result", "rejected"}})) {}
+      reloads_failed_(reloads_.Add({{"result", "rejected"}})) {
+  for (int r = 0; r < kFailureReasons; ++r) {
+    backend_failure_reasons_[static_cast<size_t>(r)] = &backend_failures_.Add(
+        {{"reason", std::string(FailureReasonName(static_cast<FailureReason>(r)))}});
+  }
+}
 
 RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
   Shard& shard = shards_[absl::HashOf(stat_key) % kShards];
@@ -83,7 +87,9 @@ void Metrics::CountRequest(absl::string_view outcome) {
   counter->Increment();
 }
 
-void Metrics::CountBackendFailure() { backend_failures_.Increment(); }
+void Metrics::CountBackendFailure(FailureReason reason) {
+  backend_failure_reasons_[static_cast<size_t>(reason)]->Increment();
+}
 
 void Metrics::CountGlobalShadowMode() { global_shadow_mode_.Increment(); }
 

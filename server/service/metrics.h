@@ -4,6 +4,7 @@
 // whose entries live as long as the Metrics object.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
+#include "server/common/failure_reason.h"
 #include "server/common/mutex.h"
 
 namespace sluice {
@@ -37,8 +39,8 @@ class Metrics {
 
   // Requests answered, by overall code ("ok", "over_limit") or error ("invalid_argument", ...).
   void CountRequest(absl::string_view outcome);
-  // A decision the backend could not make in its budget, answered by the failure policy.
-  void CountBackendFailure();
+  // A request the backend could not decide in its budget, answered by the failure policy.
+  void CountBackendFailure(FailureReason reason);
   // A request over limit answered OK because of the global shadow mode.
   void CountGlobalShadowMode();
   void SetConfigRules(double rules);
@@ -57,7 +59,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& rule_over_limit_cached_;
   prometheus::Counter& global_shadow_mode_;
   prometheus::Family<prometheus::Counter>& requests_;
-  prometheus::Counter& backend_failures_;
+  prometheus::Family<prometheus::Counter>& backend_failures_;
+  // One series per reason, all created up front (the label set is bounded).
+  std::array<prometheus::Counter*, kFailureReasons> backend_failure_reasons_{};
   prometheus::Gauge& config_rules_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Counter& reloads_ok_;

@@ -508,7 +508,7 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
 void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status) {
   Response* response = call->response;
   if (!status.ok()) {
-    metrics_.CountBackendFailure();
+    metrics_.CountBackendFailure(FailureReasonOf(status));
     SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
         << "backend " << backend_.Name() << " could not decide: " << status
         << "; answering by failure_mode="

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/notification.h"
 #include "server/common/clock.h"
+#include "server/common/failure_reason.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/redis_server.h"
 
@@ -107,6 +108,41 @@ TEST_F(RedisConnectionTest, ReportsReadinessAcrossRestart) {
   ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
   EXPECT_EQ(connection_->stats().connects, 2u);
   EXPECT_EQ(connection_->stats().disconnects, 1u);
+}
+
+// Verifies time a batch waits for the loop thread is not charged to Redis: held up for less than
+// its budget, it is still sent with its whole budget and answered; held up for longer, it fails
+// unsent, with FailureReason::kTimeoutBeforeSend.
+TEST_F(RedisConnectionTest, WaitingForTheLoopIsNotChargedToRedis) {
+  FakeClock clock;
+  StartConnection({.stall_timeout_us = 0, .caller_write_horizon_us = 0}, clock);
+  ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
+  const auto submit_while_loop_busy = [&](int64_t wait_us) {
+    Notification loop_held;
+    Notification release;
+    loop_->Post([&] {
+      loop_held.Notify();
+      release.WaitForNotification();
+    });
+    loop_held.WaitForNotification();
+    Notification done;
+    absl::Status status;
+    connection_->Submit(CommandBatch().Add({"PING"}), clock.MonotonicMicros() + 20000,
+                        [&](absl::Status s, absl::Span<RedisReply>) {
+                          status = s;
+                          done.Notify();
+                        });
+    clock.AdvanceMicros(wait_us);
+    release.Notify();
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    return status;
+  };
+  // Waited 15 ms of a 20 ms budget; the injected clock then stands still, so the batch is
+  // answered only if it was given a fresh 20 ms once sent.
+  EXPECT_TRUE(submit_while_loop_busy(15000).ok());
+  absl::Status late = submit_while_loop_busy(25000);
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  EXPECT_EQ(FailureReasonOf(late), FailureReason::kTimeoutBeforeSend) << late;
 }
 
 // Verifies deadlines are measured on the injected clock: a batch does not expire while the

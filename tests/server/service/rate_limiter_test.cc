@@ -381,7 +381,7 @@ TEST_F(RateLimiterTest, FailurePolicyWhenBackendCannotAnswer) {
   EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(denied.statuses(0).code(), Response::OVER_LIMIT);
   EXPECT_EQ(denied.statuses(1).code(), Response::OK);  // no rule, nothing to deny
-  EXPECT_THAT(metrics_.Serialize(), HasSubstr("sluice_backend_failures_total 2"));
+  EXPECT_THAT(metrics_.Serialize(), HasSubstr("sluice_backend_failures_total{reason=\"connection\"} 2"));
 }
 
 }  // namespace
