@@ -70,6 +70,12 @@ ABSL_FLAG(int32_t, redis_max_batch, 16,
 ABSL_FLAG(bool, redis_caller_writes, true,
           "a request thread writes its Redis commands itself when the connection is idle, "
           "sparing the I/O thread a wake-up (false: the I/O thread writes every command)");
+ABSL_FLAG(int32_t, redis_breaker_failures, 5,
+          "after this many Redis calls in a row to one node fail (timeout, connection), its "
+          "decisions go to --failure_mode at once for --redis_breaker_open, then one probe "
+          "decides; 0: no circuit breaker");
+ABSL_FLAG(absl::Duration, redis_breaker_open, absl::Seconds(1),
+          "how long a node's open circuit breaker answers by --failure_mode before a probe");
 ABSL_FLAG(std::string, redis_per_second_backend, "",
           "a second Redis for rules with a one-second period (envoyproxy/ratelimit's "
           "REDIS_PERSECOND): redis or redis_cluster; empty: none");
@@ -232,6 +238,8 @@ std::unique_ptr<RedisBackend> CreateRedisBackend(const RedisTarget& target, cons
   if (!absl::GetFlag(FLAGS_redis_caller_writes)) {
     options.client.caller_write_horizon = absl::ZeroDuration();
   }
+  options.client.breaker_failures = absl::GetFlag(FLAGS_redis_breaker_failures);
+  options.client.breaker_open = absl::GetFlag(FLAGS_redis_breaker_open);
   options.timeout = absl::GetFlag(FLAGS_redis_timeout);
   options.use_caller_clock = absl::GetFlag(FLAGS_redis_clock) == "local";
   options.max_batch = static_cast<size_t>(absl::GetFlag(FLAGS_redis_max_batch));

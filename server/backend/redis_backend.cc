@@ -116,6 +116,7 @@ void RedisBackend::AppendMetrics(std::string* out) const {
     lanes_.AppendMetrics(out);
   }
   redis_clock_.AppendMetrics(out);
+  client_->AppendBreakerMetrics(out);
 }
 
 void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {

@@ -53,7 +53,8 @@ struct RedisConnection::ScriptState {
 RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options,
                                  const Clock& clock, std::shared_ptr<const ScriptCache> scripts,
                                  RandomFn random,
-                                 absl::AnyInvocable<void(bool ready)> on_ready_change)
+                                 absl::AnyInvocable<void(bool ready)> on_ready_change,
+                                 CircuitBreaker* breaker)
     : loop_(loop),
       options_(std::move(options)),
       address_(options_.unix_path.empty() ? absl::StrCat(options_.host, ":", options_.port)
@@ -61,6 +62,7 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
       clock_(clock),
       scripts_(std::move(scripts)),
       on_ready_change_(std::move(on_ready_change)),
+      breaker_(breaker),
       backoff_(options_.backoff_min_us, options_.backoff_max_us, std::move(random)),
       connect_timer_(loop,
                      [this] {
@@ -706,6 +708,9 @@ void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
     return;
   }
   batch->completed = true;
+  if (breaker_ != nullptr) {
+    breaker_->Record(status);
+  }
   if (batch->timer != nullptr) {
     ReleaseTimer(batch->timer);
     batch->timer = nullptr;

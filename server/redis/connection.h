@@ -44,6 +44,7 @@
 #include "server/common/clock.h"
 #include "server/common/mutex.h"
 #include "server/redis/backoff.h"
+#include "server/redis/circuit_breaker.h"
 #include "server/redis/command_batch.h"
 #include "server/redis/event_loop.h"
 #include "server/redis/mpsc_queue.h"
@@ -107,9 +108,11 @@ class RedisConnection : private SocketEventsOwner {
 
   // `loop`, `clock` and everything `scripts` hands out must outlive the connection.
   // `on_ready_change(ready)` runs on the loop thread whenever readiness flips.
+  // `breaker` (optional; must outlive the connection) records the outcome of every batch.
   RedisConnection(EventLoop& loop, RedisConnectionOptions options, const Clock& clock,
                   std::shared_ptr<const ScriptCache> scripts, RandomFn random,
-                  absl::AnyInvocable<void(bool ready)> on_ready_change);
+                  absl::AnyInvocable<void(bool ready)> on_ready_change,
+                  CircuitBreaker* breaker = nullptr);
   // Close()s. REQUIRES: on the loop thread, or the loop is not running.
   ~RedisConnection();  // not virtual: SocketEventsOwner is a private interface
 
@@ -237,6 +240,7 @@ class RedisConnection : private SocketEventsOwner {
   const Clock& clock_;
   const std::shared_ptr<const ScriptCache> scripts_;
   absl::AnyInvocable<void(bool)> on_ready_change_ ABSL_GUARDED_BY(mu_);
+  CircuitBreaker* const breaker_;
 
   // Batches handed over by Submit, waiting for the loop thread.
   MpscQueue<PendingBatch, &PendingBatch::next> submissions_;

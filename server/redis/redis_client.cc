@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/failure_reason.h"
 #include "server/common/logging.h"
 
 namespace sluice {
@@ -32,6 +33,10 @@ absl::Status Validate(const RedisClientOptions& options, bool own_loops) {
   }
   if (options.stall_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis stall_timeout must not be negative");
+  }
+  if (options.breaker_failures < 0 || options.breaker_open <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "redis breaker needs breaker_failures >= 0 and a positive breaker_open");
   }
   if (options.caller_write_horizon < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis caller_write_horizon must not be negative");
@@ -85,7 +90,11 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
 }
 
 RedisClient::RedisClient(RedisClientOptions options, const Clock& clock)
-    : options_(std::move(options)), clock_(clock) {}
+    : options_(std::move(options)),
+      clock_(clock),
+      breaker_({.failure_threshold = options_.breaker_failures,
+                .open_us = absl::ToInt64Microseconds(options_.breaker_open)},
+               clock) {}
 
 absl::Status RedisClient::Start(RedisClientResources resources,
                                 RedisConnectionOptions connection_options) {
@@ -114,7 +123,8 @@ absl::Status RedisClient::Start(RedisClientResources resources,
       auto connection =
           std::make_unique<RedisConnection>(*loops_[loop_index], connection_options, clock_,
                                             std::shared_ptr<const ScriptCache>(scripts_), random,
-                                            [this](bool ready) { OnReadyChange(ready); });
+                                            [this](bool ready) { OnReadyChange(ready); },
+                                            &breaker_);
       connection->Start();
       connections_[loop_index * per_loop + k] = std::move(connection);
     }
@@ -164,6 +174,17 @@ void RedisClient::Execute(CommandBatch batch, int64_t deadline_monotonic_us, Bat
     executing_.fetch_sub(1, std::memory_order_release);
     std::move(done)(
         absl::UnavailableError(absl::StrCat("redis ", options_.address, ": client stopped")), {});
+    return;
+  }
+  if (!breaker_.Allow()) {
+    executing_.fetch_sub(1, std::memory_order_release);
+    std::move(done)(
+        WithFailureReason(absl::UnavailableError(absl::StrCat(
+                              "redis ", options_.address, ": circuit open after ",
+                              options_.breaker_failures, " failures in a row; next probe within ",
+                              absl::FormatDuration(options_.breaker_open))),
+                          FailureReason::kCircuitOpen),
+        {});
     return;
   }
   Pick()->Submit(std::move(batch), deadline_monotonic_us, std::move(done));
@@ -223,6 +244,14 @@ int RedisClient::ready_connections() const {
   return ready_count_;
 }
 
+void RedisClient::AppendBreakerMetrics(std::string* out) const {
+  absl::StrAppend(out, "sluice_redis_breaker_open{node=\"", options_.address, "\"} ",
+                  breaker_.open() ? 1 : 0, "\n", "sluice_redis_breaker_opens_total{node=\"",
+                  options_.address, "\"} ", breaker_.opens(), "\n",
+                  "sluice_redis_breaker_rejected_total{node=\"", options_.address, "\"} ",
+                  breaker_.rejected(), "\n");
+}
+
 RedisClientStats RedisClient::stats() const {
   RedisClientStats stats;
   stats.connections = static_cast<int>(connections_.size());
@@ -230,6 +259,9 @@ RedisClientStats RedisClient::stats() const {
   for (const auto& connection : connections_) {
     stats.totals += connection->stats();
   }
+  stats.breaker_open = breaker_.open();
+  stats.breaker_opens = breaker_.opens();
+  stats.breaker_rejected = breaker_.rejected();
   return stats;
 }
 

@@ -47,6 +47,7 @@
 #include "server/common/mutex.h"
 #include "server/redis/backoff.h"
 #include "server/redis/command_batch.h"
+#include "server/redis/circuit_breaker.h"
 #include "server/redis/connection.h"
 #include "server/redis/event_loop.h"
 #include "server/redis/redis_executor.h"
@@ -79,6 +80,11 @@ struct RedisClientOptions {
   // A batch Executed on an idle connection is written by the calling thread itself when its
   // deadline is at least this far off (see connection.h); zero: the I/O thread writes them all.
   absl::Duration caller_write_horizon = absl::Milliseconds(2);
+  // After this many batches in a row fail for the node's fault (timeout, connection), batches
+  // fail at once (FailureReason::kCircuitOpen) for breaker_open, then one probe decides
+  // (circuit_breaker.h). A threshold of 0 disables the breaker.
+  int breaker_failures = 5;
+  absl::Duration breaker_open = absl::Seconds(1);
 };
 
 // Collaborators several clients may share, e.g. the per-node clients of a cluster client.
@@ -99,6 +105,9 @@ struct RedisClientStats {
   int connections = 0;
   int ready_connections = 0;
   RedisConnectionStats totals;
+  bool breaker_open = false;
+  uint64_t breaker_opens = 0;     // times the breaker opened
+  uint64_t breaker_rejected = 0;  // batches failed at once while it was open
 };
 
 class RedisClient : public RedisExecutor {
@@ -129,6 +138,8 @@ class RedisClient : public RedisExecutor {
   // A batch must not contain commands that change the connection's mode or state for later
   // batches (SUBSCRIBE, MONITOR, SELECT, blocking commands such as BLPOP).
   void Execute(CommandBatch batch, int64_t deadline_monotonic_us, BatchCallback done) override;
+  // sluice_redis_breaker_open, _opens_total and _rejected_total for this node.
+  void AppendBreakerMetrics(std::string* out) const override;
 
   // Registers a Lua script for EVALSHA (see ScriptCache::Register). Connections up already
   // load it on first use; later connections load it during their handshake.
@@ -167,6 +178,7 @@ class RedisClient : public RedisExecutor {
   const RedisClientOptions options_;
   const Clock& clock_;
   std::shared_ptr<ScriptCache> scripts_;
+  CircuitBreaker breaker_;  // the node's; every connection records its batches' outcomes
   std::vector<std::unique_ptr<EventLoop>> owned_loops_;
   std::vector<EventLoop*> loops_;
   // connections_[loop * connections_per_thread + k] lives on loops_[loop]. Fixed after Create;

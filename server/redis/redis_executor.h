@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -52,6 +53,9 @@ class RedisExecutor {
   // Connections ready right now (for a cluster: to the masters of the current slot map); a
   // readiness probe serves traffic while this is positive.
   virtual int ready_connections() const = 0;
+
+  // Appends the state of each node's circuit breaker in the Prometheus text format.
+  virtual void AppendBreakerMetrics(std::string* out) const = 0;
 
   // Closes every connection; pending batches complete with kUnavailable and later Executes fail
   // inline. Blocks until done; idempotent. REQUIRES: not on one of the client's threads.

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/failure_reason.h"
 #include "server/common/logging.h"
 #include "server/redis/address.h"
 #include "server/redis/cluster/cluster_error.h"
@@ -309,6 +310,14 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
     return;
   }
   if (!status.ok()) {
+    if (FailureReasonOf(status) == FailureReason::kCircuitOpen) {
+      // The node's breaker is open: waiting out the budget on retries would defeat it. Fail
+      // now, and look for a failover, which moves the slots to a node whose breaker is closed.
+      Bump(node_failures_);
+      RequestRefresh();
+      Fail(batch, std::move(status));
+      return;
+    }
     if (status.code() == absl::StatusCode::kUnavailable &&
         !stopped_.load(std::memory_order_acquire)) {
       // The node is down or unreachable: perhaps failed over. Ask where its slots went and
@@ -441,9 +450,10 @@ void RedisClusterClient::Fail(const std::shared_ptr<Batch>& batch, absl::Status 
     // TSan-instrumented, so a Status rep whose refcount two threads touch reads as a race.
     EventLoop& loop =
         *loops_[next_keyless_.fetch_add(1, std::memory_order_relaxed) % loops_.size()];
-    if (loop.Post([batch, code = status.code(), message = std::string(status.message())] {
+    if (loop.Post([batch, code = status.code(), message = std::string(status.message()),
+                   reason = FailureReasonOf(status)] {
           BatchCallback done = std::move(batch->done);
-          std::move(done)(absl::Status(code, message), {});
+          std::move(done)(WithFailureReason(absl::Status(code, message), reason), {});
         })) {
       return;
     }
@@ -743,6 +753,13 @@ int RedisClusterClient::ready_connections() const {
 std::shared_ptr<const SlotMap> RedisClusterClient::slot_map() const {
   std::shared_ptr<const Routing> routing = routing_.Load();
   return routing != nullptr ? routing->map : nullptr;
+}
+
+void RedisClusterClient::AppendBreakerMetrics(std::string* out) const {
+  MutexLock lock(clients_mu_);
+  for (const auto& [address, client] : clients_) {
+    client->AppendBreakerMetrics(out);
+  }
 }
 
 RedisClusterClientStats RedisClusterClient::stats() const {

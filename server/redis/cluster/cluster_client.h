@@ -170,6 +170,8 @@ class RedisClusterClient : public RedisExecutor {
   void RequestRefresh();
 
   RedisClusterClientStats stats() const;
+  // Each node's breaker (the nodes this client has connected to).
+  void AppendBreakerMetrics(std::string* out) const override;
   const RedisClusterClientOptions& options() const { return options_; }
 
  private:

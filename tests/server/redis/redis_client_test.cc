@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/notification.h"
+#include "server/common/failure_reason.h"
 #include "server/common/clock.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
@@ -370,7 +371,9 @@ TEST_F(RedisClientTest, SelectIsolatesDatabases) {
 // Verifies a hung (paused) Redis costs each batch its deadline and no more: kDeadlineExceeded
 // close to the deadline; after Resume the late replies are dropped and batches succeed again.
 TEST_F(RedisClientTest, PausedServerMissesDeadlinesThenRecovers) {
-  std::unique_ptr<RedisClient> client = NewClient({.stall_timeout = absl::Seconds(60)});
+  // No breaker: this is about each batch's own deadline (the breaker has its own test).
+  std::unique_ptr<RedisClient> client =
+      NewClient({.stall_timeout = absl::Seconds(60), .breaker_failures = 0});
   ASSERT_TRUE(RunOne(*client, {"PING"}).status.ok());
   server_->Pause();
   constexpr int kBatches = 20;
@@ -399,6 +402,40 @@ TEST_F(RedisClientTest, PausedServerMissesDeadlinesThenRecovers) {
   RedisClientStats stats = client->stats();
   EXPECT_EQ(stats.totals.late_replies, static_cast<uint64_t>(kBatches));
   EXPECT_EQ(stats.totals.deadline_exceeded, static_cast<uint64_t>(kBatches));
+}
+
+// Verifies the node's circuit breaker: against a paused server, after `breaker_failures`
+// timeouts in a row a batch fails at once (kCircuitOpen) instead of waiting out its budget; once
+// the server answers again and the open period has passed, the probe closes the breaker.
+TEST_F(RedisClientTest, CircuitBreakerFailsFastAgainstAPausedServerThenCloses) {
+  std::unique_ptr<RedisClient> client = NewClient({.stall_timeout = absl::Seconds(60),
+                                                   .breaker_failures = 3,
+                                                   .breaker_open = absl::Milliseconds(300)});
+  ASSERT_TRUE(RunOne(*client, {"PING"}).status.ok());
+  server_->Pause();
+  for (int i = 0; i < 3; ++i) {
+    BatchResult result = Run(*client, CommandBatch().Add({"PING"}), absl::Milliseconds(50));
+    EXPECT_EQ(FailureReasonOf(result.status), FailureReason::kTimeoutInFlight) << result.status;
+  }
+  EXPECT_TRUE(client->stats().breaker_open);
+  const int64_t begin = Now();
+  BatchResult rejected = Run(*client, CommandBatch().Add({"PING"}), absl::Milliseconds(50));
+  EXPECT_EQ(FailureReasonOf(rejected.status), FailureReason::kCircuitOpen) << rejected.status;
+  EXPECT_LT(rejected.completed_us - begin, 40000) << "waited for the budget";
+  server_->Resume();
+  absl::SleepFor(absl::Milliseconds(350));
+  EXPECT_TRUE(RunOne(*client, {"PING"}).status.ok());  // the probe
+  EXPECT_TRUE(RunOne(*client, {"PING"}).status.ok());
+  RedisClientStats stats = client->stats();
+  EXPECT_FALSE(stats.breaker_open);
+  EXPECT_EQ(stats.breaker_opens, 1u);
+  EXPECT_EQ(stats.breaker_rejected, 1u);
+  std::string metrics;
+  client->AppendBreakerMetrics(&metrics);
+  EXPECT_NE(metrics.find(absl::StrCat("sluice_redis_breaker_opens_total{node=\"",
+                                      server_->address(), "\"} 1\n")),
+            std::string::npos)
+      << metrics;
 }
 
 // Verifies a connection that stops answering altogether is dropped after the stall timeout,
