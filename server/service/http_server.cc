@@ -168,11 +168,15 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       Reply(req, 200, "OK", "text/plain", "OK");
     }
   } else if (path == "/readyz") {
+    // The body also says how many decisions fell to the failure policy, by reason.
+    const std::string failures = self->metrics_.BackendFailureSummary();
+    const std::string detail =
+        failures.empty() ? "" : absl::StrCat("failure policy decisions: ", failures, "\n");
     if (self->backend_.Ready() && !self->draining_.load()) {
-      Reply(req, 200, "OK", "text/plain", "OK\n");
+      Reply(req, 200, "OK", "text/plain", absl::StrCat("OK\n", detail));
     } else {
       Reply(req, 503, "Service Unavailable", "text/plain",
-            absl::StrCat("backend ", self->backend_.Name(), " not ready\n"));
+            absl::StrCat("backend ", self->backend_.Name(), " not ready\n", detail));
     }
   } else if (path == "/config" || path == "/rlconfig") {
     std::shared_ptr<const Config> config = self->config_.Get();

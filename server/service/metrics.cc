@@ -2,6 +2,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
 
 namespace sluice {
@@ -89,6 +90,20 @@ void Metrics::CountRequest(absl::string_view outcome) {
 
 void Metrics::CountBackendFailure(FailureReason reason) {
   backend_failure_reasons_[static_cast<size_t>(reason)]->Increment();
+}
+
+std::string Metrics::BackendFailureSummary() const {
+  std::string summary;
+  for (int r = 0; r < kFailureReasons; ++r) {
+    const auto count =
+        static_cast<uint64_t>(backend_failure_reasons_[static_cast<size_t>(r)]->Value());
+    if (count != 0) {
+      const std::string_view name = FailureReasonName(static_cast<FailureReason>(r));
+      absl::StrAppend(&summary, summary.empty() ? "" : " ",
+                      absl::string_view(name.data(), name.size()), "=", count);
+    }
+  }
+  return summary;
 }
 
 void Metrics::CountGlobalShadowMode() { global_shadow_mode_.Increment(); }

@@ -41,6 +41,8 @@ class Metrics {
   void CountRequest(absl::string_view outcome);
   // A request the backend could not decide in its budget, answered by the failure policy.
   void CountBackendFailure(FailureReason reason);
+  // "reason=count" of every reason counted so far, space-separated ("" if none), for /readyz.
+  std::string BackendFailureSummary() const;
   // A request over limit answered OK because of the global shadow mode.
   void CountGlobalShadowMode();
   void SetConfigRules(double rules);

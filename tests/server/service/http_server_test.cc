@@ -50,6 +50,19 @@ TEST_F(HttpServerTest, HealthcheckIs500WhileDraining) {
   EXPECT_EQ(HttpGet(http_->port(), "/healthz"), "draining\n\n503");
 }
 
+// Verifies /readyz says how many decisions fell to the failure policy, by reason.
+TEST_F(HttpServerTest, ReadyzCountsFailurePolicyDecisionsByReason) {
+  Serve(Load("domain: h\n"), {});
+  EXPECT_EQ(HttpGet(http_->port(), "/readyz"), "OK\n\n200");
+  metrics_.CountBackendFailure(FailureReason::kCircuitOpen);
+  metrics_.CountBackendFailure(FailureReason::kCircuitOpen);
+  metrics_.CountBackendFailure(FailureReason::kTimeoutInFlight);
+  EXPECT_EQ(HttpGet(http_->port(), "/readyz"),
+            "OK\nfailure policy decisions: timeout_in_flight=1 circuit_open=2\n\n200");
+  EXPECT_THAT(HttpGet(http_->port(), "/metrics"),
+              ::testing::HasSubstr("sluice_backend_failures_total{reason=\"circuit_open\"} 2"));
+}
+
 // Verifies healthy_requires_config: unhealthy without a domain (or without any config).
 TEST_F(HttpServerTest, HealthcheckRequiresADomainWhenAsked) {
   HttpServerOptions options;
