@@ -1,6 +1,11 @@
 // envoy.service.ratelimit.v3.RateLimitService on gRPC's callback API. Handlers never block:
 // each call hands its request to the RateLimiter and returns; the reactor is finished from
 // whichever thread completes the decision. Thread-safe.
+//
+// The method is registered raw: the service parses the request bytes itself, so that a request
+// that is not a valid RateLimitRequest gets INVALID_ARGUMENT with a message saying so (gRPC's
+// own parsing would answer an empty-messaged error), and so that one call's request and
+// response share one protobuf arena whose first block is part of the call.
 #pragma once
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
@@ -9,15 +14,15 @@
 namespace sluice {
 
 class RateLimitGrpcService final
-    : public envoy::service::ratelimit::v3::RateLimitService::CallbackService {
+    : public envoy::service::ratelimit::v3::RateLimitService::WithRawCallbackMethod_ShouldRateLimit<
+          envoy::service::ratelimit::v3::RateLimitService::Service> {
  public:
   // `limiter` must outlive the service.
   explicit RateLimitGrpcService(RateLimiter& limiter) : limiter_(limiter) {}
 
-  grpc::ServerUnaryReactor* ShouldRateLimit(
-      grpc::CallbackServerContext* context,
-      const envoy::service::ratelimit::v3::RateLimitRequest* request,
-      envoy::service::ratelimit::v3::RateLimitResponse* response) override;
+  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
 
  private:
   RateLimiter& limiter_;

@@ -1,5 +1,5 @@
-// grpc.health.v1.Health/Check through a generic stub (the health protos are not generated
-// here), for the end-to-end tests. Header-only; each call makes its own channel.
+// Raw unary gRPC calls through a generic stub, and grpc.health.v1.Health/Check with it (the
+// health protos are not generated here), for the end-to-end tests. Header-only; each call makes its own channel.
 #pragma once
 
 #include <chrono>
@@ -14,16 +14,12 @@
 
 namespace sluice::testing {
 
-// The serialized HealthCheckResponse for `service` ("\x08\x01" is SERVING), or
-// "error <code>: <message>" when the call fails. REQUIRES: service.size() < 128.
-inline std::string GrpcHealthCheck(const std::string& address, const std::string& service) {
+// Calls the unary `method` ("/package.Service/Method") with `bytes` as the serialized request;
+// returns the serialized reply, or "error <code>: <message>" when the call fails.
+inline std::string GrpcRawUnaryCall(const std::string& address, const std::string& method,
+                                    const std::string& bytes) {
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
-  // HealthCheckRequest{service}: field 1, length-delimited; "" is the empty message.
-  const std::string bytes =
-      service.empty() ? std::string()
-                      : absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())),
-                                     service);
   grpc::Slice slice(bytes);
   grpc::ByteBuffer request(&slice, 1);
   grpc::ClientContext context;
@@ -33,13 +29,12 @@ inline std::string GrpcHealthCheck(const std::string& address, const std::string
   std::condition_variable cv;
   bool done = false;
   grpc::Status result;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &reply,
-                 [&](grpc::Status s) {
-                   std::lock_guard<std::mutex> lock(mu);
-                   result = s;
-                   done = true;
-                   cv.notify_one();
-                 });
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    result = s;
+    done = true;
+    cv.notify_one();
+  });
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
   if (!result.ok()) {
@@ -54,6 +49,17 @@ inline std::string GrpcHealthCheck(const std::string& address, const std::string
     out.append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
   return out;
+}
+
+// The serialized HealthCheckResponse for `service` ("\x08\x01" is SERVING), or
+// "error <code>: <message>" when the call fails. REQUIRES: service.size() < 128.
+inline std::string GrpcHealthCheck(const std::string& address, const std::string& service) {
+  // HealthCheckRequest{service}: field 1, length-delimited; "" is the empty message.
+  const std::string bytes =
+      service.empty() ? std::string()
+                      : absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())),
+                                     service);
+  return GrpcRawUnaryCall(address, "/grpc.health.v1.Health/Check", bytes);
 }
 
 }  // namespace sluice::testing

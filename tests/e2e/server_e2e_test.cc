@@ -158,6 +158,20 @@ TEST_F(ServerE2eTest, BadRequestIsInvalidArgument) {
               HasSubstr("descriptors[0].entries[0].key must not be empty"));
 }
 
+// Verifies bytes that are not a RateLimitRequest get INVALID_ARGUMENT with a message saying so
+// (not gRPC's bare default), and that the server keeps answering valid requests after them.
+TEST_F(ServerE2eTest, UnparsableRequestIsInvalidArgument) {
+  const std::string method = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+  // Field 1 (domain) says 100 bytes follow; there are 3.
+  EXPECT_EQ(testing::GrpcRawUnaryCall(sluice_->grpc_address(), method, std::string("\x0a\x64abc", 5)),
+            "error 3: the request is not a valid envoy.service.ratelimit.v3.RateLimitRequest "
+            "(5 bytes that do not parse as one)");
+  // A wire type no field may have (field 1, group end).
+  EXPECT_THAT(testing::GrpcRawUnaryCall(sluice_->grpc_address(), method, std::string("\x0c", 1)),
+              HasSubstr("error 3: the request is not a valid"));
+  EXPECT_EQ(Check("fw=a").overall_code(), RlsResponse::OK);
+}
+
 // Verifies the standard gRPC health service answers SERVING.
 TEST_F(ServerE2eTest, GrpcHealthServiceServes) {
   // HealthCheckResponse{status: SERVING (1)} is field 1, varint 1.
