@@ -16,6 +16,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
 #include "server/common/mutex.h"
+#include "server/config/failure_mode.h"
 
 namespace sluice {
 
@@ -39,6 +40,8 @@ class Metrics {
   void CountRequest(absl::string_view outcome);
   // A decision the backend could not make in its budget, answered by the failure policy.
   void CountBackendFailure();
+  // One descriptor the backend could not decide, answered by failure mode `mode`.
+  void CountFailurePolicyDecision(FailureMode mode);
   // A request over limit answered OK because of the global shadow mode.
   void CountGlobalShadowMode();
   void SetConfigRules(double rules);
@@ -58,6 +61,9 @@ class Metrics {
   prometheus::Counter& global_shadow_mode_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Counter& backend_failures_;
+  prometheus::Family<prometheus::Counter>& failure_policy_;
+  // Indexed by FailureMode's value (kAllow, kDeny, kLocal: 0, 1, 2).
+  prometheus::Counter* const failure_policy_by_mode_[3];
   prometheus::Gauge& config_rules_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Counter& reloads_ok_;
