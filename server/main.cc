@@ -33,6 +33,7 @@
 #include "server/config/config_loader.h"
 #include "server/config/config_store.h"
 #include "server/config/config_watcher.h"
+#include "server/config/failure_mode.h"
 #include "server/service/grpc_options.h"
 #include "server/service/grpc_service.h"
 #include "server/service/http_server.h"
@@ -58,7 +59,8 @@ ABSL_FLAG(std::string, redis_password, "", "Redis password (AUTH)");
 ABSL_FLAG(int32_t, redis_db, 0, "Redis database number (standalone only)");
 ABSL_FLAG(std::string, redis_key_prefix, "sluice:", "prefix of every key Sluice writes");
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(10),
-          "per-decision budget; past it the decision follows --failure_mode");
+          "per-decision budget; past it the decision follows the failure mode (--failure_mode, "
+          "or the domain's failure_mode:)");
 ABSL_FLAG(std::string, redis_clock, "redis",
           "redis: Redis' clock, one for all replicas (this process's clock plus an offset "
           "sampled with TIME every second); local: this process's clock (replicas must agree)");
@@ -89,7 +91,13 @@ ABSL_FLAG(int64_t, over_limit_cache_keys, 100000,
           "redis backend: keys remembered as over limit, answered without a Redis call until "
           "their retry time (0 disables)");
 ABSL_FLAG(std::string, failure_mode, "allow",
-          "when the backend cannot answer in budget: allow (answer OK) or deny (OVER_LIMIT)");
+          "when the backend cannot answer in budget: allow (answer OK), deny (OVER_LIMIT) or "
+          "local (decide in process on this replica's share of each limit, see "
+          "--replicas_hint); a domain's failure_mode: overrides it");
+ABSL_FLAG(int32_t, replicas_hint, 1,
+          "failure_mode local: the number of Sluice replicas sharing the Redis; each admits "
+          "1/replicas_hint of a rule's limit and burst, rounded up (a rule's local_share "
+          "overrides)");
 ABSL_FLAG(bool, check_config, false, "validate the config, print the result and exit 0 or 1");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 ABSL_FLAG(std::string, log_format, "text",
@@ -132,7 +140,8 @@ ABSL_FLAG(bool, count_denied_hits, false,
 ABSL_FLAG(int32_t, max_descriptors, 64, "most descriptors accepted in one request");
 ABSL_FLAG(int32_t, max_entries, 32, "most entries accepted in one descriptor");
 ABSL_FLAG(int32_t, max_key_bytes, 1024, "longest domain, descriptor key or value accepted");
-ABSL_FLAG(int64_t, memory_max_keys, 1000000, "memory backend: most keys kept at once");
+ABSL_FLAG(int64_t, memory_max_keys, 1000000,
+          "memory backend, and the failure_mode local store: most keys kept at once");
 ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(5),
           "how often to check the config files for changes (0 disables; SIGHUP always reloads)");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
@@ -251,7 +260,8 @@ std::unique_ptr<RedisBackend> CreateRedisBackend(const RedisTarget& target, cons
   if (!(*created)->WaitUntilReady(absl::Seconds(2))) {
     SLUICE_LOG(WARNING) << what << " at " << target.addresses
                         << " is not reachable yet; answering by --failure_mode="
-                        << absl::GetFlag(FLAGS_failure_mode) << " until it is";
+                        << absl::GetFlag(FLAGS_failure_mode)
+                        << " (or the domain's failure_mode:) until it is";
   }
   return *std::move(created);
 }
@@ -323,9 +333,13 @@ int Run() {
   if (!per_second_name.empty() && backend_name == "memory") {
     Die("--redis_per_second_backend needs --backend=redis or redis_cluster");
   }
-  const std::string failure_mode = absl::GetFlag(FLAGS_failure_mode);
-  if (failure_mode != "allow" && failure_mode != "deny") {
-    Die(absl::StrCat("--failure_mode: '", failure_mode, "' is not allow or deny"));
+  const std::string failure_mode_name = absl::GetFlag(FLAGS_failure_mode);
+  const std::optional<FailureMode> failure_mode = ParseFailureMode(failure_mode_name);
+  if (!failure_mode.has_value()) {
+    Die(absl::StrCat("--failure_mode: '", failure_mode_name, "' is not allow, deny or local"));
+  }
+  if (absl::GetFlag(FLAGS_replicas_hint) < 1) {
+    Die("--replicas_hint must be at least 1");
   }
   const std::string redis_clock = absl::GetFlag(FLAGS_redis_clock);
   if (redis_clock != "redis" && redis_clock != "local") {
@@ -397,7 +411,10 @@ int Run() {
   limiter_options.max_entries = absl::GetFlag(FLAGS_max_entries);
   limiter_options.max_key_bytes = absl::GetFlag(FLAGS_max_key_bytes);
   limiter_options.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
-  limiter_options.failure_mode = failure_mode == "deny" ? FailureMode::kDeny : FailureMode::kAllow;
+  limiter_options.failure_mode = *failure_mode;
+  limiter_options.replicas_hint = static_cast<uint32_t>(absl::GetFlag(FLAGS_replicas_hint));
+  limiter_options.local_max_keys =
+      static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_memory_max_keys)));
   limiter_options.near_limit_ratio = near_limit_ratio;
   limiter_options.global_shadow_mode = absl::GetFlag(FLAGS_shadow_mode);
   limiter_options.global_quota_mode = absl::GetFlag(FLAGS_quota_mode);
@@ -414,7 +431,7 @@ int Run() {
     over_limit_cache = std::make_unique<OverLimitCache>(
         clock, static_cast<size_t>(absl::GetFlag(FLAGS_over_limit_cache_keys)));
   }
-  RateLimiter limiter(store, *backend, metrics, limiter_options, over_limit_cache.get());
+  RateLimiter limiter(store, *backend, clock, metrics, limiter_options, over_limit_cache.get());
 
   RateLimitGrpcService service(limiter);
   grpc::EnableDefaultHealthCheckService(true);

@@ -145,6 +145,9 @@ void DumpRule(const DescriptorNode& node, const RateLimitRule& rule, std::string
         break;
     }
     absl::StrAppend(&out, " key_suffix=", rule.key_suffix);
+    if (rule.local_share.has_value()) {
+      absl::StrAppend(&out, " local_share=", *rule.local_share);
+    }
   }
   if (!rule.name.empty()) {
     absl::StrAppend(&out, " name=", rule.name);
@@ -228,6 +231,11 @@ const DescriptorNode* Config::Match(absl::string_view domain,
 
 bool Config::HasDomain(absl::string_view domain) const { return domains_.contains(domain); }
 
+const Domain* Config::FindDomain(absl::string_view domain) const {
+  auto it = domains_.find(domain);
+  return it == domains_.end() ? nullptr : it->second.get();
+}
+
 std::string Config::Dump() const {
   std::vector<const Domain*> domains;
   domains.reserve(domains_.size());
@@ -238,6 +246,10 @@ std::string Config::Dump() const {
             [](const Domain* a, const Domain* b) { return a->name < b->name; });
   std::string out;
   for (const Domain* domain : domains) {
+    if (domain->failure_mode.has_value()) {
+      absl::StrAppend(&out, domain->name, ": failure_mode=", FailureModeName(*domain->failure_mode),
+                      " (", domain->failure_mode_at, ")\n");
+    }
     DumpNode(domain->root, out);
   }
   return out;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "absl/types/span.h"
 #include "google/protobuf/struct.pb.h"
 #include "server/algorithm/algorithm.h"
+#include "server/config/failure_mode.h"
 #include "server/key/storage_key.h"
 
 namespace sluice {
@@ -51,6 +53,9 @@ struct RateLimitRule {
   // Storage-key suffix that keeps this rule's state apart from the node's other rules and from
   // an earlier rule of another algorithm or period on the same descriptor.
   std::string key_suffix;
+  // failure_mode local: the fraction of the limit (and burst) one replica admits on its own
+  // while the backend cannot decide, in (0, 1]. Unset: 1 / --replicas_hint.
+  std::optional<double> local_share;
 };
 
 // One node of a domain's descriptor tree: a `key` (and `value`, if any) in the YAML.
@@ -90,6 +95,10 @@ struct DescriptorNode {
 struct Domain {
   std::string name;
   std::string file;
+  // `failure_mode:` of the YAML; unset: --failure_mode decides.
+  std::optional<FailureMode> failure_mode;
+  // Where failure_mode was set, "file:line" (listings, merge conflicts); empty when unset.
+  std::string failure_mode_at;
   DescriptorNode root;  // key and value empty; children are the top-level descriptors
 };
 
@@ -123,11 +132,15 @@ class Config {
 
   // True if `domain` is configured.
   bool HasDomain(absl::string_view domain) const;
+  // The configured `domain`, or nullptr. Lives as long as *this.
+  const Domain* FindDomain(absl::string_view domain) const;
 
   // Human-readable listing of every rule, one per line, for /config and --check_config:
   // domains by name, nodes in declaration order, e.g.
   //   "api.client: requests_per_unit=10 unit=second algorithm=token_bucket burst=20
   //    key_suffix=tb:1 shadow_mode=false (limits/api.yaml:4)"
+  // A domain with its own failure_mode starts with a line of its own:
+  //   "api: failure_mode=local (limits/api.yaml:2)"
   std::string Dump() const;
 
   // Number of nodes that carry rules, over all domains.

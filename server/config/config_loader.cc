@@ -31,6 +31,7 @@ namespace {
 constexpr absl::string_view kUnitChoices = "second, minute, hour, day, week, month or year";
 constexpr absl::string_view kAlgorithmChoices =
     "fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket or gcra";
+constexpr absl::string_view kFailureModeChoices = "allow, deny or local";
 
 // Deeper descriptor trees are refused: nobody writes them, and YAML aliases can build a tree
 // that contains itself, which would otherwise recurse without end.
@@ -141,6 +142,8 @@ class FileLoader {
   absl::Status ReadString(const MapEntry& entry, const std::string& path, std::string& out) const;
   absl::Status ReadBool(const MapEntry& entry, const std::string& path, bool& out) const;
   absl::Status ReadUint32(const MapEntry& entry, const std::string& path, uint32_t& out) const;
+  // A plain (unquoted) number in (0, 1].
+  absl::Status ReadShare(const MapEntry& entry, const std::string& path, double& out) const;
 
   absl::Status LoadDescriptorList(const YAML::Node& list, const std::string& path, int line,
                                   int depth, DescriptorNode& parent) const;
@@ -191,7 +194,8 @@ absl::StatusOr<std::unique_ptr<Domain>> FileLoader::Load(absl::string_view text)
                               "file, got ",
                               Describe(root)));
   }
-  ASSIGN_OR_RETURN(MapEntries entries, ReadMap(root, "", root_line, {"domain", "descriptors"}));
+  ASSIGN_OR_RETURN(MapEntries entries,
+                   ReadMap(root, "", root_line, {"domain", "descriptors", "failure_mode"}));
 
   const MapEntry* domain_entry = Find(entries, "domain");
   if (domain_entry == nullptr) {
@@ -206,6 +210,19 @@ absl::StatusOr<std::unique_ptr<Domain>> FileLoader::Load(absl::string_view text)
   domain->root.full_key = domain->name;
   domain->root.file = file_;
   domain->root.line = domain_entry->line;
+
+  if (const MapEntry* mode = Find(entries, "failure_mode")) {
+    std::string text;
+    RETURN_IF_ERROR(ReadString(*mode, "failure_mode", text));
+    const std::optional<FailureMode> parsed = ParseFailureMode(text);
+    if (!parsed.has_value()) {
+      return Error(mode->line, "failure_mode",
+                   absl::StrCat("invalid failure mode '", text, "' (expected ",
+                                kFailureModeChoices, ")"));
+    }
+    domain->failure_mode = *parsed;
+    domain->failure_mode_at = absl::StrCat(file_, ":", mode->line);
+  }
 
   if (const MapEntry* descriptors = Find(entries, "descriptors")) {
     RETURN_IF_ERROR(LoadDescriptorList(descriptors->value, "descriptors", descriptors->line, 1,
@@ -367,6 +384,32 @@ absl::Status FileLoader::ReadUint32(const MapEntry& entry, const std::string& pa
     }
   }
   out = static_cast<uint32_t>(parsed);
+  return absl::OkStatus();
+}
+
+absl::Status FileLoader::ReadShare(const MapEntry& entry, const std::string& path,
+                                   double& out) const {
+  const YAML::Node& value = entry.value;
+  const std::string expected = "expected a number more than 0 and at most 1, got ";
+  if (!value.IsScalar()) {
+    return Error(entry.line, path, absl::StrCat(expected, Describe(value)));
+  }
+  const std::string& text = value.Scalar();
+  if (value.Tag() != "?") {
+    return Error(entry.line, path, absl::StrCat(expected, "the quoted string '", text, "'"));
+  }
+  // Decimal notation only: SimpleAtod alone would also take "nan", "inf" and hexadecimal.
+  double parsed = 0;
+  if (text.empty() || text.find_first_not_of("0123456789+-.eE") != std::string::npos ||
+      !absl::SimpleAtod(text, &parsed)) {
+    return Error(entry.line, path, absl::StrCat(expected, "'", text, "'"));
+  }
+  if (!(parsed > 0 && parsed <= 1)) {
+    return Error(entry.line, path,
+                 absl::StrCat(text, " is out of range (more than 0 and at most 1: the fraction "
+                                    "of the limit one replica admits on its own)"));
+  }
+  out = parsed;
   return absl::OkStatus();
 }
 
@@ -554,7 +597,8 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
   ASSIGN_OR_RETURN(MapEntries entries,
                    ReadMap(map, path, line,
                            {"unit", "requests_per_unit", "unlimited", "name", "replaces",
-                            "algorithm", "burst", "unit_multiplier", "hash_tag"}));
+                            "algorithm", "burst", "unit_multiplier", "hash_tag",
+                            "local_share"}));
   if (const MapEntry* unlimited = Find(entries, "unlimited")) {
     RETURN_IF_ERROR(ReadBool(*unlimited, Field(path, "unlimited"), rule.unlimited));
   }
@@ -574,7 +618,7 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
 
   if (rule.unlimited) {
     for (absl::string_view field : {"unit", "algorithm", "burst", "unit_multiplier",
-                                   "hash_tag"}) {
+                                   "hash_tag", "local_share"}) {
       if (const MapEntry* entry = Find(entries, field)) {
         return Error(entry->line, Field(path, field), "must not be set when unlimited is true");
       }
@@ -653,6 +697,12 @@ absl::Status FileLoader::LoadRule(const YAML::Node& map, const std::string& path
       return Error(entry->line, Field(path, "burst"), "must be at least 1");
     }
     burst = value;
+  }
+
+  if (const MapEntry* entry = Find(entries, "local_share")) {
+    double share = 1;
+    RETURN_IF_ERROR(ReadShare(*entry, Field(path, "local_share"), share));
+    rule.local_share = share;
   }
 
   const int64_t period_seconds = unit_seconds * static_cast<int64_t>(rule.unit_multiplier);
@@ -974,6 +1024,19 @@ absl::StatusOr<std::unique_ptr<Config>> LoadSources(const std::vector<ConfigSour
             source.file_name, ":", (*domain)->root.line, ": domain: duplicate domain '",
             (*domain)->name, "' (first defined in ", existing->second->file,
             "; --merge_domain_config merges files of one domain)"));
+      }
+      Domain& first = *existing->second;
+      const Domain& later = **domain;
+      if (later.failure_mode.has_value()) {
+        if (!first.failure_mode.has_value()) {
+          first.failure_mode = later.failure_mode;
+          first.failure_mode_at = later.failure_mode_at;
+        } else if (*first.failure_mode != *later.failure_mode) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              later.failure_mode_at, ": failure_mode: '", FailureModeName(*later.failure_mode),
+              "' conflicts with '", FailureModeName(*first.failure_mode), "' of domain '",
+              first.name, "' at ", first.failure_mode_at));
+        }
       }
       RETURN_IF_ERROR(MergeChildren((*domain)->root, existing->second->root));
       continue;

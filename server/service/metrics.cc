@@ -14,6 +14,11 @@ prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& reg
   return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
 }
 
+prometheus::Counter* ModeCounter(prometheus::Family<prometheus::Counter>& family,
+                                 FailureMode mode) {
+  return &family.Add({{"mode", std::string(FailureModeName(mode))}});
+}
+
 }  // namespace
 
 Metrics::Metrics()
@@ -40,6 +45,12 @@ Metrics::Metrics()
       backend_failures_(CounterFamily(*registry_, "sluice_backend_failures_total",
                                       "Requests the backend could not decide in budget, "
                                       "answered by the failure policy, by reason")),
+      failure_policy_(CounterFamily(*registry_, "sluice_failure_policy_decisions_total",
+                                    "Descriptors the backend could not decide, by the failure "
+                                    "mode that answered them")),
+      failure_policy_by_mode_{ModeCounter(failure_policy_, FailureMode::kAllow),
+                              ModeCounter(failure_policy_, FailureMode::kDeny),
+                              ModeCounter(failure_policy_, FailureMode::kLocal)},
       config_rules_(prometheus::BuildGauge()
                         .Name("sluice_config_rules")
                         .Help("Descriptor nodes with rules in the config in force")
@@ -104,6 +115,10 @@ std::string Metrics::BackendFailureSummary() const {
     }
   }
   return summary;
+}
+
+void Metrics::CountFailurePolicyDecision(FailureMode mode) {
+  failure_policy_by_mode_[static_cast<size_t>(mode)]->Increment();
 }
 
 void Metrics::CountGlobalShadowMode() { global_shadow_mode_.Increment(); }

@@ -18,6 +18,7 @@
 #include "prometheus/registry.h"
 #include "server/common/failure_reason.h"
 #include "server/common/mutex.h"
+#include "server/config/failure_mode.h"
 
 namespace sluice {
 
@@ -43,6 +44,8 @@ class Metrics {
   void CountBackendFailure(FailureReason reason);
   // "reason=count" of every reason counted so far, space-separated ("" if none), for /readyz.
   std::string BackendFailureSummary() const;
+  // One descriptor the backend could not decide, answered by failure mode `mode`.
+  void CountFailurePolicyDecision(FailureMode mode);
   // A request over limit answered OK because of the global shadow mode.
   void CountGlobalShadowMode();
   void SetConfigRules(double rules);
@@ -64,6 +67,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& backend_failures_;
   // One series per reason, all created up front (the label set is bounded).
   std::array<prometheus::Counter*, kFailureReasons> backend_failure_reasons_{};
+  prometheus::Family<prometheus::Counter>& failure_policy_;
+  // Indexed by FailureMode's value (kAllow, kDeny, kLocal: 0, 1, 2).
+  prometheus::Counter* const failure_policy_by_mode_[3];
   prometheus::Gauge& config_rules_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Counter& reloads_ok_;

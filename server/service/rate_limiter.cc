@@ -262,13 +262,20 @@ void CoLocate(const std::vector<DescriptorPlan>& plans, std::vector<LimitCheck>&
 // Everything a call needs after the backend answers. The snapshot keeps the rules alive.
 struct RateLimiter::PendingCall {
   std::shared_ptr<const Config> config;
+  // What answers the checks the backend cannot decide: the domain's mode, else the flag's.
+  FailureMode failure_mode = FailureMode::kAllow;
   std::vector<DescriptorPlan> plans;
   std::vector<RateLimitRule> overrides;  // storage for request-supplied limits
   std::vector<std::string> keys;
+  // One per rule of each plan, in plan order; keys point into `keys`.
+  std::vector<LimitCheck> checks;
   // Per check: its decision, and whether one was made (by the cache or the backend).
   std::vector<Decision> decisions;
   std::vector<bool> known;
   std::vector<bool> from_cache;  // answered by the over-limit cache
+  // The failure_mode local fallback decided every check the backend did not (all but those
+  // from the cache: a failed batch leaves each of its checks undecided).
+  bool decided_locally = false;
   // Checks sent to the backend, by index, when the cache answered some of them.
   std::vector<size_t> remote_index;
   // --response_dynamic_metadata: the request's part, built while the request is alive.
@@ -277,13 +284,15 @@ struct RateLimiter::PendingCall {
   RateLimiter::DoneCallback done;
 };
 
-RateLimiter::RateLimiter(const ConfigStore& config, Backend& backend, Metrics& metrics,
-                         RateLimiterOptions options, OverLimitCache* cache)
+RateLimiter::RateLimiter(const ConfigStore& config, Backend& backend, const Clock& clock,
+                         Metrics& metrics, RateLimiterOptions options, OverLimitCache* cache)
     : config_(config),
       backend_(backend),
       metrics_(metrics),
       options_(std::move(options)),
-      cache_(cache) {}
+      cache_(cache),
+      local_(clock, options_.replicas_hint,
+             MemoryBackendOptions{.max_keys = std::max<size_t>(1, options_.local_max_keys)}) {}
 
 absl::Status RateLimiter::Validate(const Request& request) const {
   if (request.domain().empty()) {
@@ -355,7 +364,11 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
   }
   const Config& config = *call->config;
   const std::string& domain = request.domain();
-  const bool known_domain = config.HasDomain(domain);
+  const Domain* configured = config.FindDomain(domain);
+  const bool known_domain = configured != nullptr;
+  call->failure_mode = known_domain && configured->failure_mode.has_value()
+                           ? *configured->failure_mode
+                           : options_.failure_mode;
   const uint64_t request_hits = request.hits_addend() == 0 ? 1 : request.hits_addend();
   const int n = request.descriptors_size();
   call->plans.resize(n);
@@ -420,7 +433,7 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
   }
 
   // Drop replaced rules, then build one check per remaining rule.
-  std::vector<LimitCheck> checks;
+  std::vector<LimitCheck>& checks = call->checks;
   for (int i = 0; i < n; ++i) {
     DescriptorPlan& plan = call->plans[i];
     if (!replaced.empty()) {
@@ -491,7 +504,11 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
     Finish(std::move(call), absl::OkStatus());
     return;
   }
-  backend_.Evaluate(all_remote ? absl::MakeConstSpan(checks) : absl::MakeConstSpan(remote),
+  // Taken before `call` moves into the callback (argument order is unspecified); the checks
+  // stay where they are, owned by the call.
+  const absl::Span<const LimitCheck> to_backend =
+      all_remote ? absl::MakeConstSpan(checks) : absl::MakeConstSpan(remote);
+  backend_.Evaluate(to_backend,
                     [this, all_remote, call = std::move(call)](
                         absl::Status status, absl::Span<const Decision> decisions) mutable {
                       if (status.ok()) {
@@ -505,14 +522,58 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
                     });
 }
 
+void RateLimiter::DecideLocally(PendingCall& call) {
+  // Each undecided check, scaled to this replica's share of its rule, keeps its key and group.
+  size_t undecided = 0;
+  for (const DescriptorPlan& plan : call.plans) {
+    for (size_t c = plan.first_check; c < plan.first_check + plan.rules.size(); ++c) {
+      if (!call.known[c]) {
+        call.checks[c].params =
+            local_.Scale(call.checks[c].params, plan.rules[c - plan.first_check]->local_share);
+        ++undecided;
+      }
+    }
+  }
+  if (undecided == 0) {
+    return;
+  }
+  call.decided_locally = true;
+  if (undecided == call.checks.size()) {
+    local_.Decide(call.checks, &call.decisions);
+    call.known.assign(call.checks.size(), true);
+    return;
+  }
+  // Some checks were answered by the over-limit cache: decide only the others, which must not
+  // consume again what the cache already denied. (Rare: a cached key and an uncached one in one
+  // request during an outage; only then does the fallback allocate here.)
+  std::vector<LimitCheck> subset;
+  std::vector<size_t> index;
+  subset.reserve(undecided);
+  index.reserve(undecided);
+  for (size_t c = 0; c < call.checks.size(); ++c) {
+    if (!call.known[c]) {
+      subset.push_back(call.checks[c]);
+      index.push_back(c);
+    }
+  }
+  std::vector<Decision> decisions;
+  local_.Decide(subset, &decisions);
+  for (size_t i = 0; i < index.size(); ++i) {
+    call.decisions[index[i]] = decisions[i];
+    call.known[index[i]] = true;
+  }
+}
+
 void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status) {
   Response* response = call->response;
   if (!status.ok()) {
     metrics_.CountBackendFailure(FailureReasonOf(status));
     SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
         << "backend " << backend_.Name() << " could not decide: " << status
-        << "; answering by failure_mode="
-        << (options_.failure_mode == FailureMode::kAllow ? "allow" : "deny");
+        << "; answering by failure_mode=" << FailureModeName(call->failure_mode);
+    if (call->failure_mode == FailureMode::kLocal) {
+      DecideLocally(*call);
+    }
   }
   // The overall code, as envoyproxy/ratelimit decides it: OVER_LIMIT if any descriptor not in
   // quota mode is over its limit, or if every quota-mode descriptor (there being one) is.
@@ -544,11 +605,17 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
     const size_t first = plan.first_check;
     const size_t end = first + plan.rules.size();
     const bool shadow = plan.node != nullptr && plan.node->shadow_mode;
+    // A descriptor's checks are all cached (a lone rule) or all sent to the backend.
+    const bool local = call->decided_locally && !call->from_cache[first];
+    if (local) {
+      metrics_.CountFailurePolicyDecision(FailureMode::kLocal);
+    }
     if (!std::all_of(call->known.begin() + first, call->known.begin() + end,
                      [](bool k) { return k; })) {
       // The backend could not decide this descriptor: the failure policy answers.
+      metrics_.CountFailurePolicyDecision(call->failure_mode);
       FillLimit(*plan.rules.front(), out->mutable_current_limit());
-      if (options_.failure_mode == FailureMode::kDeny && !shadow) {
+      if (call->failure_mode == FailureMode::kDeny && !shadow) {
         out->set_code(Response::OVER_LIMIT);
         over = true;
       }
@@ -568,14 +635,17 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
           chosen = c;
         }
       }
-      if (cache_ != nullptr && plan.rules.size() == 1 && denied) {
+      // A local denial is on this replica's share only: once the backend is back, the key may
+      // well be under its limit there, so the cache must not answer for it.
+      if (cache_ != nullptr && plan.rules.size() == 1 && denied && !local) {
         cache_->Remember(call->keys[first], plan.hits, decisions[first].retry_after_us);
       }
       const Decision& decision = decisions[chosen];
       const RateLimitRule& rule = *plan.rules[chosen - first];
       FillLimit(rule, out->mutable_current_limit());
-      CountDecision(metrics_.ForRule(plan.stat_key), decision, rule.params, plan.hits,
-                    options_.near_limit_ratio, call->from_cache[chosen], shadow);
+      // The check's params: a local decision is measured against the scaled capacity.
+      CountDecision(metrics_.ForRule(plan.stat_key), decision, call->checks[chosen].params,
+                    plan.hits, options_.near_limit_ratio, call->from_cache[chosen], shadow);
       if (denied) {
         out->set_limit_remaining(0);
         // Over limit, the reset is when the request could succeed again: never earlier.

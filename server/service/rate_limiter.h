@@ -3,7 +3,8 @@
 // batch of decisions, and build the Envoy RLS v3 response. The gRPC service and the HTTP /json
 // endpoint both call it.
 //
-// Thread-safe: one RateLimiter serves every concurrent call; it holds no per-call state.
+// Thread-safe: one RateLimiter serves every concurrent call; it holds no per-call state (the
+// failure_mode local store it owns is shared by all calls and safe for concurrent use).
 #pragma once
 
 #include <atomic>
@@ -16,16 +17,14 @@
 #include "absl/status/status.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "server/backend/backend.h"
+#include "server/common/clock.h"
 #include "server/config/config_store.h"
+#include "server/config/failure_mode.h"
+#include "server/service/local_fallback.h"
 #include "server/service/metrics.h"
 #include "server/service/over_limit_cache.h"
 
 namespace sluice {
-
-enum class FailureMode {
-  kAllow,  // answer OK when the backend cannot decide in its budget
-  kDeny,   // answer OVER_LIMIT
-};
 
 struct RateLimiterOptions {
   size_t max_descriptors = 64;
@@ -34,7 +33,14 @@ struct RateLimiterOptions {
   size_t max_key_bytes = 1024;
   // Prepended to every storage key (lets several deployments share one Redis).
   std::string key_prefix;
+  // What answers a descriptor the backend could not decide in its budget, unless its domain
+  // sets its own failure_mode.
   FailureMode failure_mode = FailureMode::kAllow;
+  // failure_mode local: how many replicas share the backend; each admits on its own a rule's
+  // limit and burst divided by this, rounded up (a rule's local_share overrides). REQUIRES: >= 1.
+  uint32_t replicas_hint = 1;
+  // failure_mode local: keys the in-process store keeps at most.
+  size_t local_max_keys = 1000000;
 
   // envoyproxy/ratelimit compatibility (its environment settings in brackets).
   // A rule's hits past this share of its capacity count as near_limit [NEAR_LIMIT_RATIO].
@@ -65,9 +71,9 @@ class RateLimiter {
   using Response = envoy::service::ratelimit::v3::RateLimitResponse;
   using DoneCallback = absl::AnyInvocable<void(absl::Status) &&>;
 
-  // `config`, `backend`, `metrics` and `cache` (optional: null disables it) must outlive the
-  // RateLimiter.
-  RateLimiter(const ConfigStore& config, Backend& backend, Metrics& metrics,
+  // `config`, `backend`, `clock` (time of the failure_mode local fallback), `metrics` and
+  // `cache` (optional: null disables it) must outlive the RateLimiter.
+  RateLimiter(const ConfigStore& config, Backend& backend, const Clock& clock, Metrics& metrics,
               RateLimiterOptions options, OverLimitCache* cache = nullptr);
 
   // Decides `request` into `*response` and then calls `done` exactly once: OK with the response
@@ -88,6 +94,8 @@ class RateLimiter {
 
   // Builds the response from the decisions and completes the call.
   void Finish(std::unique_ptr<PendingCall> call, absl::Status status);
+  // failure_mode local: decides every check the backend did not, in process.
+  void DecideLocally(PendingCall& call);
   void AddRateLimitHeaders(const PendingCall& call, Response* response) const;
   // `passed`: indices of the descriptors answered OK.
   void AddRequestMetadata(PendingCall& call, absl::Span<const size_t> passed,
@@ -96,6 +104,7 @@ class RateLimiter {
 
   const RateLimiterOptions options_;
   OverLimitCache* const cache_;
+  LocalFallback local_;
   // The config the cache's entries were made under.
   std::atomic<const Config*> seen_config_{nullptr};
 };

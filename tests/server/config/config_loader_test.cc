@@ -552,12 +552,142 @@ TEST_F(ConfigLoaderTest, MergesDomainAcrossFilesWhenAsked) {
             "a.yaml:3");
 }
 
+// ---- failure_mode (per domain) and local_share (per rule).
+
+// Verifies a domain's failure_mode is read with where it was set, and is unset (the flag
+// decides) when the file does not give one.
+TEST_F(ConfigLoaderTest, ReadsDomainFailureMode) {
+  for (FailureMode mode : {FailureMode::kAllow, FailureMode::kDeny, FailureMode::kLocal}) {
+    std::unique_ptr<Config> config =
+        Load(absl::StrCat("domain: a\nfailure_mode: ", FailureModeName(mode), "\n"));
+    const Domain* domain = config->FindDomain("a");
+    ASSERT_NE(domain, nullptr);
+    EXPECT_EQ(domain->failure_mode, mode);
+    EXPECT_EQ(domain->failure_mode_at, "test.yaml:2");
+  }
+  std::unique_ptr<Config> unset = Load("domain: a\n");
+  ASSERT_NE(unset->FindDomain("a"), nullptr);
+  EXPECT_FALSE(unset->FindDomain("a")->failure_mode.has_value());
+  EXPECT_EQ(unset->FindDomain("b"), nullptr);
+}
+
+// Verifies a failure_mode other than allow, deny or local is refused with file, line and field.
+TEST_F(ConfigLoaderTest, RejectsBadFailureMode) {
+  EXPECT_EQ(LoadError("domain: a\nfailure_mode: open\n"),
+            "test.yaml:2: failure_mode: invalid failure mode 'open' (expected allow, deny or "
+            "local)");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors: []\nfailure_mode: Local\n"),
+            "test.yaml:3: failure_mode: invalid failure mode 'Local' (expected allow, deny or "
+            "local)");
+  EXPECT_EQ(LoadError("domain: a\nfailure_mode:\n"),
+            "test.yaml:2: failure_mode: invalid failure mode '' (expected allow, deny or local)");
+  EXPECT_EQ(LoadError("domain: a\nfailure_mode: [local]\n"),
+            "test.yaml:2: failure_mode: expected a string, got a list");
+}
+
+// Verifies files of one merged domain may set failure_mode once, or alike, but not differently.
+TEST_F(ConfigLoaderTest, MergedDomainTakesOneFailureMode) {
+  ConfigLoadOptions merge;
+  merge.merge_domains = true;
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigSources(
+      {{"a.yaml", "domain: x\n"}, {"b.yaml", "domain: x\nfailure_mode: local\n"}}, merge);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ((*config)->FindDomain("x")->failure_mode, FailureMode::kLocal);
+  EXPECT_EQ((*config)->FindDomain("x")->failure_mode_at, "b.yaml:2");
+
+  config = LoadConfigSources({{"a.yaml", "domain: x\nfailure_mode: deny\n"},
+                              {"b.yaml", "domain: x\nfailure_mode: deny\n"}},
+                             merge);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ((*config)->FindDomain("x")->failure_mode, FailureMode::kDeny);
+
+  config = LoadConfigSources({{"a.yaml", "domain: x\nfailure_mode: deny\n"},
+                              {"b.yaml", "# b\ndomain: x\nfailure_mode: local\n"}},
+                             merge);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "b.yaml:3: failure_mode: 'local' conflicts with 'deny' of domain 'x' at a.yaml:2");
+}
+
+// Verifies local_share is read onto the rule, and is unset when not given.
+TEST_F(ConfigLoaderTest, ReadsLocalShare) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: a
+descriptors:
+  - key: half
+    rate_limit: {unit: minute, requests_per_unit: 30, local_share: 0.5}
+  - key: whole
+    rate_limit: {unit: minute, requests_per_unit: 30, local_share: 1}
+  - key: tiny
+    rate_limit: {unit: minute, requests_per_unit: 30, local_share: 1e-3}
+  - key: plain
+    rate_limit: {unit: minute, requests_per_unit: 30}
+)");
+  EXPECT_EQ(Node(*config, "a", {"half"})->rules[0].local_share, 0.5);
+  EXPECT_EQ(Node(*config, "a", {"whole"})->rules[0].local_share, 1.0);
+  EXPECT_EQ(Node(*config, "a", {"tiny"})->rules[0].local_share, 0.001);
+  EXPECT_FALSE(Node(*config, "a", {"plain"})->rules[0].local_share.has_value());
+  // The limit itself is untouched: local_share applies only when the backend cannot decide.
+  EXPECT_EQ(Node(*config, "a", {"half"})->rules[0].params.limit, 30u);
+}
+
+// Verifies local_share must be a plain number more than 0 and at most 1.
+TEST_F(ConfigLoaderTest, RejectsBadLocalShare) {
+  auto error = [](absl::string_view share) {
+    return LoadError(absl::StrCat(
+        "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+        "      requests_per_unit: 5\n      local_share: ",
+        share, "\n"));
+  };
+  auto expected = [](absl::string_view got) {
+    return absl::StrCat("test.yaml:7: descriptors[0].rate_limit.local_share: expected a number "
+                        "more than 0 and at most 1, got ",
+                        got);
+  };
+  EXPECT_EQ(error("half"), expected("'half'"));
+  EXPECT_EQ(error("'0.5'"), expected("the quoted string '0.5'"));
+  EXPECT_EQ(error("[0.5]"), expected("a list"));
+  EXPECT_EQ(error(""), expected("nothing"));
+  EXPECT_EQ(error(".nan"), expected("'.nan'"));
+  EXPECT_EQ(error("0x1p-1"), expected("'0x1p-1'"));
+  auto out_of_range = [](absl::string_view share) {
+    return absl::StrCat("test.yaml:7: descriptors[0].rate_limit.local_share: ", share,
+                        " is out of range (more than 0 and at most 1: the fraction of the limit "
+                        "one replica admits on its own)");
+  };
+  EXPECT_EQ(error("0"), out_of_range("0"));
+  EXPECT_EQ(error("-0.5"), out_of_range("-0.5"));
+  EXPECT_EQ(error("1.5"), out_of_range("1.5"));
+  EXPECT_EQ(error("2"), out_of_range("2"));
+  EXPECT_EQ(error("0.25"), "");
+  EXPECT_EQ(error("1.0"), "");
+}
+
+// Verifies Dump shows a domain's failure_mode and a rule's local_share when they are set.
+TEST_F(ConfigLoaderTest, DumpShowsFailureModeAndLocalShare) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: fm
+failure_mode: local
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 30, local_share: 0.5}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 5}
+)");
+  EXPECT_EQ(config->Dump(),
+            "fm: failure_mode=local (test.yaml:2)\n"
+            "fm.a: requests_per_unit=30 unit=minute algorithm=fixed_window key_suffix=fw:60 "
+            "local_share=0.5 shadow_mode=false (test.yaml:4)\n"
+            "fm.b: requests_per_unit=5 unit=minute algorithm=fixed_window key_suffix=fw:60 "
+            "shadow_mode=false (test.yaml:6)\n");
+}
+
 // ---- Errors: keys of maps.
 
 // Verifies an unknown key is refused at every level, with its path and the keys allowed there.
 TEST_F(ConfigLoaderTest, RejectsUnknownKeys) {
   EXPECT_EQ(LoadError("domain: a\nversion: 2\n"),
-            "test.yaml:2: version: unknown key (expected domain, descriptors)");
+            "test.yaml:2: version: unknown key (expected domain, descriptors, failure_mode)");
   EXPECT_EQ(LoadError(R"(
 domain: a
 descriptors:
@@ -578,7 +708,7 @@ descriptors:
 )"),
             "test.yaml:7: descriptors[0].rate_limit.per: unknown key (expected unit, "
             "requests_per_unit, unlimited, name, replaces, algorithm, burst, unit_multiplier, "
-            "hash_tag)");
+            "hash_tag, local_share)");
   EXPECT_EQ(LoadError(R"(
 domain: a
 descriptors:
@@ -903,6 +1033,9 @@ TEST_F(ConfigLoaderTest, RejectsUnlimitedWithLimitFields) {
   EXPECT_EQ(error("hash_tag: user"),
             "test.yaml:6: descriptors[0].rate_limit.hash_tag: must not be set when unlimited "
             "is true");
+  EXPECT_EQ(error("local_share: 0.5"),
+            "test.yaml:6: descriptors[0].rate_limit.local_share: must not be set when "
+            "unlimited is true");
   EXPECT_EQ(error("name: free"), "");
   EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"
                       "      unlimited: sometimes\n"),

@@ -25,7 +25,8 @@ using testing::Entries;
 class EnvoyproxyExamplesTest : public ::testing::Test {
  protected:
   EnvoyproxyExamplesTest() : store_(Load()), backend_(clock_) {
-    limiter_ = std::make_unique<RateLimiter>(store_, backend_, metrics_, RateLimiterOptions());
+    limiter_ =
+        std::make_unique<RateLimiter>(store_, backend_, clock_, metrics_, RateLimiterOptions());
   }
 
   static std::shared_ptr<const Config> Load() {

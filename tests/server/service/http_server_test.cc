@@ -21,7 +21,8 @@ class HttpServerTest : public ::testing::Test {
   void Serve(std::shared_ptr<const Config> config, HttpServerOptions options,
              const std::string& debug_address = "") {
     store_ = std::make_unique<ConfigStore>(std::move(config));
-    limiter_ = std::make_unique<RateLimiter>(*store_, backend_, metrics_, RateLimiterOptions());
+    limiter_ =
+        std::make_unique<RateLimiter>(*store_, backend_, clock_, metrics_, RateLimiterOptions());
     http_ = std::make_unique<HttpServer>(*limiter_, *store_, backend_, metrics_, options);
     ASSERT_TRUE(http_->Start("127.0.0.1:0", debug_address).ok());
   }
@@ -90,7 +91,8 @@ TEST_F(HttpServerTest, DebugAddressServesTheSameEndpoints) {
 // Verifies a bad debug address fails Start with a message naming it.
 TEST_F(HttpServerTest, RejectsBadDebugAddress) {
   store_ = std::make_unique<ConfigStore>(Load("domain: h\n"));
-  limiter_ = std::make_unique<RateLimiter>(*store_, backend_, metrics_, RateLimiterOptions());
+  limiter_ =
+      std::make_unique<RateLimiter>(*store_, backend_, clock_, metrics_, RateLimiterOptions());
   HttpServer http(*limiter_, *store_, backend_, metrics_);
   absl::Status status = http.Start("127.0.0.1:0", "nowhere");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

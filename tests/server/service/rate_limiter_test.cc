@@ -111,8 +111,8 @@ class RateLimiterTest : public ::testing::Test {
 
   void Rebuild(RateLimiterOptions options, Backend* backend = nullptr,
                OverLimitCache* cache = nullptr) {
-    limiter_ = std::make_unique<RateLimiter>(store_, backend ? *backend : backend_, metrics_,
-                                             options, cache);
+    limiter_ = std::make_unique<RateLimiter>(store_, backend ? *backend : backend_, clock_,
+                                             metrics_, options, cache);
   }
 
   static Request MakeRequest(const std::vector<testing::Entries>& ds, uint32_t hits = 0) {
@@ -381,7 +381,240 @@ TEST_F(RateLimiterTest, FailurePolicyWhenBackendCannotAnswer) {
   EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(denied.statuses(0).code(), Response::OVER_LIMIT);
   EXPECT_EQ(denied.statuses(1).code(), Response::OK);  // no rule, nothing to deny
-  EXPECT_THAT(metrics_.Serialize(), HasSubstr("sluice_backend_failures_total{reason=\"connection\"} 2"));
+  EXPECT_THAT(metrics_.Serialize(),
+              HasSubstr("sluice_backend_failures_total{reason=\"connection\"} 2"));
+  EXPECT_THAT(metrics_.Serialize(),
+              HasSubstr("sluice_failure_policy_decisions_total{mode=\"allow\"} 1"));
+  EXPECT_THAT(metrics_.Serialize(),
+              HasSubstr("sluice_failure_policy_decisions_total{mode=\"deny\"} 1"));
+}
+
+// ---- failure_mode per domain, and local: the in-process fallback during an outage.
+
+// Domains with and without their own failure_mode, all with one 30-per-minute rule on `user`.
+const ConfigSource kOutageSources[] = {
+    {"local.yaml", R"(domain: local
+failure_mode: local
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 30}
+  - key: half
+    rate_limit: {unit: minute, requests_per_unit: 30, local_share: 0.5}
+  - key: beta
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: bucket
+    rate_limit: {unit: second, requests_per_unit: 3, algorithm: token_bucket, burst: 30}
+  - key: zero
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: both
+    rate_limits:
+      - {unit: second, requests_per_unit: 30}
+      - {unit: hour, requests_per_unit: 6}
+)"},
+    {"allow.yaml", R"(domain: allow
+failure_mode: allow
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 30}
+)"},
+    {"deny.yaml", R"(domain: deny
+failure_mode: deny
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 30}
+)"},
+    {"unset.yaml", R"(domain: unset
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 30}
+)"},
+};
+
+// Fails every batch while `down` (Redis unreachable), else decides with the backend it wraps.
+class OutageBackend final : public Backend {
+ public:
+  explicit OutageBackend(Backend& inner) : inner_(inner) {}
+  void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override {
+    if (down) {
+      std::move(done)(absl::UnavailableError("redis down"), {});
+      return;
+    }
+    inner_.Evaluate(checks, std::move(done));
+  }
+  absl::string_view Name() const override { return "outage"; }
+
+  bool down = true;
+
+ private:
+  Backend& inner_;
+};
+
+class RateLimiterFailureModeTest : public ::testing::Test {
+ protected:
+  RateLimiterFailureModeTest() : store_(Load()), shared_(clock_), outage_(shared_) {}
+
+  static std::shared_ptr<const Config> Load() {
+    auto config = LoadConfigSources(
+        std::vector<ConfigSource>(std::begin(kOutageSources), std::end(kOutageSources)));
+    EXPECT_TRUE(config.ok()) << config.status();
+    return std::shared_ptr<const Config>(std::move(*config));
+  }
+
+  // A limiter whose flag says `mode`, in front of the outage backend.
+  void Build(FailureMode mode, uint32_t replicas_hint, OverLimitCache* cache = nullptr) {
+    RateLimiterOptions options;
+    options.failure_mode = mode;
+    options.replicas_hint = replicas_hint;
+    limiter_ = std::make_unique<RateLimiter>(store_, outage_, clock_, metrics_, options, cache);
+  }
+
+  Response Ask(const std::string& domain, const std::vector<testing::Entries>& descriptors,
+               uint32_t hits = 0) {
+    auto r = testing::DecideInline(*limiter_, testing::MakeRequest(domain, descriptors, hits));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : Response();
+  }
+  Response Ask(const std::string& domain, const std::string& key, const std::string& value) {
+    return Ask(domain, {{{key, value}}});
+  }
+
+  // How many of `n` requests in a row are answered OK (stops at the first OVER_LIMIT).
+  int AdmittedInARow(const std::string& domain, const std::string& key, const std::string& value,
+                     int n = 100) {
+    for (int i = 0; i < n; ++i) {
+      if (Ask(domain, key, value).overall_code() != Response::OK) {
+        return i;
+      }
+    }
+    return n;
+  }
+
+  static std::string RetryAfter(const Response& r) {
+    for (const auto& h : r.response_headers_to_add()) {
+      if (h.key() == "retry-after") {
+        return h.value();
+      }
+    }
+    return "";
+  }
+
+  FakeClock clock_{1700006400000000};  // on a minute boundary
+  ConfigStore store_;
+  MemoryBackend shared_;  // stands in for Redis: the state every replica shares
+  OutageBackend outage_;
+  Metrics metrics_;
+  std::unique_ptr<RateLimiter> limiter_;
+};
+
+// Verifies local with 3 replicas: a 30-per-minute rule admits exactly 10 per key during the
+// outage, then denies until the window ends, with that wait as retry-after; other keys have
+// their own 10, and the next window admits again.
+TEST_F(RateLimiterFailureModeTest, LocalAdmitsTheReplicaShareThenDenies) {
+  Build(FailureMode::kAllow, 3);  // the domain's failure_mode: local wins over the flag
+  for (uint32_t i = 0; i < 10; ++i) {
+    Response r = Ask("local", "user", "a");
+    ASSERT_EQ(r.overall_code(), Response::OK) << i;
+    EXPECT_EQ(r.statuses(0).limit_remaining(), 9 - i);
+    EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 30u);  // the configured rule
+  }
+  clock_.AdvanceMicros(15'000'000);
+  Response denied = Ask("local", "user", "a");
+  EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(denied.statuses(0).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(denied.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(denied.statuses(0).duration_until_reset().seconds(), 45);  // the window's end
+  EXPECT_EQ(RetryAfter(denied), "45");
+  EXPECT_EQ(AdmittedInARow("local", "user", "a"), 0);
+  EXPECT_EQ(AdmittedInARow("local", "user", "b"), 10);
+  clock_.AdvanceMicros(45'000'000);
+  EXPECT_EQ(AdmittedInARow("local", "user", "a"), 10);
+  EXPECT_THAT(metrics_.Serialize(),
+              HasSubstr("sluice_failure_policy_decisions_total{mode=\"local\"} 34"));
+  EXPECT_THAT(metrics_.Serialize(),
+              HasSubstr("sluice_failure_policy_decisions_total{mode=\"allow\"} 0"));
+}
+
+// Verifies a rule's local_share overrides --replicas_hint: 0.5 of 30 admits 15.
+TEST_F(RateLimiterFailureModeTest, LocalShareOverridesReplicasHint) {
+  Build(FailureMode::kAllow, 3);
+  EXPECT_EQ(AdmittedInARow("local", "half", "a"), 15);
+  Build(FailureMode::kAllow, 1);
+  EXPECT_EQ(AdmittedInARow("local", "half", "b"), 15);
+  EXPECT_EQ(AdmittedInARow("local", "user", "b"), 30);  // one replica: the whole limit
+}
+
+// Verifies local scales a bucket's burst too, keeps a limit of 0 at 0, and decides a
+// descriptor's rules together (a denial by one consumes from none).
+TEST_F(RateLimiterFailureModeTest, LocalScalesBurstKeepsZeroAndGroupsRules) {
+  Build(FailureMode::kLocal, 3);
+  EXPECT_EQ(AdmittedInARow("local", "bucket", "a"), 10);  // burst 30 / 3
+  clock_.AdvanceMicros(1'000'000);                        // refills 3 / 3 per second
+  EXPECT_EQ(AdmittedInARow("local", "bucket", "a"), 1);
+  EXPECT_EQ(AdmittedInARow("local", "zero", "a"), 0);
+  // Hourly 6 / 3 = 2 and per-second 30 / 3 = 10: the hour's rule denies the third.
+  EXPECT_EQ(AdmittedInARow("local", "both", "a"), 2);
+  Response denied = Ask("local", "both", "a");
+  EXPECT_EQ(denied.statuses(0).current_limit().unit(), Response::RateLimit::HOUR);
+}
+
+// Verifies each domain's failure_mode overrides the flag, and a domain without one follows it.
+TEST_F(RateLimiterFailureModeTest, DomainFailureModeOverridesTheFlag) {
+  Build(FailureMode::kDeny, 3);
+  EXPECT_EQ(AdmittedInARow("allow", "user", "a"), 100);
+  Response denied = Ask("deny", "user", "a");
+  EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(denied.statuses(0).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(Ask("unset", "user", "a").overall_code(), Response::OVER_LIMIT);  // the flag
+  EXPECT_EQ(AdmittedInARow("local", "user", "a"), 10);
+
+  Build(FailureMode::kLocal, 3);
+  EXPECT_EQ(AdmittedInARow("unset", "user", "b"), 10);  // the flag: local
+  EXPECT_EQ(AdmittedInARow("allow", "user", "b"), 100);
+  EXPECT_EQ(Ask("deny", "user", "b").overall_code(), Response::OVER_LIMIT);
+
+  Build(FailureMode::kAllow, 3);
+  EXPECT_EQ(AdmittedInARow("unset", "user", "c"), 100);
+  const std::string metrics = metrics_.Serialize();
+  EXPECT_THAT(metrics, HasSubstr("sluice_failure_policy_decisions_total{mode=\"allow\"} 300"));
+  EXPECT_THAT(metrics, HasSubstr("sluice_failure_policy_decisions_total{mode=\"deny\"} 3"));
+  EXPECT_THAT(metrics, HasSubstr("sluice_failure_policy_decisions_total{mode=\"local\"} 22"));
+}
+
+// Verifies a shadow-mode descriptor is never denied under local, though its denials count.
+TEST_F(RateLimiterFailureModeTest, LocalNeverDeniesShadowModeDescriptor) {
+  Build(FailureMode::kLocal, 3);  // 3 / 3: one admitted locally
+  for (int i = 0; i < 5; ++i) {
+    Response r = Ask("local", "beta", "a");
+    EXPECT_EQ(r.overall_code(), Response::OK) << i;
+    EXPECT_EQ(r.statuses(0).code(), Response::OK) << i;
+  }
+  EXPECT_THAT(metrics_.Serialize(), HasSubstr("sluice_rule_shadow_mode{key=\"local.beta\"} 4"));
+}
+
+// Verifies the local state is the fallback's own: it persists across requests, takes keys the
+// over-limit cache knows to be denied from the cache, and neither feeds the cache nor outlives
+// the outage: once the backend is back, its shared state decides again.
+TEST_F(RateLimiterFailureModeTest, LocalLeavesTheCacheAndTheSharedStateAlone) {
+  OverLimitCache cache(clock_, 1000);
+  Build(FailureMode::kLocal, 3, &cache);
+  outage_.down = false;
+  ASSERT_EQ(Ask("local", {{{"user", "x"}}}, 30).overall_code(), Response::OK);
+  ASSERT_EQ(Ask("local", "user", "x").overall_code(), Response::OVER_LIMIT);  // remembered
+
+  outage_.down = true;
+  // x is still answered by the cache; y by the fallback, in the same request.
+  for (int i = 0; i < 10; ++i) {
+    Response r = Ask("local", {{{"user", "x"}}, {{"user", "y"}}});
+    EXPECT_EQ(r.statuses(0).code(), Response::OVER_LIMIT) << i;
+    EXPECT_EQ(r.statuses(1).code(), Response::OK) << i;
+  }
+  Response both = Ask("local", {{{"user", "x"}}, {{"user", "y"}}});
+  EXPECT_EQ(both.statuses(1).code(), Response::OVER_LIMIT);
+
+  outage_.down = false;
+  // y's shared state never saw the outage's hits: all 30 are there, none denied by the cache.
+  EXPECT_EQ(AdmittedInARow("local", "user", "y"), 30);
 }
 
 }  // namespace

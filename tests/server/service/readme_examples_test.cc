@@ -22,7 +22,7 @@ constexpr int64_t kStart = 1700006400LL * kSecond;
 class ReadmeExamplesTest : public ::testing::Test {
  protected:
   ReadmeExamplesTest()
-      : store_(Load()), backend_(clock_), limiter_(store_, backend_, metrics_, {}) {}
+      : store_(Load()), backend_(clock_), limiter_(store_, backend_, clock_, metrics_, {}) {}
 
   static std::shared_ptr<const Config> Load() {
     auto config = LoadConfigPath(std::string(SLUICE_SOURCE_DIR) + "/examples/config/rideshare.yaml");

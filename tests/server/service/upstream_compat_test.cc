@@ -86,7 +86,7 @@ class UpstreamCompatTest : public ::testing::Test {
   }
 
   void Rebuild(RateLimiterOptions options) {
-    limiter_ = std::make_unique<RateLimiter>(store_, backend_, metrics_, options);
+    limiter_ = std::make_unique<RateLimiter>(store_, backend_, clock_, metrics_, options);
   }
 
   static Request MakeRequest(const std::vector<Entries>& descriptors, uint32_t hits = 0) {
@@ -372,7 +372,7 @@ TEST_F(UpstreamCompatTest, MissingRequestsPerUnitIsZero) {
 // Verifies that while no configuration is loaded (forced start), calls fail UNAVAILABLE.
 TEST_F(UpstreamCompatTest, NoConfigIsUnavailable) {
   ConfigStore empty(nullptr);
-  RateLimiter limiter(empty, backend_, metrics_, RateLimiterOptions());
+  RateLimiter limiter(empty, backend_, clock_, metrics_, RateLimiterOptions());
   Response response;
   absl::Status status;
   limiter.ShouldRateLimit(MakeRequest({{{"near", "x"}}}), &response,
