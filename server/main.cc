@@ -72,6 +72,9 @@ ABSL_FLAG(int32_t, redis_max_batch, 16,
 ABSL_FLAG(bool, redis_caller_writes, true,
           "a request thread writes its Redis commands itself when the connection is idle, "
           "sparing the I/O thread a wake-up (false: the I/O thread writes every command)");
+ABSL_FLAG(int64_t, max_rule_metric_series, 10000,
+          "stat keys with per-rule counters of their own (detailed_metric rules and limit "
+          "overrides make one per request value); past it they count under key=\"_folded\"");
 ABSL_FLAG(int32_t, redis_breaker_failures, 5,
           "after this many Redis calls in a row to one node fail (timeout, connection), its "
           "decisions go to --failure_mode at once for --redis_breaker_open, then one probe "
@@ -375,7 +378,7 @@ int Run() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   Clock& clock = RealClock::Get();
-  Metrics metrics;
+  Metrics metrics(static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_rule_metric_series))));
   ConfigStore store(config);
   metrics.SetConfigRules(config != nullptr ? static_cast<double>(config->RuleCount()) : 0);
   std::unique_ptr<Backend> backend;

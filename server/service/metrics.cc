@@ -1,5 +1,7 @@
 #include "server/service/metrics.h"
 
+#include <algorithm>
+
 #include "absl/strings/string_view.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
@@ -21,7 +23,7 @@ prometheus::Counter* ModeCounter(prometheus::Family<prometheus::Counter>& family
 
 }  // namespace
 
-Metrics::Metrics()
+Metrics::Metrics(size_t max_rule_series)
     : registry_(std::make_shared<prometheus::Registry>()),
       rule_hits_(CounterFamily(*registry_, "sluice_rule_total_hits",
                                "Hits evaluated against a rule, by stat key")),
@@ -59,7 +61,13 @@ Metrics::Metrics()
       reloads_(CounterFamily(*registry_, "sluice_config_reloads_total",
                              "Config reloads by result")),
       reloads_ok_(reloads_.Add({{"result", "ok"}})),
-      reloads_failed_(reloads_.Add({{"result", "rejected"}})) {
+      reloads_failed_(reloads_.Add({{"result", "rejected"}})),
+      max_rules_per_shard_(std::max<size_t>(1, max_rule_series / kShards)),
+      folded_(RuleCountersFor(std::string(kFoldedKey))),
+      keys_folded_(CounterFamily(*registry_, "sluice_rule_keys_folded_total",
+                                 "Lookups of stat keys past the per-rule series cap, counted "
+                                 "under key=\"_folded\" instead of their own")
+                       .Add({})) {
   for (int r = 0; r < kFailureReasons; ++r) {
     backend_failure_reasons_[static_cast<size_t>(r)] = &backend_failures_.Add(
         {{"reason", std::string(FailureReasonName(static_cast<FailureReason>(r)))}});
@@ -73,8 +81,17 @@ RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
   if (it != shard.rules.end()) {
     return it->second;
   }
+  if (shard.rules.size() >= max_rules_per_shard_) {
+    keys_folded_.Increment();
+    return folded_;
+  }
   std::string key(stat_key);
-  RuleCounters counters{
+  RuleCounters counters = RuleCountersFor(key);
+  return shard.rules.emplace(std::move(key), counters).first->second;
+}
+
+RuleCounters Metrics::RuleCountersFor(const std::string& key) {
+  return RuleCounters{
       &rule_hits_.Add({{"key", key}}),
       &rule_over_limit_.Add({{"key", key}}),
       &rule_within_limit_.Add({{"key", key}}),
@@ -82,7 +99,6 @@ RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
       &rule_near_limit_.Add({{"key", key}}),
       &rule_over_limit_cached_.Add({{"key", key}}),
   };
-  return shard.rules.emplace(std::move(key), counters).first->second;
 }
 
 void Metrics::CountRequest(absl::string_view outcome) {

@@ -33,7 +33,13 @@ struct RuleCounters {
 
 class Metrics {
  public:
-  Metrics();
+  // The stat key that the counters of keys past the cap fold into.
+  static constexpr absl::string_view kFoldedKey = "_folded";
+
+  // At most about `max_rule_series` stat keys get counters of their own (a detailed_metric rule
+  // or a request's limit override makes one per request value, so their number is up to the
+  // callers); past that, keys fold into kFoldedKey, counted in sluice_rule_keys_folded_total.
+  explicit Metrics(size_t max_rule_series = 10000);
 
   // Counters of one stat key ("domain.key_value.key2"); created on first use.
   RuleCounters& ForRule(absl::string_view stat_key);
@@ -75,12 +81,17 @@ class Metrics {
   prometheus::Counter& reloads_ok_;
   prometheus::Counter& reloads_failed_;
 
+  RuleCounters RuleCountersFor(const std::string& key);
+
   static constexpr size_t kShards = 16;
   struct Shard {
     Mutex mu;
     absl::flat_hash_map<std::string, RuleCounters> rules ABSL_GUARDED_BY(mu);
   };
   Shard shards_[kShards];
+  const size_t max_rules_per_shard_;
+  RuleCounters folded_;
+  prometheus::Counter& keys_folded_;
   Mutex requests_mu_;
   absl::flat_hash_map<std::string, prometheus::Counter*> request_counters_
       ABSL_GUARDED_BY(requests_mu_);

@@ -1,0 +1,45 @@
+#include "server/service/metrics.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Verifies per-rule series are bounded: past the cap, new stat keys share the "_folded"
+// counters and the fold is counted, while keys that have their own series keep them.
+TEST(MetricsTest, RuleSeriesAreBoundedAndFoldedPastTheCap) {
+  Metrics metrics(/*max_rule_series=*/160);  // 10 per shard
+  for (int i = 0; i < 5000; ++i) {
+    metrics.ForRule(absl::StrCat("d.user_", i)).total_hits->Increment();
+  }
+  const std::string text = metrics.Serialize();
+  size_t series = 0;
+  for (size_t at = text.find("sluice_rule_total_hits{"); at != std::string::npos;
+       at = text.find("sluice_rule_total_hits{", at + 1)) {
+    ++series;
+  }
+  EXPECT_LE(series, 161u);  // the cap, plus _folded
+  EXPECT_GE(series, 100u);
+  EXPECT_THAT(text, HasSubstr("sluice_rule_total_hits{key=\"_folded\"}"));
+  // Every lookup was counted somewhere: 5000 hits in all.
+  double total = 0;
+  for (size_t at = text.find("sluice_rule_total_hits{"); at != std::string::npos;
+       at = text.find("sluice_rule_total_hits{", at + 1)) {
+    total += std::stod(text.substr(text.find("} ", at) + 2));
+  }
+  EXPECT_EQ(total, 5000);
+  EXPECT_THAT(text, Not(HasSubstr("sluice_rule_keys_folded_total 0\n")));
+  // A key with its own series keeps it.
+  RuleCounters& first = metrics.ForRule("d.user_0");
+  EXPECT_NE(&first, &metrics.ForRule("d.never_seen_before"));
+}
+
+}  // namespace
+}  // namespace sluice
