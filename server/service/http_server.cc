@@ -103,7 +103,9 @@ absl::Status HttpServer::Start(const std::string& address, const std::string& de
   base_ = event_base_new();
   http_ = evhttp_new(base_);
   evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
-  evhttp_set_max_body_size(http_, 4 << 20);
+  evhttp_set_max_body_size(http_, static_cast<ev_ssize_t>(options_.max_body_bytes));
+  evhttp_set_max_headers_size(http_, static_cast<ev_ssize_t>(options_.max_header_bytes));
+  evhttp_set_timeout(http_, options_.io_timeout_seconds);
   evhttp_set_gencb(http_, &HttpServer::Dispatch, this);
   absl::StatusOr<int> port = Bind(address);
   absl::StatusOr<int> debug_port = 0;

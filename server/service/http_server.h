@@ -32,6 +32,13 @@ struct HttpServerOptions {
   // envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: /healthcheck fails while
   // the configuration in force has no domain.
   bool healthy_requires_config = false;
+  // A connection that sends or reads nothing for this long is closed: a slow or stalled client
+  // cannot hold one open forever.
+  int io_timeout_seconds = 10;
+  // Largest request head (request line and headers) and body accepted; larger gets an error
+  // answer and the connection closed.
+  size_t max_header_bytes = 16 << 10;
+  size_t max_body_bytes = 4 << 20;
 };
 
 class HttpServer {

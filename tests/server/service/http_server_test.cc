@@ -1,5 +1,11 @@
 #include "server/service/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -62,6 +68,55 @@ TEST_F(HttpServerTest, ReadyzCountsFailurePolicyDecisionsByReason) {
             "OK\nfailure policy decisions: timeout_in_flight=1 circuit_open=2\n\n200");
   EXPECT_THAT(HttpGet(http_->port(), "/metrics"),
               ::testing::HasSubstr("sluice_backend_failures_total{reason=\"circuit_open\"} 2"));
+}
+
+// Opens a TCP connection to 127.0.0.1:port and sends `bytes`; returns the socket.
+int SendRaw(int port, const std::string& bytes) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+  return fd;
+}
+
+// Everything the server sends until it closes the connection (or 10 s pass).
+std::string ReadUntilClosed(int fd) {
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) {
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+// Verifies a client that stops mid-request cannot hold a connection: it is closed after the
+// I/O timeout, and the server keeps answering others meanwhile.
+TEST_F(HttpServerTest, StalledClientIsDisconnected) {
+  HttpServerOptions options;
+  options.io_timeout_seconds = 1;
+  Serve(Load("domain: h\n"), options);
+  int fd = SendRaw(http_->port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n");  // never ends
+  EXPECT_EQ(HttpGet(http_->port(), "/healthz"), "OK\n\n200");
+  const auto begin = std::chrono::steady_clock::now();
+  ReadUntilClosed(fd);
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(5));
+}
+
+// Verifies an oversized request head is refused, not buffered.
+TEST_F(HttpServerTest, OversizedHeadersAreRefused) {
+  HttpServerOptions options;
+  options.max_header_bytes = 1024;
+  Serve(Load("domain: h\n"), options);
+  int fd = SendRaw(http_->port(), absl::StrCat("GET /healthz HTTP/1.1\r\nX-Big: ",
+                                               std::string(4096, 'a'), "\r\n\r\n"));
+  EXPECT_THAT(ReadUntilClosed(fd), ::testing::Not(::testing::HasSubstr("200 OK")));
 }
 
 // Verifies healthy_requires_config: unhealthy without a domain (or without any config).
