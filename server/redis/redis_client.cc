@@ -177,14 +177,25 @@ void RedisClient::Execute(CommandBatch batch, int64_t deadline_monotonic_us, Bat
     return;
   }
   if (!breaker_.Allow()) {
+    // Failed on a loop thread, like every other failure: callers rely on `done` not running on
+    // their own stack while the client runs. The status is built there too (see
+    // RedisClusterClient::Fail on sharing a Status between threads under TSan). Posted before
+    // executing_ drops, so Stop cannot have stopped the loop yet.
+    auto* pending = new BatchCallback(std::move(done));
+    auto fail = [this, pending] {
+      std::unique_ptr<BatchCallback> callback(pending);
+      std::move (*callback)(
+          WithFailureReason(absl::UnavailableError(absl::StrCat(
+                                "redis ", options_.address, ": circuit open after ",
+                                options_.breaker_failures, " failures in a row; next probe within ",
+                                absl::FormatDuration(options_.breaker_open))),
+                            FailureReason::kCircuitOpen),
+          {});
+    };
+    if (!Pick()->loop().Post(fail)) {
+      fail();  // the loop has stopped (a shared loop, stopped by its owner): fail here
+    }
     executing_.fetch_sub(1, std::memory_order_release);
-    std::move(done)(
-        WithFailureReason(absl::UnavailableError(absl::StrCat(
-                              "redis ", options_.address, ": circuit open after ",
-                              options_.breaker_failures, " failures in a row; next probe within ",
-                              absl::FormatDuration(options_.breaker_open))),
-                          FailureReason::kCircuitOpen),
-        {});
     return;
   }
   Pick()->Submit(std::move(batch), deadline_monotonic_us, std::move(done));

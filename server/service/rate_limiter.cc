@@ -276,6 +276,10 @@ struct RateLimiter::PendingCall {
   // The failure_mode local fallback decided every check the backend did not (all but those
   // from the cache: a failed batch leaves each of its checks undecided).
   bool decided_locally = false;
+  // While the backend decides: the backend's callback and ShouldRateLimit's frame hold the
+  // call (see LetGo); the backend's status, for Finish.
+  std::atomic<int> holders{0};
+  absl::Status status;
   // Checks sent to the backend, by index, when the cache answered some of them.
   std::vector<size_t> remote_index;
   // --response_dynamic_metadata: the request's part, built while the request is alive.
@@ -504,22 +508,34 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
     Finish(std::move(call), absl::OkStatus());
     return;
   }
-  // Taken before `call` moves into the callback (argument order is unspecified); the checks
-  // stay where they are, owned by the call.
-  const absl::Span<const LimitCheck> to_backend =
-      all_remote ? absl::MakeConstSpan(checks) : absl::MakeConstSpan(remote);
-  backend_.Evaluate(to_backend,
-                    [this, all_remote, call = std::move(call)](
-                        absl::Status status, absl::Span<const Decision> decisions) mutable {
+  // The checks belong to the call (the local fallback needs them after a failure), and the
+  // backend reads them until Evaluate returns, which may be after `done` has run on another
+  // thread. So the call has two holders, the callback and this frame; the last to let go
+  // finishes it.
+  PendingCall* held = call.release();
+  held->holders.store(2, std::memory_order_relaxed);
+  backend_.Evaluate(all_remote ? absl::MakeConstSpan(held->checks) : absl::MakeConstSpan(remote),
+                    [this, all_remote, held](absl::Status status,
+                                             absl::Span<const Decision> decisions) {
                       if (status.ok()) {
                         for (size_t r = 0; r < decisions.size(); ++r) {
-                          size_t c = all_remote ? r : call->remote_index[r];
-                          call->decisions[c] = decisions[r];
-                          call->known[c] = true;
+                          size_t c = all_remote ? r : held->remote_index[r];
+                          held->decisions[c] = decisions[r];
+                          held->known[c] = true;
                         }
                       }
-                      Finish(std::move(call), std::move(status));
+                      held->status = std::move(status);
+                      LetGo(held);
                     });
+  LetGo(held);
+}
+
+void RateLimiter::LetGo(PendingCall* call) {
+  // acq_rel: the last holder sees everything the callback wrote.
+  if (call->holders.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    absl::Status status = std::move(call->status);
+    Finish(std::unique_ptr<PendingCall>(call), std::move(status));
+  }
 }
 
 void RateLimiter::DecideLocally(PendingCall& call) {

@@ -94,6 +94,8 @@ class RateLimiter {
 
   // Builds the response from the decisions and completes the call.
   void Finish(std::unique_ptr<PendingCall> call, absl::Status status);
+  // One holder of `call` lets go of it; the last one finishes it with its stored status.
+  void LetGo(PendingCall* call);
   // failure_mode local: decides every check the backend did not, in process.
   void DecideLocally(PendingCall& call);
   void AddRateLimitHeaders(const PendingCall& call, Response* response) const;

@@ -163,7 +163,7 @@ TEST_F(ServerE2eTest, BadRequestIsInvalidArgument) {
 TEST_F(ServerE2eTest, UnparsableRequestIsInvalidArgument) {
   const std::string method = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
   // Field 1 (domain) says 100 bytes follow; there are 3.
-  EXPECT_EQ(testing::GrpcRawUnaryCall(sluice_->grpc_address(), method, std::string("\x0a\x64abc", 5)),
+  EXPECT_EQ(testing::GrpcRawUnaryCall(sluice_->grpc_address(), method, std::string("\x0a" "\x64" "abc", 5)),
             "error 3: the request is not a valid envoy.service.ratelimit.v3.RateLimitRequest "
             "(5 bytes that do not parse as one)");
   // A wire type no field may have (field 1, group end).

@@ -192,6 +192,10 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  if (const char* keep = std::getenv("SLUICE_KEEP_TEST_DIRS"); keep != nullptr && *keep != '\0') {
+    std::fprintf(stderr, "kept %s (SLUICE_KEEP_TEST_DIRS)\n", path_.c_str());
+    return;
+  }
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }
