@@ -36,6 +36,7 @@
 #include "server/config/failure_mode.h"
 #include "server/service/grpc_options.h"
 #include "server/service/grpc_service.h"
+#include "server/service/grpc_tls.h"
 #include "server/service/http_server.h"
 #include "server/service/metrics.h"
 #include "server/service/rate_limiter.h"
@@ -43,6 +44,14 @@
 
 ABSL_FLAG(std::string, config, "", "YAML config file, or a directory of *.yaml files (one domain each)");
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:8081", "gRPC listen address (HOST:PORT)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "gRPC over TLS: PEM certificate chain file (with --tls_key); empty: plaintext");
+ABSL_FLAG(std::string, tls_key, "", "gRPC over TLS: PEM private key file of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "mutual TLS: PEM CA bundle; clients must present a certificate it signed");
+ABSL_FLAG(absl::Duration, tls_reload_interval, absl::Seconds(10),
+          "how often the TLS files are re-read, so that a rotated certificate is served to new "
+          "connections without a restart");
 ABSL_FLAG(std::string, http_address, "0.0.0.0:8080",
           "HTTP listen address for /json, /healthz, /healthcheck, /readyz, /config, /rlconfig, "
           "/metrics (HOST:PORT)");
@@ -441,8 +450,16 @@ int Run() {
   grpc::ServerBuilder builder;
   ApplyGrpcServerSettings(GrpcServerSettings{}, builder);
   int grpc_port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_grpc_address), grpc::InsecureServerCredentials(),
-                           &grpc_port);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = GrpcServerCredentials(
+      {.cert_file = absl::GetFlag(FLAGS_tls_cert),
+       .key_file = absl::GetFlag(FLAGS_tls_key),
+       .client_ca_file = absl::GetFlag(FLAGS_tls_client_ca),
+       .reload_interval_seconds = static_cast<int>(
+           absl::ToInt64Seconds(absl::GetFlag(FLAGS_tls_reload_interval)))});
+  if (!credentials.ok()) {
+    Die(std::string(credentials.status().message()));
+  }
+  builder.AddListeningPort(absl::GetFlag(FLAGS_grpc_address), *credentials, &grpc_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   const bool unix_socket = absl::StartsWith(absl::GetFlag(FLAGS_grpc_address), "unix:");

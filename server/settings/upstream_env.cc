@@ -159,8 +159,15 @@ class Translator {
     }
     Address("DEBUG_HOST", "DEBUG_PORT", "0.0.0.0", 6070, "debug_address");
     if (Bool("GRPC_SERVER_USE_TLS").value_or(false)) {
-      Fail("GRPC_SERVER_USE_TLS=true: gRPC TLS is not available in Sluice yet; refusing to serve "
-           "plaintext in its place");
+      Set("tls_cert", Get("GRPC_SERVER_TLS_CERT").value_or(""), "GRPC_SERVER_TLS_CERT");
+      Set("tls_key", Get("GRPC_SERVER_TLS_KEY").value_or(""), "GRPC_SERVER_TLS_KEY");
+      if (std::optional<std::string> ca = Get("GRPC_CLIENT_TLS_CACERT")) {
+        Set("tls_client_ca", *ca, "GRPC_CLIENT_TLS_CACERT");
+      }
+      if (IsSet("GRPC_CLIENT_TLS_SAN")) {
+        Fail("GRPC_CLIENT_TLS_SAN: checking a client certificate's SAN is not available in "
+             "Sluice yet; refusing to accept any client the CA signed in its place");
+      }
     }
     for (absl::string_view name : {"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}) {
       if (IsSet(name)) {

@@ -164,11 +164,26 @@ TEST_F(UpstreamEnvTest, RefusesWhatItCannotHonour) {
   EXPECT_THAT(absl::StrJoin(t.errors, " "), Not(HasSubstr("hunter2")));
   EXPECT_THAT(Translate({{"BACKEND_TYPE", "memcache"}}).errors,
               ElementsAre(HasSubstr("BACKEND_TYPE=memcache")));
-  EXPECT_THAT(Translate({{"GRPC_SERVER_USE_TLS", "true"}}).errors,
-              ElementsAre(HasSubstr("GRPC_SERVER_USE_TLS=true")));
+  EXPECT_THAT(Translate({{"GRPC_SERVER_USE_TLS", "true"}, {"GRPC_CLIENT_TLS_SAN", "envoy"}}).errors,
+              ElementsAre(HasSubstr("GRPC_CLIENT_TLS_SAN")));
   EXPECT_THAT(Translate({{"GRPC_SERVER_USE_TLS", "false"}}).errors, IsEmpty());
   EXPECT_THAT(Translate({{"REDIS_URL", "a:1,b:2"}, {"REDIS_SOCKET_TYPE", "tcp"}}).errors,
               ElementsAre(HasSubstr("a single Redis takes one address")));
+}
+
+// Verifies upstream's gRPC TLS settings become --tls_cert, --tls_key and --tls_client_ca, and
+// only when GRPC_SERVER_USE_TLS is true.
+TEST_F(UpstreamEnvTest, GrpcServerTls) {
+  UpstreamTranslation t = Translate({{"GRPC_SERVER_USE_TLS", "true"},
+                                     {"GRPC_SERVER_TLS_CERT", "/tls/tls.crt"},
+                                     {"GRPC_SERVER_TLS_KEY", "/tls/tls.key"},
+                                     {"GRPC_CLIENT_TLS_CACERT", "/tls/ca.crt"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_EQ(Flag(t, "tls_cert"), "/tls/tls.crt");
+  EXPECT_EQ(Flag(t, "tls_key"), "/tls/tls.key");
+  EXPECT_EQ(Flag(t, "tls_client_ca"), "/tls/ca.crt");
+  t = Translate({{"GRPC_SERVER_TLS_CERT", "/tls/tls.crt"}, {"GRPC_SERVER_TLS_KEY", "/k"}});
+  EXPECT_EQ(Flag(t, "tls_cert"), "unset");
 }
 
 // Verifies the per-second Redis is translated only when REDIS_PERSECOND is true.
