@@ -53,6 +53,8 @@ std::string_view FailureReasonName(FailureReason reason) {
       return "loading";
     case FailureReason::kCircuitOpen:
       return "circuit_open";
+    case FailureReason::kClusterDown:
+      return "cluster_down";
     case FailureReason::kOther:
       break;
   }

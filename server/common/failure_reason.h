@@ -19,8 +19,11 @@ enum class FailureReason : unsigned char {
   kReadOnly,           // the node is a read-only replica (READONLY), e.g. during failover
   kLoading,            // the node is loading its dataset (LOADING)
   kCircuitOpen,        // the node's circuit breaker is open: not tried at all
+  kClusterDown,        // a cluster node would not serve the slot (CLUSTERDOWN, MASTERDOWN,
+                       // TRYAGAIN) until the batch had to give up; e.g. a restarted master
+                       // refuses writes for its first two seconds
 };
-inline constexpr int kFailureReasons = 8;
+inline constexpr int kFailureReasons = 9;
 
 // `status` (not OK) with `reason` attached; replaces an earlier reason.
 absl::Status WithFailureReason(absl::Status status, FailureReason reason);
@@ -30,7 +33,7 @@ absl::Status WithFailureReason(absl::Status status, FailureReason reason);
 FailureReason FailureReasonOf(const absl::Status& status);
 
 // The Prometheus label value: "timeout_before_send", "timeout_in_flight", "connection", "oom",
-// "readonly", "loading", "circuit_open", "other".
+// "readonly", "loading", "circuit_open", "cluster_down", "other".
 std::string_view FailureReasonName(FailureReason reason);
 
 }  // namespace sluice

@@ -15,6 +15,7 @@
 #include "server/redis/address.h"
 #include "server/redis/cluster/cluster_error.h"
 #include "server/redis/cluster/hash_slot.h"
+#include "server/redis/reply.h"
 
 namespace sluice {
 namespace {
@@ -287,7 +288,8 @@ void RedisClusterClient::Dispatch(const std::shared_ptr<Batch>& batch,
     sub->commands.AddFrom(batch->commands, i);
   }
   if (!waiting.empty()) {
-    RetryLater(batch, std::move(waiting), absl::StrCat("no connection to ", waiting_for, " yet"));
+    RetryLater(batch, std::move(waiting), absl::StrCat("no connection to ", waiting_for, " yet"),
+               FailureReason::kConnection);
   }
   for (SubBatch& sub : subs) {
     Send(batch, sub.client, std::move(sub));
@@ -330,7 +332,8 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
         commands.push_back(s.command);
       }
       absl::string_view message = status.message();
-      RetryLater(batch, std::move(commands), std::string_view(message.data(), message.size()));
+      RetryLater(batch, std::move(commands), std::string_view(message.data(), message.size()),
+                 FailureReasonOf(status));
     } else {
       Fail(batch, std::move(status));
     }
@@ -338,7 +341,8 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
   }
   std::vector<uint32_t> resend;
   std::vector<uint32_t> later;
-  std::string_view later_reason;
+  std::string_view later_why;
+  FailureReason later_reason = FailureReason::kClusterDown;
   size_t finals = 0;
   for (const Sent& s : sent) {
     RedisReply& reply = replies[s.reply];
@@ -374,14 +378,19 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
       }
       case ClusterErrorKind::kTryAgain:
         Bump(try_again_);
-        later_reason = "TRYAGAIN";
+        later_why = "TRYAGAIN";
         later.push_back(i);
         break;
       case ClusterErrorKind::kClusterDown:
       case ClusterErrorKind::kNodeNotServing:
         Bump(cluster_down_);
         RequestRefresh();
-        later_reason = reply.str();
+        later_why = reply.str();
+        if (error.kind == ClusterErrorKind::kNodeNotServing) {
+          // LOADING and READONLY have reasons of their own; MASTERDOWN stays cluster_down.
+          const FailureReason own = FailureReasonOf(ErrorReplyStatus(reply));
+          if (own != FailureReason::kOther) later_reason = own;
+        }
         later.push_back(i);
         break;
     }
@@ -390,7 +399,7 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
     Dispatch(batch, resend);
   }
   if (!later.empty()) {
-    RetryLater(batch, std::move(later), later_reason);
+    RetryLater(batch, std::move(later), later_why, later_reason);
   }
   if (finals > 0 && batch->remaining.fetch_sub(finals, std::memory_order_acq_rel) == finals) {
     Succeed(batch);
@@ -398,7 +407,8 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
 }
 
 void RedisClusterClient::RetryLater(const std::shared_ptr<Batch>& batch,
-                                    std::vector<uint32_t> commands, std::string_view reason) {
+                                    std::vector<uint32_t> commands, std::string_view why,
+                                    FailureReason reason) {
   if (batch->finished.load(std::memory_order_acquire)) {
     return;
   }
@@ -406,9 +416,11 @@ void RedisClusterClient::RetryLater(const std::shared_ptr<Batch>& batch,
   for (uint32_t i : commands) {
     CommandState& state = batch->states[i];
     if (++state.retries > options_.max_retries) {
-      Fail(batch, absl::UnavailableError(absl::StrCat(
-                      "redis cluster: ", absl::string_view(reason.data(), reason.size()),
-                      " (gave up after ", options_.max_retries, " retries)")));
+      Fail(batch, WithFailureReason(
+                      absl::UnavailableError(absl::StrCat(
+                          "redis cluster: ", absl::string_view(why.data(), why.size()),
+                          " (gave up after ", options_.max_retries, " retries)")),
+                      reason));
       return;
     }
     attempt = std::max<int>(attempt, state.retries);
@@ -425,9 +437,11 @@ void RedisClusterClient::RetryLater(const std::shared_ptr<Batch>& batch,
   // A retry needs time for its round trip too; one that would leave less than the minimum
   // backoff is pointless, and failing now says why better than a deadline later would.
   if (batch->deadline_us - due < min_us) {
-    Fail(batch, absl::UnavailableError(
-                    absl::StrCat("redis cluster: ", absl::string_view(reason.data(), reason.size()),
-                                 " (no time left to retry)")));
+    Fail(batch, WithFailureReason(
+                    absl::UnavailableError(absl::StrCat(
+                        "redis cluster: ", absl::string_view(why.data(), why.size()),
+                        " (no time left to retry)")),
+                    reason));
     return;
   }
   retries_.fetch_add(commands.size(), std::memory_order_relaxed);

@@ -68,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/common/clock.h"
+#include "server/common/failure_reason.h"
 #include "server/common/mutex.h"
 #include "server/redis/backoff.h"
 #include "server/redis/command_batch.h"
@@ -191,9 +192,10 @@ class RedisClusterClient : public RedisExecutor {
   void Send(const std::shared_ptr<Batch>& batch, RedisClient* client, SubBatch sub);
   void OnReplies(const std::shared_ptr<Batch>& batch, RedisClient* client, std::vector<Sent>& sent,
                  absl::Status status, absl::Span<RedisReply> replies);
-  // Re-routes `commands` after a backoff, or fails the batch if out of retries or budget.
+  // Re-routes `commands` after a backoff, or fails the batch if out of retries or budget, with
+  // `why` in its message and `reason` attached.
   void RetryLater(const std::shared_ptr<Batch>& batch, std::vector<uint32_t> commands,
-                  std::string_view reason);
+                  std::string_view why, FailureReason reason);
   // Completes the batch with `status` unless it has completed already.
   void Fail(const std::shared_ptr<Batch>& batch, absl::Status status);
   void Succeed(const std::shared_ptr<Batch>& batch);

@@ -373,6 +373,8 @@ TEST_F(ClusterClientTest, TryAgainIsRetriedWithinTheBudget) {
   // was sent but its budget ran out on the way (a loaded machine).
   if (split.code == absl::StatusCode::kUnavailable) {
     EXPECT_THAT(split.message, HasSubstr("TRYAGAIN"));
+    // Not a connection failure: the node answered, the cluster would not serve the slot.
+    EXPECT_EQ(split.reason, FailureReason::kClusterDown);
   } else {
     EXPECT_EQ(split.code, absl::StatusCode::kDeadlineExceeded) << split.status();
   }

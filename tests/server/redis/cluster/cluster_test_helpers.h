@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/common/clock.h"
+#include "server/common/failure_reason.h"
 #include "server/redis/command_batch.h"
 #include "server/redis/cluster/hash_slot.h"
 #include "server/redis/redis_executor.h"
@@ -31,6 +32,8 @@ namespace sluice::cluster_test {
 struct BatchResult {
   absl::StatusCode code = absl::StatusCode::kUnknown;
   std::string message = "callback never ran";
+  // The reason attached to a failure (FailureReasonOf), kept apart from the status text.
+  FailureReason reason = FailureReason::kOther;
   absl::Status status() const { return absl::Status(code, message); }
   std::vector<RedisReply> replies;
   int64_t started_us = 0;
@@ -48,6 +51,7 @@ class PendingBatch {
       std::lock_guard<std::mutex> lock(mu_);
       result_.code = status.code();
       result_.message = std::string(status.message());
+      result_.reason = FailureReasonOf(status);
       result_.replies.assign(std::make_move_iterator(replies.begin()),
                              std::make_move_iterator(replies.end()));
       result_.completed_us = RealClock::Get().MonotonicMicros();
