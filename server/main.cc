@@ -70,6 +70,10 @@ ABSL_FLAG(std::string, redis_key_prefix, "sluice:", "prefix of every key Sluice 
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(10),
           "per-decision budget; past it the decision follows the failure mode (--failure_mode, "
           "or the domain's failure_mode:)");
+ABSL_FLAG(absl::Duration, redis_queue_grace, absl::Milliseconds(2),
+          "time a decision waits inside Sluice before its Redis call is written (for an I/O "
+          "thread, or behind a lane's calls) that is not charged to --redis_timeout, per wait; "
+          "a decision answers within the budget plus at most twice this");
 ABSL_FLAG(std::string, redis_clock, "redis",
           "redis: Redis' clock, one for all replicas (this process's clock plus an offset "
           "sampled with TIME every second); local: this process's clock (replicas must agree)");
@@ -261,6 +265,7 @@ std::unique_ptr<RedisBackend> CreateRedisBackend(const RedisTarget& target, cons
   }
   options.client.breaker_failures = absl::GetFlag(FLAGS_redis_breaker_failures);
   options.client.breaker_open = absl::GetFlag(FLAGS_redis_breaker_open);
+  options.client.queue_grace = absl::GetFlag(FLAGS_redis_queue_grace);
   options.timeout = absl::GetFlag(FLAGS_redis_timeout);
   options.use_caller_clock = absl::GetFlag(FLAGS_redis_clock) == "local";
   options.max_batch = static_cast<size_t>(absl::GetFlag(FLAGS_redis_max_batch));

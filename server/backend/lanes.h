@@ -58,8 +58,8 @@ struct LaneCheck {
   LimitParams params;
   uint64_t hits = 0;
   int64_t now_us = 0;
-  // Monotonic: the request's arrival plus its budget. Time waiting in the lane until then is not
-  // charged to Redis (see RedisBackend::SendLaneCall).
+  // Monotonic: the request's arrival plus its budget. Waiting in the lane is charged to it only
+  // beyond the queue grace (see RedisBackend::SendLaneCall).
   int64_t deadline_us = 0;
 };
 

@@ -47,6 +47,8 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
   if (!scripts.ok()) {
     return scripts.status();
   }
+  // The breaker's probe gets what a decision gets: a node slower than the budget stays open.
+  options.client.breaker_probe_timeout = options.timeout;
   std::unique_ptr<RedisExecutor> executor;
   if (options.cluster) {
     RedisClusterClientOptions cluster;
@@ -302,15 +304,17 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, LaneCall call) {
   absl::InlinedVector<std::string_view, 16> keys;
   std::string args;
   args.reserve(call.size() * kScriptCheckBytes);
-  // Waiting in the lane is this process' time, not Redis': the call gets the whole budget in
-  // flight, less only what a check waited beyond its own budget (so no check waits more than
-  // twice its budget in all). A check that waited that long fails unsent.
+  // Waiting in the lane is this process' time, not Redis': up to the queue grace of it is not
+  // charged, so a short wait leaves the call the whole budget in flight and a long one (the
+  // lane's calls out are stuck on a slow Redis) costs a check at most the grace more. A call
+  // whose deadline has passed so fails unsent.
   const int64_t budget_us = absl::ToInt64Microseconds(options_.timeout);
+  const int64_t grace_us = absl::ToInt64Microseconds(options_.client.queue_grace);
   int64_t deadline = clock_.MonotonicMicros() + budget_us;
   for (const LaneCheck& check : call) {
     keys.push_back(check.key);
     AppendSingleScriptArgs(check.now_us, check.params, check.hits, &args);
-    deadline = std::min(deadline, check.deadline_us + budget_us);
+    deadline = std::min(deadline, check.deadline_us + grace_us);
   }
   const std::string_view arg_view = args;
   CommandBatch batch;

@@ -521,12 +521,15 @@ void RedisConnection::Dispatch(PendingBatch* batch) {
     Complete(batch, absl::OkStatus());
     return;
   }
-  // Time the batch waited for this thread is this process', not Redis': the batch keeps its whole
-  // budget (deadline minus submission) in flight, as long as it waited no longer than that budget.
+  // Time the batch waited for this thread is this process', not Redis': up to the grace of it
+  // moves the deadline, so that a short wait leaves the whole budget (deadline minus
+  // submission) in flight, and a long one costs no more than budget plus grace in all.
   const int64_t now = clock_.MonotonicMicros();
   const int64_t budget_us = batch->deadline_us - batch->submitted_us;
   const int64_t waited_us = now - batch->submitted_us;
-  if (budget_us <= 0 || waited_us > budget_us) {
+  const int64_t deadline_us =
+      std::min(now + budget_us, batch->deadline_us + options_.queue_grace_us);
+  if (budget_us <= 0 || deadline_us <= now) {
     Bump(deadline_exceeded_);
     Complete(batch, WithFailureReason(
                         absl::DeadlineExceededError(absl::StrCat(
@@ -536,8 +539,8 @@ void RedisConnection::Dispatch(PendingBatch* batch) {
                         FailureReason::kTimeoutBeforeSend));
     return;
   }
-  const int64_t remaining_us = budget_us;
-  batch->deadline_us = now + budget_us;
+  const int64_t remaining_us = deadline_us - now;
+  batch->deadline_us = deadline_us;
   if (outstanding_ + n > options_.max_pending_commands) {
     Complete(batch, absl::UnavailableError(absl::StrCat("redis ", address_, ": ", outstanding_,
                                                         " commands already in flight")));

@@ -77,6 +77,9 @@ struct RedisConnectionOptions {
   // How far ahead the loop promises to run again, for batches written by the calling thread
   // (see the class comment); a batch due sooner goes through the loop. 0: callers never write.
   int64_t caller_write_horizon_us = 2000;
+  // Time a batch waits for the loop thread before it is written is this process', not Redis':
+  // up to this much of it moves the batch's deadline (see Submit).
+  int64_t queue_grace_us = 2000;
 };
 
 // Cumulative counters, readable from any thread (relaxed; for tests and metrics).
@@ -126,9 +129,9 @@ class RedisConnection : private SocketEventsOwner {
   // loop thread: with the replies, or kUnavailable at once if the connection is not ready,
   // kDeadlineExceeded at `deadline_us` (Clock::MonotonicMicros), kUnavailable if the
   // connection is lost first. Time the batch waits for the loop thread before it is written
-  // moves its deadline by as much, up to once its budget (`deadline_us` minus now): past that
-  // it fails unsent, with FailureReason::kTimeoutBeforeSend. Only if the connection is closed does `done` run inline, on the
-  // caller's stack, with kUnavailable.
+  // moves its deadline by as much, up to `queue_grace_us`; a batch still unwritten at its
+  // deadline so moved fails unsent, with FailureReason::kTimeoutBeforeSend. Only if the
+  // connection is closed does `done` run inline, on the caller's stack, with kUnavailable.
   void Submit(CommandBatch batch, int64_t deadline_us, BatchCallback done) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stops for good: timers off, the hiredis context freed, every pending or queued batch failed

@@ -33,8 +33,8 @@ class RedisExecutor {
   //   kDeadlineExceeded  `deadline_monotonic_us` (the client's Clock::MonotonicMicros) passed
   //                      first; replies that come later are dropped. The budget is Redis':
   //                      time the batch waits for a client thread before it is written moves
-  //                      the deadline by as much, up to once the budget given (deadline minus
-  //                      the call's time); past that it fails unsent.
+  //                      the deadline by as much, up to the client's queue grace; a batch
+  //                      still unwritten at the deadline so moved fails unsent.
   // A failure carries its FailureReason (server/common/failure_reason.h).
   // Never blocks. `done` runs on one of the client's threads, except after Stop, when it may run
   // inline on the caller's stack.

@@ -110,12 +110,13 @@ TEST_F(RedisConnectionTest, ReportsReadinessAcrossRestart) {
   EXPECT_EQ(connection_->stats().disconnects, 1u);
 }
 
-// Verifies time a batch waits for the loop thread is not charged to Redis: held up for less than
-// its budget, it is still sent with its whole budget and answered; held up for longer, it fails
-// unsent, with FailureReason::kTimeoutBeforeSend.
-TEST_F(RedisConnectionTest, WaitingForTheLoopIsNotChargedToRedis) {
+// Verifies time a batch waits for the loop thread is not charged to Redis up to the queue
+// grace: held up past its deadline by less than the grace, it is still sent and answered; held
+// up longer, it fails unsent, with FailureReason::kTimeoutBeforeSend.
+TEST_F(RedisConnectionTest, WaitingForTheLoopIsNotChargedToRedisUpToTheGrace) {
   FakeClock clock;
-  StartConnection({.stall_timeout_us = 0, .caller_write_horizon_us = 0}, clock);
+  StartConnection({.stall_timeout_us = 0, .caller_write_horizon_us = 0, .queue_grace_us = 5000},
+                  clock);
   ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
   const auto submit_while_loop_busy = [&](int64_t wait_us) {
     Notification loop_held;
@@ -141,10 +142,10 @@ TEST_F(RedisConnectionTest, WaitingForTheLoopIsNotChargedToRedis) {
     EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
     return status;
   };
-  // Waited 15 ms of a 20 ms budget; the injected clock then stands still, so the batch is
-  // answered only if it was given a fresh 20 ms once sent.
-  EXPECT_TRUE(submit_while_loop_busy(15000).ok());
-  absl::Status late = submit_while_loop_busy(25000);
+  // Waited 23 ms on a 20 ms budget with a 5 ms grace; the injected clock then stands still, so
+  // the batch is answered only if the wait moved its deadline.
+  EXPECT_TRUE(submit_while_loop_busy(23000).ok());
+  absl::Status late = submit_while_loop_busy(26000);
   EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
   EXPECT_EQ(FailureReasonOf(late), FailureReason::kTimeoutBeforeSend) << late;
 }
