@@ -1,5 +1,7 @@
 #include "server/redis/circuit_breaker.h"
 
+#include <utility>
+
 #include "server/common/failure_reason.h"
 
 namespace sluice {
@@ -21,12 +23,8 @@ CircuitBreaker::CircuitBreaker(CircuitBreakerOptions options, const Clock& clock
     : options_(options), clock_(clock) {}
 
 bool CircuitBreaker::Allow() {
-  const int64_t open_until = open_until_us_.load(std::memory_order_relaxed);
-  if (open_until == 0) {
+  if (open_until_us_.load(std::memory_order_relaxed) == 0) {
     return true;
-  }
-  if (clock_.MonotonicMicros() >= open_until && !probe_out_.exchange(true)) {
-    return true;  // the probe
   }
   rejected_.fetch_add(1, std::memory_order_relaxed);
   return false;
@@ -37,32 +35,51 @@ void CircuitBreaker::Record(const absl::Status& status) {
     consecutive_failures_.store(0, std::memory_order_relaxed);
     if (open_until_us_.load(std::memory_order_relaxed) != 0) {
       open_until_us_.store(0, std::memory_order_relaxed);
-      probe_out_.store(false, std::memory_order_relaxed);
     }
     return;
   }
-  if (!IsNodeFault(status) || options_.failure_threshold <= 0) {
-    // Not the node's fault, so no verdict: if this was the probe, let another one go.
-    probe_out_.store(false, std::memory_order_relaxed);
-    return;
+  if (!IsNodeFault(status) || options_.failure_threshold <= 0 ||
+      open_until_us_.load(std::memory_order_relaxed) != 0) {
+    return;  // not the node's fault, no breaker, or open already: the probe decides
   }
   const int failures = consecutive_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (open_until_us_.load(std::memory_order_relaxed) != 0) {
-    // Half-open and the probe (or a batch sent before the breaker opened) failed: stay open.
-    if (clock_.MonotonicMicros() >= open_until_us_.load(std::memory_order_relaxed)) {
-      Open();
-    }
-    return;
-  }
   if (failures >= options_.failure_threshold) {
-    Open();
+    // Only the thread that moves it from closed opens it: concurrent failures open it once.
+    int64_t closed = 0;
+    if (open_until_us_.compare_exchange_strong(closed, clock_.MonotonicMicros() + options_.open_us,
+                                               std::memory_order_relaxed)) {
+      Opened();
+    }
   }
 }
 
-void CircuitBreaker::Open() {
-  open_until_us_.store(clock_.MonotonicMicros() + options_.open_us, std::memory_order_relaxed);
+int64_t CircuitBreaker::ProbeDueInMicros() const {
+  const int64_t open_until = open_until_us_.load(std::memory_order_relaxed);
+  if (open_until == 0 || probe_out_.load(std::memory_order_relaxed)) {
+    return -1;
+  }
+  const int64_t due_in = open_until - clock_.MonotonicMicros();
+  return due_in > 0 ? due_in : 0;
+}
+
+bool CircuitBreaker::StartProbe() {
+  return ProbeDueInMicros() == 0 && !probe_out_.exchange(true, std::memory_order_relaxed);
+}
+
+void CircuitBreaker::ProbeDone(const absl::Status& status) {
   probe_out_.store(false, std::memory_order_relaxed);
+  if (!status.ok() && open_until_us_.load(std::memory_order_relaxed) != 0) {
+    open_until_us_.store(clock_.MonotonicMicros() + options_.open_us, std::memory_order_relaxed);
+    Opened();
+  }
+}
+
+void CircuitBreaker::Opened() {
+  consecutive_failures_.store(0, std::memory_order_relaxed);
   opens_.fetch_add(1, std::memory_order_relaxed);
+  if (listener_) {
+    listener_(options_.open_us);
+  }
 }
 
 }  // namespace sluice

@@ -3,11 +3,14 @@
 //
 // Closed: every batch goes. After `failure_threshold` batches in a row fail with a fault of the
 // node (no reply within the budget, or the connection lost or down), it opens: batches fail at
-// once for `open_us`. Then it is half-open: one batch goes as the probe, the others still fail
-// at once; the probe's success closes the breaker, its failure opens it again. Any batch that
-// completes with replies (error replies included: the node answered) counts as a success.
-// Failures that are not the node's (a batch not sent within its budget because this process
-// was slow) count as neither.
+// once. `open_us` later a probe is due: the client's own call (a PING), not a caller's batch, so
+// that no request is the one to wait on a node that may still be down, and so that the breaker
+// closes as soon as the node is back, whether or not requests are coming. The open listener
+// hears when a probe is due; the client claims it (StartProbe) and reports it (ProbeDone). Any
+// batch that completes with replies (error replies included: the node answered), the probe's
+// among them, closes the breaker; a failed probe opens it for another period. While open, other
+// batches' failures change nothing. Failures that are not the node's (a batch not sent within
+// its budget because this process was slow) never count.
 //
 // Thread-safe and lock-free: Allow is one relaxed load while closed.
 #pragma once
@@ -15,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "server/common/clock.h"
 
@@ -27,13 +31,28 @@ struct CircuitBreakerOptions {
 
 class CircuitBreaker {
  public:
+  // Told each time the breaker opens, with the time until its probe is due (open_us); runs on
+  // the thread whose Record or ProbeDone opened it.
+  using OpenListener = absl::AnyInvocable<void(int64_t probe_due_in_us)>;
+
   CircuitBreaker(CircuitBreakerOptions options, const Clock& clock);
 
-  // Whether a batch may be sent now. While half-open, true for exactly one caller (the probe);
-  // whoever gets true must Record the batch's outcome.
+  // REQUIRES: before any Record or ProbeDone.
+  void set_open_listener(OpenListener listener) { listener_ = std::move(listener); }
+
+  // Whether a batch may be sent now: true while closed. Counts the refusals.
   bool Allow();
   // A batch's outcome (OK, or the failure it completed with).
   void Record(const absl::Status& status);
+
+  // Microseconds until the probe is due (> 0), 0 if due now, -1 if none is (closed, or the
+  // probe is out).
+  int64_t ProbeDueInMicros() const;
+  // Claims a due probe: true for one caller, who sends it and must call ProbeDone.
+  bool StartProbe();
+  // The probe's outcome. Its batch is Recorded too, like any other; a failure opens the breaker
+  // for another period.
+  void ProbeDone(const absl::Status& status);
 
   bool open() const { return open_until_us_.load(std::memory_order_relaxed) != 0; }
   uint64_t opens() const { return opens_.load(std::memory_order_relaxed); }
@@ -41,12 +60,14 @@ class CircuitBreaker {
   const CircuitBreakerOptions& options() const { return options_; }
 
  private:
-  void Open();
+  // Counts an opening (open_until_us_ just set) and tells the listener.
+  void Opened();
 
   const CircuitBreakerOptions options_;
   const Clock& clock_;
+  OpenListener listener_;
   std::atomic<int> consecutive_failures_{0};
-  // 0 while closed; otherwise when the next probe may go (monotonic).
+  // 0 while closed; otherwise when the probe is due (monotonic).
   std::atomic<int64_t> open_until_us_{0};
   std::atomic<bool> probe_out_{false};
   std::atomic<uint64_t> opens_{0};

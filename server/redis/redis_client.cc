@@ -34,12 +34,17 @@ absl::Status Validate(const RedisClientOptions& options, bool own_loops) {
   if (options.stall_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis stall_timeout must not be negative");
   }
-  if (options.breaker_failures < 0 || options.breaker_open <= absl::ZeroDuration()) {
+  if (options.breaker_failures < 0 || options.breaker_open <= absl::ZeroDuration() ||
+      options.breaker_probe_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "redis breaker needs breaker_failures >= 0 and a positive breaker_open");
+        "redis breaker needs breaker_failures >= 0, a positive breaker_open and a positive "
+        "breaker_probe_timeout");
   }
   if (options.caller_write_horizon < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis caller_write_horizon must not be negative");
+  }
+  if (options.queue_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("redis queue_grace must not be negative");
   }
   if (options.max_pending_commands < 1) {
     return absl::InvalidArgumentError("redis max_pending_commands must be at least 1");
@@ -80,6 +85,7 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
   connection_options.max_pending_commands = options.max_pending_commands;
   connection_options.caller_write_horizon_us =
       absl::ToInt64Microseconds(options.caller_write_horizon);
+  connection_options.queue_grace_us = absl::ToInt64Microseconds(options.queue_grace);
 
   std::unique_ptr<RedisClient> client(new RedisClient(std::move(options), clock));
   if (absl::Status status = client->Start(std::move(resources), std::move(connection_options));
@@ -118,7 +124,22 @@ absl::Status RedisClient::Start(RedisClientResources resources,
   // Connections are built on their own loop's thread: from then on nothing else touches them.
   size_t per_loop = static_cast<size_t>(options_.connections_per_thread);
   connections_.resize(loops_.size() * per_loop);
+  // The breaker's probe runs on the first loop. The listener posts there: the failure that
+  // opens the breaker is recorded on whichever loop its connection runs.
+  breaker_.set_open_listener([this](int64_t probe_due_in_us) {
+    if (stopped_.load(std::memory_order_acquire)) {
+      return;
+    }
+    loops_[0]->Post([this, probe_due_in_us] {
+      if (probe_timer_ != nullptr) {
+        probe_timer_->Arm(probe_due_in_us);
+      }
+    });
+  });
   RunOnEachLoop([&](size_t loop_index) {
+    if (loop_index == 0) {
+      probe_timer_ = std::make_unique<LoopTimer>(*loops_[0], [this] { OnProbeTimer(); });
+    }
     for (size_t k = 0; k < per_loop; ++k) {
       auto connection =
           std::make_unique<RedisConnection>(*loops_[loop_index], connection_options, clock_,
@@ -137,6 +158,9 @@ RedisClient::~RedisClient() {
   // Closed connections have nothing registered on their loop any more, but their timers still
   // belong to it: release them there.
   RunOnEachLoop([&](size_t loop_index) {
+    if (loop_index == 0) {
+      probe_timer_.reset();
+    }
     for (auto* connection : ConnectionsOn(loop_index)) {
       connection->reset();
     }
@@ -187,7 +211,7 @@ void RedisClient::Execute(CommandBatch batch, int64_t deadline_monotonic_us, Bat
       std::move (*callback)(
           WithFailureReason(absl::UnavailableError(absl::StrCat(
                                 "redis ", options_.address, ": circuit open after ",
-                                options_.breaker_failures, " failures in a row; next probe within ",
+                                options_.breaker_failures, " failures in a row; probing every ",
                                 absl::FormatDuration(options_.breaker_open))),
                             FailureReason::kCircuitOpen),
           {});
@@ -200,6 +224,25 @@ void RedisClient::Execute(CommandBatch batch, int64_t deadline_monotonic_us, Bat
   }
   Pick()->Submit(std::move(batch), deadline_monotonic_us, std::move(done));
   executing_.fetch_sub(1, std::memory_order_release);
+}
+
+void RedisClient::OnProbeTimer() {
+  if (stopped_.load(std::memory_order_acquire)) {
+    return;
+  }
+  const int64_t due_in_us = breaker_.ProbeDueInMicros();
+  if (due_in_us > 0) {
+    probe_timer_->Arm(due_in_us);  // fired early, or the breaker opened again since
+    return;
+  }
+  if (due_in_us < 0 || !breaker_.StartProbe()) {
+    return;  // closed already (a late reply proved the node alive), or a probe is out
+  }
+  CommandBatch ping;
+  ping.Add({"PING"});
+  Pick()->Submit(std::move(ping),
+                 clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.breaker_probe_timeout),
+                 [this](absl::Status status, absl::Span<RedisReply>) { breaker_.ProbeDone(status); });
 }
 
 std::vector<std::unique_ptr<RedisConnection>*> RedisClient::ConnectionsOn(size_t loop_index) {

@@ -80,11 +80,18 @@ struct RedisClientOptions {
   // A batch Executed on an idle connection is written by the calling thread itself when its
   // deadline is at least this far off (see connection.h); zero: the I/O thread writes them all.
   absl::Duration caller_write_horizon = absl::Milliseconds(2);
+  // Time a batch waits inside this process (for an I/O thread; in the backend, in a lane)
+  // before it is written is not charged to its deadline, up to this much per wait: a short
+  // wait leaves Redis the whole budget, a long one costs at most the grace more.
+  absl::Duration queue_grace = absl::Milliseconds(2);
   // After this many batches in a row fail for the node's fault (timeout, connection), batches
   // fail at once (FailureReason::kCircuitOpen) for breaker_open, then one probe decides
   // (circuit_breaker.h). A threshold of 0 disables the breaker.
   int breaker_failures = 5;
   absl::Duration breaker_open = absl::Seconds(1);
+  // The deadline of the breaker's probe (a PING): a node slower than this stays open. The
+  // Redis backend sets it to the decision budget.
+  absl::Duration breaker_probe_timeout = absl::Milliseconds(10);
 };
 
 // Collaborators several clients may share, e.g. the per-node clients of a cluster client.
@@ -171,6 +178,8 @@ class RedisClient : public RedisExecutor {
   // The (non-null) connections of loops_[loop_index].
   std::vector<std::unique_ptr<RedisConnection>*> ConnectionsOn(size_t loop_index);
   void OnReadyChange(bool ready);
+  // On loops_[0] when the breaker's probe may be due: sends it, or waits until it is due.
+  void OnProbeTimer();
   // Runs `work(i)` for each loop i on that loop's thread (inline if the loop is not running)
   // and waits for all of them.
   void RunOnEachLoop(const std::function<void(size_t loop_index)>& work);
@@ -179,6 +188,8 @@ class RedisClient : public RedisExecutor {
   const Clock& clock_;
   std::shared_ptr<ScriptCache> scripts_;
   CircuitBreaker breaker_;  // the node's; every connection records its batches' outcomes
+  // Fires the breaker's probe; lives on loops_[0] (created, armed and destroyed there).
+  std::unique_ptr<LoopTimer> probe_timer_;
   std::vector<std::unique_ptr<EventLoop>> owned_loops_;
   std::vector<EventLoop*> loops_;
   // connections_[loop * connections_per_thread + k] lives on loops_[loop]. Fixed after Create;

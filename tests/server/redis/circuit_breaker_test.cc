@@ -1,5 +1,7 @@
 #include "server/redis/circuit_breaker.h"
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "server/common/failure_reason.h"
@@ -48,48 +50,68 @@ TEST_F(CircuitBreakerTest, OnlyConsecutiveNodeFaultsCount) {
   EXPECT_TRUE(breaker_.open());
 }
 
-// Verifies that after the open period exactly one probe goes; its success closes the breaker.
-TEST_F(CircuitBreakerTest, OneProbeAfterTheOpenPeriodClosesIt) {
+// Verifies callers' batches never probe: the breaker refuses them all while open, and the probe
+// is due, to one claimant, once the open period is over; the probe's batch succeeding (as the
+// connection records it) closes the breaker.
+TEST_F(CircuitBreakerTest, ProbeIsDueAfterTheOpenPeriodAndItsSuccessCloses) {
   for (int i = 0; i < 3; ++i) {
     breaker_.Record(kTimeout);
   }
+  EXPECT_EQ(breaker_.ProbeDueInMicros(), 1000000);
   clock_.AdvanceMicros(999999);
-  EXPECT_FALSE(breaker_.Allow());
+  EXPECT_EQ(breaker_.ProbeDueInMicros(), 1);
+  EXPECT_FALSE(breaker_.StartProbe());
   clock_.AdvanceMicros(1);
-  EXPECT_TRUE(breaker_.Allow());   // the probe
-  EXPECT_FALSE(breaker_.Allow());  // everyone else, while it is out
+  EXPECT_FALSE(breaker_.Allow()) << "a caller's batch is never the probe";
+  EXPECT_EQ(breaker_.ProbeDueInMicros(), 0);
+  EXPECT_TRUE(breaker_.StartProbe());
+  EXPECT_FALSE(breaker_.StartProbe()) << "one probe at a time";
+  EXPECT_EQ(breaker_.ProbeDueInMicros(), -1);
+  EXPECT_FALSE(breaker_.Allow());
   breaker_.Record(absl::OkStatus());
+  breaker_.ProbeDone(absl::OkStatus());
   EXPECT_FALSE(breaker_.open());
   EXPECT_TRUE(breaker_.Allow());
-  EXPECT_TRUE(breaker_.Allow());
+  EXPECT_EQ(breaker_.ProbeDueInMicros(), -1);
 }
 
-// Verifies a failed probe opens the breaker for another whole period.
-TEST_F(CircuitBreakerTest, FailedProbeReopens) {
+// Verifies a failed probe, whatever the failure, opens the breaker for another whole period,
+// and that the listener hears of every opening with the time until the next probe.
+TEST_F(CircuitBreakerTest, FailedProbeReopensAndTheListenerHears) {
+  std::vector<int64_t> heard;
+  CircuitBreaker breaker({.failure_threshold = 3, .open_us = 1000000}, clock_);
+  breaker.set_open_listener([&](int64_t due_in_us) { heard.push_back(due_in_us); });
+  for (int i = 0; i < 3; ++i) {
+    breaker.Record(kTimeout);
+  }
+  clock_.AdvanceMicros(1000000);
+  ASSERT_TRUE(breaker.StartProbe());
+  breaker.Record(kTimeout);
+  breaker.ProbeDone(kTimeout);
+  EXPECT_TRUE(breaker.open());
+  EXPECT_EQ(breaker.opens(), 2u);
+  EXPECT_EQ(breaker.ProbeDueInMicros(), 1000000);
+  clock_.AdvanceMicros(1000000);
+  ASSERT_TRUE(breaker.StartProbe());
+  breaker.ProbeDone(kUnsent);
+  EXPECT_EQ(breaker.opens(), 3u);
+  EXPECT_EQ(heard, (std::vector<int64_t>{1000000, 1000000, 1000000}));
+}
+
+// Verifies failures recorded while open (batches sent before it opened) neither extend the open
+// period nor open it again, and a late success from one of them closes it.
+TEST_F(CircuitBreakerTest, WhileOpenOnlyTheProbeDecides) {
   for (int i = 0; i < 3; ++i) {
     breaker_.Record(kTimeout);
   }
-  clock_.AdvanceMicros(1000000);
-  ASSERT_TRUE(breaker_.Allow());
-  breaker_.Record(kTimeout);
-  EXPECT_TRUE(breaker_.open());
-  EXPECT_EQ(breaker_.opens(), 2u);
-  clock_.AdvanceMicros(999999);
-  EXPECT_FALSE(breaker_.Allow());
-  clock_.AdvanceMicros(1);
-  EXPECT_TRUE(breaker_.Allow());
-}
-
-// Verifies a probe that ends without a verdict (not sent in time) lets another probe go, so
-// the breaker cannot stay open for good.
-TEST_F(CircuitBreakerTest, ProbeWithoutVerdictLetsAnotherGo) {
-  for (int i = 0; i < 3; ++i) {
-    breaker_.Record(kTimeout);
+  clock_.AdvanceMicros(500000);
+  for (int i = 0; i < 10; ++i) {
+    breaker_.Record(kDown);
   }
-  clock_.AdvanceMicros(1000000);
-  ASSERT_TRUE(breaker_.Allow());
-  breaker_.Record(kUnsent);
-  EXPECT_TRUE(breaker_.Allow());
+  EXPECT_EQ(breaker_.opens(), 1u);
+  EXPECT_EQ(breaker_.ProbeDueInMicros(), 500000);
+  breaker_.Record(absl::OkStatus());
+  EXPECT_FALSE(breaker_.open());
 }
 
 // Verifies a threshold of 0 disables the breaker.
