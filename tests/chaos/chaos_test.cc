@@ -20,28 +20,21 @@
 // with more time and load:
 //   SLUICE_CHAOS_PHASE_SECONDS=30 SLUICE_CHAOS_RATE=3000 build/tests/chaos_test
 // SLUICE_CHAOS_REPLICAS (default 3) sets the number of Sluice processes.
-#include <signal.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/latency_histogram.h"
-#include "client/load_generator.h"
 #include "gtest/gtest.h"
+#include "tests/chaos/chaos_support.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_cluster.h"
 #include "tests/support/redis_server.h"
@@ -54,7 +47,11 @@ using testing::RedisCluster;
 using testing::RedisClusterOptions;
 using testing::RedisServer;
 using testing::SluiceServer;
-using testing::HttpGet;
+using chaos::LoadSummary;
+using chaos::OpenLoopOptions;
+using chaos::PolicyCounters;
+using chaos::RunOpenLoop;
+using chaos::ScrapePolicy;
 using testing::TempDir;
 
 // The rule every request hits: a token bucket per key value. Twelve values at 600/s are 50/s
@@ -95,55 +92,6 @@ struct Settings {
   int replicas = static_cast<int>(EnvNumber("SLUICE_CHAOS_REPLICAS", 3));
 };
 
-// Counters of one replica's /metrics that say what the failure policy answered.
-struct PolicyCounters {
-  std::map<std::string, double> failures_by_reason;  // sluice_backend_failures_total
-  double policy_decisions = 0;                       // sluice_failure_policy_decisions_total
-
-  PolicyCounters& operator+=(const PolicyCounters& other) {
-    for (const auto& [reason, count] : other.failures_by_reason) {
-      failures_by_reason[reason] += count;
-    }
-    policy_decisions += other.policy_decisions;
-    return *this;
-  }
-  PolicyCounters Minus(const PolicyCounters& before) const {
-    PolicyCounters diff = *this;
-    for (const auto& [reason, count] : before.failures_by_reason) {
-      diff.failures_by_reason[reason] -= count;
-    }
-    diff.policy_decisions -= before.policy_decisions;
-    return diff;
-  }
-  std::string Reasons() const {
-    std::vector<std::string> parts;
-    for (const auto& [reason, count] : failures_by_reason) {
-      if (count > 0) parts.push_back(absl::StrCat(reason, " ", count));
-    }
-    return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
-  }
-};
-
-// Parses `name{label="value"} count` lines of a Prometheus text page.
-PolicyCounters ParsePolicyCounters(const std::string& page) {
-  PolicyCounters counters;
-  for (absl::string_view line : absl::StrSplit(page, '\n')) {
-    const size_t space = line.rfind(' ');
-    double count = 0;
-    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &count)) {
-      continue;
-    }
-    constexpr absl::string_view kFailures = "sluice_backend_failures_total{reason=\"";
-    if (absl::StartsWith(line, kFailures)) {
-      absl::string_view rest = line.substr(kFailures.size());
-      counters.failures_by_reason[std::string(rest.substr(0, rest.find('"')))] += count;
-    } else if (absl::StartsWith(line, "sluice_failure_policy_decisions_total{")) {
-      counters.policy_decisions += count;
-    }
-  }
-  return counters;
-}
-
 struct PhaseReport {
   std::string name;
   uint64_t decisions = 0;
@@ -156,8 +104,8 @@ struct PhaseReport {
   bool replicas_alive = true;
 };
 
-// One phase: `fault` runs on its own thread as the load starts (it may sleep, then undo what it
-// did); the phase ends when both the load and the fault are done.
+// One phase: `fault` runs as the load starts (it may sleep, then undo what it did); the phase
+// ends when both the load and the fault are done.
 struct Phase {
   std::string name{};
   std::function<void()> fault{};
@@ -181,12 +129,6 @@ class ChaosTest : public ::testing::Test {
     }
   }
 
-  PolicyCounters ScrapePolicy() {
-    PolicyCounters total;
-    for (auto& server : servers_) total += ParsePolicyCounters(HttpGet(server->http_port(), "/metrics"));
-    return total;
-  }
-
   PhaseReport RunPhase(const Phase& phase, int index);
   void RunAll(const std::string& topology, const std::vector<Phase>& phases);
 
@@ -199,54 +141,21 @@ PhaseReport ChaosTest::RunPhase(const Phase& phase, int index) {
   PhaseReport report;
   report.name = phase.name;
   const absl::Duration duration = std::max(settings_.phase, phase.min_duration);
-  const PolicyCounters before = ScrapePolicy();
-
-  // One open-loop generator per replica, each with its share of the rate.
-  std::vector<absl::StatusOr<LoadResult>> results(servers_.size(),
-                                                  absl::UnknownError("not run"));
-  std::vector<std::thread> load;
-  for (size_t i = 0; i < servers_.size(); ++i) {
-    load.emplace_back([&, i] {
-      LoadOptions options;
-      options.server = servers_[i]->grpc_address();
-      options.rate = settings_.rate / static_cast<double>(servers_.size());
-      options.concurrency = 64;
-      options.duration = duration;
-      options.warmup = absl::ZeroDuration();
-      options.domain = "chaos";
-      options.key = "key";
-      options.keyspace = kKeys;
-      options.channels = 1;
-      options.timeout = absl::Seconds(2);
-      options.seed = static_cast<uint64_t>(index * 100 + static_cast<int>(i) + 1);
-      results[i] = RunLoad(options);
-    });
-  }
-  const absl::Time start = absl::Now();
-  std::thread fault;
-  if (phase.fault) fault = std::thread(phase.fault);
-  for (auto& thread : load) thread.join();
-  if (fault.joinable()) fault.join();
-  const absl::Duration elapsed = absl::Now() - start;
-
-  LatencyHistogram latency;
-  for (const auto& result : results) {
-    EXPECT_TRUE(result.ok()) << phase.name << ": " << result.status();
-    if (!result.ok()) continue;
-    report.decisions += result->requests;
-    report.errors += result->errors();
-    report.unsent += result->unsent;
-    report.admitted += result->descriptor_ok;
-    latency.Merge(result->latency);
-  }
-  report.p99_ms = static_cast<double>(latency.ValueAtQuantile(0.99)) / 1e6;
-  report.policy = ScrapePolicy().Minus(before);
+  const PolicyCounters before = ScrapePolicy(servers_);
+  const LoadSummary load =
+      RunOpenLoop(servers_, OpenLoopOptions("chaos", kKeys, 1, duration), settings_.rate,
+                  static_cast<uint64_t>(index) + 1, phase.fault);
+  report.decisions = load.decisions;
+  report.errors = load.errors;
+  report.unsent = load.unsent;
+  report.admitted = load.admitted;
+  report.p99_ms = load.p99_ms();
+  report.policy = ScrapePolicy(servers_).Minus(before);
   // The generators start within a few milliseconds of each other and their last calls are
   // decided up to a timeout later: the bucket can refill for at most the phase plus that.
   const double span_s = absl::ToDoubleSeconds(duration) + 0.25;
   report.bound = static_cast<uint64_t>(kKeys * (kBurst + kLimitPerSecond * span_s));
   for (auto& server : servers_) report.replicas_alive &= server->process().running();
-  (void)elapsed;
   return report;
 }
 

@@ -84,9 +84,8 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptio
 
 RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(options)) {
   port_ = options_.port != 0 ? options_.port : FreePort();
-  std::string config = absl::StrCat("port ", port_,
+  std::string config = absl::StrCat("port ", port_, "\n", "bind ", options_.host,
                                     "\n"
-                                    "bind 127.0.0.1\n"
                                     "save \"\"\n"
                                     "appendonly no\n"
                                     "daemonize no\n"
@@ -112,7 +111,7 @@ RedisServer::~RedisServer() {
   process_.reset();
 }
 
-std::string RedisServer::address() const { return absl::StrCat("127.0.0.1:", port_); }
+std::string RedisServer::address() const { return absl::StrCat(options_.host, ":", port_); }
 
 pid_t RedisServer::pid() const { return process_ != nullptr ? process_->pid() : -1; }
 
@@ -120,8 +119,10 @@ bool RedisServer::running() { return process_ != nullptr && process_->running();
 
 absl::Status RedisServer::Launch() {
   paused_ = false;
-  process_ = std::make_unique<ChildProcess>(std::vector<std::string>{options_.binary, config_path_},
-                                            dir_.path() + "/redis.log");
+  std::vector<std::string> argv = options_.launcher;
+  argv.push_back(options_.binary);
+  argv.push_back(config_path_);
+  process_ = std::make_unique<ChildProcess>(std::move(argv), dir_.path() + "/redis.log");
   auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
   absl::Status last = absl::UnavailableError("not started yet");
   while (std::chrono::steady_clock::now() < deadline) {
@@ -190,9 +191,9 @@ void RedisServer::Resume() {
 
 absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>& args,
                                                  std::chrono::milliseconds timeout) {
-  ContextPtr c(redisConnectWithTimeout("127.0.0.1", port_, ToTimeval(timeout)));
+  ContextPtr c(redisConnectWithTimeout(options_.host.c_str(), port_, ToTimeval(timeout)));
   if (c == nullptr || c->err != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to 127.0.0.1:", port_, ": ",
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", address(), ": ",
                                                c != nullptr ? c->errstr : "out of memory"));
   }
   redisSetTimeout(c.get(), ToTimeval(timeout));

@@ -30,6 +30,11 @@ struct RedisServerOptions {
   // More redis.conf lines, e.g. "cluster-enabled yes".
   std::vector<std::string> extra_config{};
   std::string binary = "redis-server";
+  // The address the server binds, and that address() and Command() use.
+  std::string host = "127.0.0.1";
+  // A command the server runs under, e.g. {"ip", "netns", "exec", "<name>"} to start it in a
+  // network namespace. It must exec the server, so that the child's pid is the server's.
+  std::vector<std::string> launcher{};
   // How long Start and Restart wait for the server to answer PING.
   std::chrono::milliseconds start_timeout{15000};
 };
@@ -45,7 +50,7 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
-  // "127.0.0.1:<port>".
+  // "<host>:<port>".
   std::string address() const;
   // The server's working directory (its redis.conf and redis.log live there).
   const std::string& dir() const { return dir_.path(); }

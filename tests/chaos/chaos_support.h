@@ -1,0 +1,143 @@
+// What the chaos and network-fault tests share: open-loop load over several Sluice replicas at
+// once, and the failure-policy counters of their /metrics. Header-only: the tests in this
+// directory are the only users.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "client/latency_histogram.h"
+#include "client/load_generator.h"
+#include "gtest/gtest.h"
+#include "tests/support/process.h"
+#include "tests/support/sluice_server.h"
+
+namespace sluice::chaos {
+
+// What the failure policy answered, from sluice_backend_failures_total{reason} (requests) and
+// sluice_failure_policy_decisions_total{mode} (descriptors).
+struct PolicyCounters {
+  std::map<std::string, double> failures_by_reason;
+  double policy_decisions = 0;
+
+  PolicyCounters& operator+=(const PolicyCounters& other) {
+    for (const auto& [reason, count] : other.failures_by_reason) {
+      failures_by_reason[reason] += count;
+    }
+    policy_decisions += other.policy_decisions;
+    return *this;
+  }
+  PolicyCounters Minus(const PolicyCounters& before) const {
+    PolicyCounters diff = *this;
+    for (const auto& [reason, count] : before.failures_by_reason) {
+      diff.failures_by_reason[reason] -= count;
+    }
+    diff.policy_decisions -= before.policy_decisions;
+    return diff;
+  }
+  // "circuit_open 30, timeout_in_flight 4", or "-".
+  std::string Reasons() const {
+    std::vector<std::string> parts;
+    for (const auto& [reason, count] : failures_by_reason) {
+      if (count > 0) parts.push_back(absl::StrCat(reason, " ", count));
+    }
+    return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
+  }
+};
+
+// Reads the policy counters off a Prometheus text page.
+inline PolicyCounters ParsePolicyCounters(const std::string& page) {
+  PolicyCounters counters;
+  constexpr absl::string_view kFailures = "sluice_backend_failures_total{reason=\"";
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    const size_t space = line.rfind(' ');
+    double count = 0;
+    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &count)) {
+      continue;
+    }
+    if (absl::StartsWith(line, kFailures)) {
+      absl::string_view rest = line.substr(kFailures.size());
+      counters.failures_by_reason[std::string(rest.substr(0, rest.find('"')))] += count;
+    } else if (absl::StartsWith(line, "sluice_failure_policy_decisions_total{")) {
+      counters.policy_decisions += count;
+    }
+  }
+  return counters;
+}
+
+// The counters summed over every replica.
+inline PolicyCounters ScrapePolicy(
+    const std::vector<std::unique_ptr<testing::SluiceServer>>& servers) {
+  PolicyCounters total;
+  for (const auto& server : servers) {
+    total += ParsePolicyCounters(testing::HttpGet(server->http_port(), "/metrics"));
+  }
+  return total;
+}
+
+// One open-loop run over every replica, summed.
+struct LoadSummary {
+  uint64_t decisions = 0;
+  uint64_t errors = 0;
+  uint64_t unsent = 0;
+  uint64_t admitted = 0;  // descriptors answered OK
+  LatencyHistogram latency;
+  double p99_ms() const { return static_cast<double>(latency.ValueAtQuantile(0.99)) / 1e6; }
+};
+
+// The settings every generator of a run shares; `server`, `rate` and `seed` are set per replica.
+inline LoadOptions OpenLoopOptions(const std::string& domain, int keyspace, int descriptors,
+                                   absl::Duration duration) {
+  LoadOptions options;
+  options.concurrency = 64;
+  options.duration = duration;
+  options.warmup = absl::ZeroDuration();
+  options.domain = domain;
+  options.key = "key";
+  options.keyspace = keyspace;
+  options.descriptors = descriptors;
+  options.channels = 1;
+  options.timeout = absl::Seconds(2);
+  return options;
+}
+
+// Runs `options` at `rate` requests/s in all, one generator per replica with its share, while
+// `during` (if set) runs on the calling thread; returns when both are done.
+inline LoadSummary RunOpenLoop(const std::vector<std::unique_ptr<testing::SluiceServer>>& servers,
+                               LoadOptions options, double rate, uint64_t seed,
+                               const std::function<void()>& during = {}) {
+  std::vector<absl::StatusOr<LoadResult>> results(servers.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> load;
+  for (size_t i = 0; i < servers.size(); ++i) {
+    LoadOptions mine = options;
+    mine.server = servers[i]->grpc_address();
+    mine.rate = rate / static_cast<double>(servers.size());
+    mine.seed = seed * 100 + i + 1;
+    load.emplace_back([&results, i, mine] { results[i] = RunLoad(mine); });
+  }
+  if (during) during();
+  for (auto& thread : load) thread.join();
+  LoadSummary summary;
+  for (const auto& result : results) {
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) continue;
+    summary.decisions += result->requests;
+    summary.errors += result->errors();
+    summary.unsent += result->unsent;
+    summary.admitted += result->descriptor_ok;
+    summary.latency.Merge(result->latency);
+  }
+  return summary;
+}
+
+}  // namespace sluice::chaos
