@@ -70,7 +70,7 @@ ABSL_FLAG(std::string, redis_key_prefix, "sluice:", "prefix of every key Sluice 
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(10),
           "per-decision budget; past it the decision follows the failure mode (--failure_mode, "
           "or the domain's failure_mode:)");
-ABSL_FLAG(absl::Duration, redis_queue_grace, absl::Milliseconds(2),
+ABSL_FLAG(absl::Duration, redis_queue_grace, absl::Milliseconds(1),
           "time a decision waits inside Sluice before its Redis call is written (for an I/O "
           "thread, or behind a lane's calls) that is not charged to --redis_timeout, per wait; "
           "a decision answers within the budget plus at most twice this");
@@ -90,10 +90,14 @@ ABSL_FLAG(int64_t, max_rule_metric_series, 10000,
           "overrides make one per request value); past it they count under key=\"_folded\"");
 ABSL_FLAG(int32_t, redis_breaker_failures, 5,
           "after this many Redis calls in a row to one node fail (timeout, connection), its "
-          "decisions go to --failure_mode at once for --redis_breaker_open, then one probe "
-          "decides; 0: no circuit breaker");
+          "decisions go to --failure_mode at once until a probe of Sluice's own (a PING) is "
+          "answered; 0: no circuit breaker");
 ABSL_FLAG(absl::Duration, redis_breaker_open, absl::Seconds(1),
-          "how long a node's open circuit breaker answers by --failure_mode before a probe");
+          "the longest a node's open circuit breaker answers by --failure_mode before Sluice "
+          "probes the node again (each failed probe doubles the wait from "
+          "--redis_breaker_open_min)");
+ABSL_FLAG(absl::Duration, redis_breaker_open_min, absl::Milliseconds(50),
+          "how long a node's circuit breaker stays open before the first probe (a PING)");
 ABSL_FLAG(std::string, redis_per_second_backend, "",
           "a second Redis for rules with a one-second period (envoyproxy/ratelimit's "
           "REDIS_PERSECOND): redis or redis_cluster; empty: none");
@@ -265,6 +269,7 @@ std::unique_ptr<RedisBackend> CreateRedisBackend(const RedisTarget& target, cons
   }
   options.client.breaker_failures = absl::GetFlag(FLAGS_redis_breaker_failures);
   options.client.breaker_open = absl::GetFlag(FLAGS_redis_breaker_open);
+  options.client.breaker_open_min = absl::GetFlag(FLAGS_redis_breaker_open_min);
   options.client.queue_grace = absl::GetFlag(FLAGS_redis_queue_grace);
   options.timeout = absl::GetFlag(FLAGS_redis_timeout);
   options.use_caller_clock = absl::GetFlag(FLAGS_redis_clock) == "local";

@@ -47,8 +47,8 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> RedisBackend::Create(RedisBackendO
   if (!scripts.ok()) {
     return scripts.status();
   }
-  // The breaker's probe gets what a decision gets: a node slower than the budget stays open.
-  options.client.breaker_probe_timeout = options.timeout;
+  // The breaker judges the node by what a decision gets (see RedisClientOptions::breaker_budget).
+  options.client.breaker_budget = options.timeout;
   std::unique_ptr<RedisExecutor> executor;
   if (options.cluster) {
     RedisClusterClientOptions cluster;

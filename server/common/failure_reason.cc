@@ -55,6 +55,8 @@ std::string_view FailureReasonName(FailureReason reason) {
       return "circuit_open";
     case FailureReason::kClusterDown:
       return "cluster_down";
+    case FailureReason::kTimeoutSlow:
+      return "timeout_slow";
     case FailureReason::kOther:
       break;
   }

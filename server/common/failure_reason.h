@@ -13,7 +13,7 @@ namespace sluice {
 enum class FailureReason : unsigned char {
   kOther = 0,
   kTimeoutBeforeSend,  // the budget ran out before the commands were written
-  kTimeoutInFlight,    // written, no reply within the budget
+  kTimeoutInFlight,    // written; the node answered nothing at all within the budget
   kConnection,         // no connection, or it was lost with the commands on it
   kOutOfMemory,        // Redis refused a write: maxmemory with noeviction (OOM)
   kReadOnly,           // the node is a read-only replica (READONLY), e.g. during failover
@@ -22,8 +22,10 @@ enum class FailureReason : unsigned char {
   kClusterDown,        // a cluster node would not serve the slot (CLUSTERDOWN, MASTERDOWN,
                        // TRYAGAIN) until the batch had to give up; e.g. a restarted master
                        // refuses writes for its first two seconds
+  kTimeoutSlow,        // written; no reply within the budget, though the node was answering
+                       // others meanwhile: slow (overloaded, or this machine starved), not gone
 };
-inline constexpr int kFailureReasons = 9;
+inline constexpr int kFailureReasons = 10;
 
 // `status` (not OK) with `reason` attached; replaces an earlier reason.
 absl::Status WithFailureReason(absl::Status status, FailureReason reason);
@@ -33,7 +35,7 @@ absl::Status WithFailureReason(absl::Status status, FailureReason reason);
 FailureReason FailureReasonOf(const absl::Status& status);
 
 // The Prometheus label value: "timeout_before_send", "timeout_in_flight", "connection", "oom",
-// "readonly", "loading", "circuit_open", "cluster_down", "other".
+// "readonly", "loading", "circuit_open", "cluster_down", "timeout_slow", "other".
 std::string_view FailureReasonName(FailureReason reason);
 
 }  // namespace sluice

@@ -1,5 +1,6 @@
 #include "server/redis/circuit_breaker.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "server/common/failure_reason.h"
@@ -42,12 +43,18 @@ void CircuitBreaker::Record(const absl::Status& status) {
       open_until_us_.load(std::memory_order_relaxed) != 0) {
     return;  // not the node's fault, no breaker, or open already: the probe decides
   }
+  const int64_t now = clock_.MonotonicMicros();
   const int failures = consecutive_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (failures >= options_.failure_threshold) {
+  if (failures == 1) {
+    streak_start_us_.store(now, std::memory_order_relaxed);
+  }
+  if (failures >= options_.failure_threshold &&
+      now - streak_start_us_.load(std::memory_order_relaxed) >= options_.min_failing_us) {
     // Only the thread that moves it from closed opens it: concurrent failures open it once.
     int64_t closed = 0;
-    if (open_until_us_.compare_exchange_strong(closed, clock_.MonotonicMicros() + options_.open_us,
-                                               std::memory_order_relaxed)) {
+    const int64_t period = std::min(options_.open_min_us, options_.open_us);
+    if (open_until_us_.compare_exchange_strong(closed, now + period, std::memory_order_relaxed)) {
+      open_period_us_.store(period, std::memory_order_relaxed);
       Opened();
     }
   }
@@ -66,10 +73,21 @@ bool CircuitBreaker::StartProbe() {
   return ProbeDueInMicros() == 0 && !probe_out_.exchange(true, std::memory_order_relaxed);
 }
 
+void CircuitBreaker::ExpediteProbe() {
+  int64_t open_until = open_until_us_.load(std::memory_order_relaxed);
+  const int64_t now = clock_.MonotonicMicros();
+  while (open_until > now &&
+         !open_until_us_.compare_exchange_weak(open_until, now, std::memory_order_relaxed)) {
+  }
+}
+
 void CircuitBreaker::ProbeDone(const absl::Status& status) {
   probe_out_.store(false, std::memory_order_relaxed);
   if (!status.ok() && open_until_us_.load(std::memory_order_relaxed) != 0) {
-    open_until_us_.store(clock_.MonotonicMicros() + options_.open_us, std::memory_order_relaxed);
+    const int64_t period =
+        std::min(options_.open_us, 2 * open_period_us_.load(std::memory_order_relaxed));
+    open_period_us_.store(period, std::memory_order_relaxed);
+    open_until_us_.store(clock_.MonotonicMicros() + period, std::memory_order_relaxed);
     Opened();
   }
 }
@@ -78,7 +96,7 @@ void CircuitBreaker::Opened() {
   consecutive_failures_.store(0, std::memory_order_relaxed);
   opens_.fetch_add(1, std::memory_order_relaxed);
   if (listener_) {
-    listener_(options_.open_us);
+    listener_(open_period_us_.load(std::memory_order_relaxed));
   }
 }
 

@@ -2,15 +2,20 @@
 // that is dead or paused.
 //
 // Closed: every batch goes. After `failure_threshold` batches in a row fail with a fault of the
-// node (no reply within the budget, or the connection lost or down), it opens: batches fail at
-// once. `open_us` later a probe is due: the client's own call (a PING), not a caller's batch, so
-// that no request is the one to wait on a node that may still be down, and so that the breaker
-// closes as soon as the node is back, whether or not requests are coming. The open listener
-// hears when a probe is due; the client claims it (StartProbe) and reports it (ProbeDone). Any
-// batch that completes with replies (error replies included: the node answered), the probe's
-// among them, closes the breaker; a failed probe opens it for another period. While open, other
-// batches' failures change nothing. Failures that are not the node's (a batch not sent within
-// its budget because this process was slow) never count.
+// node (the node answered nothing within the budget, or the connection is lost or down), over
+// at least `min_failing_us`, it opens: batches fail at once. (A burst of timeouts that all
+// expire at one instant, when this process ran again after being descheduled, is not a node
+// that is down.) While open, other batches' failures change nothing; failures that are not the
+// node's (a batch not sent within its budget, a node answering others but slowly) never count.
+//
+// The probe is the client's own call (a PING), not a caller's batch: no request is the one to
+// wait on a node that may still be down, and the breaker closes as soon as the node is back,
+// whether or not requests come. The first probe is due `open_min_us` after opening; each
+// failed probe doubles the wait, up to `open_us`. So a node that stalled for a moment (a
+// starved CPU, a fork) is back in use within tens of milliseconds, and a dead one costs a PING
+// per `open_us`. The open listener hears when a probe is due; the client claims it
+// (StartProbe) and reports it (ProbeDone). Any batch that completes with replies (error replies
+// included: the node answered), the probe's among them, closes the breaker.
 //
 // Thread-safe and lock-free: Allow is one relaxed load while closed.
 #pragma once
@@ -25,14 +30,17 @@
 namespace sluice {
 
 struct CircuitBreakerOptions {
-  int failure_threshold = 5;  // <= 0: never opens
-  int64_t open_us = 1000000;
+  int failure_threshold = 5;     // <= 0: never opens
+  int64_t open_us = 1000000;     // the longest wait for a probe
+  int64_t open_min_us = 50000;   // the first (at most open_us)
+  // The least time from a streak's first failure to the one that opens the breaker.
+  int64_t min_failing_us = 0;
 };
 
 class CircuitBreaker {
  public:
-  // Told each time the breaker opens, with the time until its probe is due (open_us); runs on
-  // the thread whose Record or ProbeDone opened it.
+  // Told each time the breaker opens, with the time until its probe is due; runs on the thread
+  // whose Record or ProbeDone opened it.
   using OpenListener = absl::AnyInvocable<void(int64_t probe_due_in_us)>;
 
   CircuitBreaker(CircuitBreakerOptions options, const Clock& clock);
@@ -50,6 +58,8 @@ class CircuitBreaker {
   int64_t ProbeDueInMicros() const;
   // Claims a due probe: true for one caller, who sends it and must call ProbeDone.
   bool StartProbe();
+  // Makes the probe due now, if the breaker is open (the node showed signs of life).
+  void ExpediteProbe();
   // The probe's outcome. Its batch is Recorded too, like any other; a failure opens the breaker
   // for another period.
   void ProbeDone(const absl::Status& status);
@@ -67,8 +77,10 @@ class CircuitBreaker {
   const Clock& clock_;
   OpenListener listener_;
   std::atomic<int> consecutive_failures_{0};
+  std::atomic<int64_t> streak_start_us_{0};  // when the current streak's first failure came
   // 0 while closed; otherwise when the probe is due (monotonic).
   std::atomic<int64_t> open_until_us_{0};
+  std::atomic<int64_t> open_period_us_{0};  // the current (or last) wait for a probe
   std::atomic<bool> probe_out_{false};
   std::atomic<uint64_t> opens_{0};
   std::atomic<uint64_t> rejected_{0};

@@ -570,6 +570,7 @@ bool RedisConnection::SendCommand(PendingBatch* batch, size_t i) {
   }
   NoteCommandSent();
   slot->sent_seq = sent_seq_;
+  batch->replies_seen_at_send = replies_seen_;
   ++batch->refs;
   return true;
 }
@@ -700,8 +701,18 @@ void RedisConnection::OnBatchDeadline(int fd, short events, void* arg) {
     return;
   }
   Bump(self->deadline_exceeded_);
-  self->Complete(batch, absl::DeadlineExceededError(absl::StrCat(
-                            "redis ", self->address_, ": no reply before the deadline")));
+  // A node that answered nothing since the batch was written may be gone (paused, cut off): the
+  // circuit breaker counts it. One that kept answering others is slow, and a breaker opened on
+  // slowness (a starved CPU, a burst) would hand a whole open period to the failure policy.
+  const bool silent = self->replies_seen_ == batch->replies_seen_at_send;
+  self->Complete(
+      batch,
+      WithFailureReason(
+          absl::DeadlineExceededError(absl::StrCat(
+              "redis ", self->address_, ": no reply before the deadline",
+              silent ? " (nothing read from the node since it was written)"
+                     : " (the node is answering others: slow)")),
+          silent ? FailureReason::kTimeoutInFlight : FailureReason::kTimeoutSlow));
   self->MaybeFree(batch);
   self->FinishLoopWork();
 }

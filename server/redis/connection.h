@@ -79,7 +79,7 @@ struct RedisConnectionOptions {
   int64_t caller_write_horizon_us = 2000;
   // Time a batch waits for the loop thread before it is written is this process', not Redis':
   // up to this much of it moves the batch's deadline (see Submit).
-  int64_t queue_grace_us = 2000;
+  int64_t queue_grace_us = 1000;
 };
 
 // Cumulative counters, readable from any thread (relaxed; for tests and metrics).
@@ -169,6 +169,9 @@ class RedisConnection : private SocketEventsOwner {
     event* timer = nullptr;
     size_t remaining = 0;  // replies still missing
     size_t refs = 0;       // slots hiredis still holds
+    // The connection's replies_seen_ when a command of the batch was last written: at the
+    // deadline, more means the node was answering meanwhile (slow, not silent).
+    uint64_t replies_seen_at_send = 0;
     bool completed = false;
     // Written by a caller and not yet seen by the loop: in caller_batches_, without a timer.
     bool awaiting_loop = false;

@@ -35,10 +35,11 @@ absl::Status Validate(const RedisClientOptions& options, bool own_loops) {
     return absl::InvalidArgumentError("redis stall_timeout must not be negative");
   }
   if (options.breaker_failures < 0 || options.breaker_open <= absl::ZeroDuration() ||
-      options.breaker_probe_timeout <= absl::ZeroDuration()) {
+      options.breaker_open_min <= absl::ZeroDuration() ||
+      options.breaker_budget <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "redis breaker needs breaker_failures >= 0, a positive breaker_open and a positive "
-        "breaker_probe_timeout");
+        "redis breaker needs breaker_failures >= 0, and positive breaker_open, breaker_open_min "
+        "and breaker_budget");
   }
   if (options.caller_write_horizon < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis caller_write_horizon must not be negative");
@@ -99,7 +100,9 @@ RedisClient::RedisClient(RedisClientOptions options, const Clock& clock)
     : options_(std::move(options)),
       clock_(clock),
       breaker_({.failure_threshold = options_.breaker_failures,
-                .open_us = absl::ToInt64Microseconds(options_.breaker_open)},
+                .open_us = absl::ToInt64Microseconds(options_.breaker_open),
+                .open_min_us = absl::ToInt64Microseconds(options_.breaker_open_min),
+                .min_failing_us = absl::ToInt64Microseconds(options_.breaker_budget)},
                clock) {}
 
 absl::Status RedisClient::Start(RedisClientResources resources,
@@ -211,8 +214,8 @@ void RedisClient::Execute(CommandBatch batch, int64_t deadline_monotonic_us, Bat
       std::move (*callback)(
           WithFailureReason(absl::UnavailableError(absl::StrCat(
                                 "redis ", options_.address, ": circuit open after ",
-                                options_.breaker_failures, " failures in a row; probing every ",
-                                absl::FormatDuration(options_.breaker_open))),
+                                options_.breaker_failures,
+                                " failures in a row; Sluice probes it until it answers")),
                             FailureReason::kCircuitOpen),
           {});
     };
@@ -241,7 +244,7 @@ void RedisClient::OnProbeTimer() {
   CommandBatch ping;
   ping.Add({"PING"});
   Pick()->Submit(std::move(ping),
-                 clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.breaker_probe_timeout),
+                 clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.breaker_budget),
                  [this](absl::Status status, absl::Span<RedisReply>) { breaker_.ProbeDone(status); });
 }
 
@@ -276,6 +279,16 @@ absl::StatusOr<const RedisScript*> RedisClient::RegisterScript(std::string_view 
 }
 
 void RedisClient::OnReadyChange(bool ready) {
+  if (ready && breaker_.open() && !stopped_.load(std::memory_order_acquire)) {
+    // A connection has just completed its handshake: the node answers. Probe now rather than
+    // when the (possibly long, after failed probes) open period ends.
+    breaker_.ExpediteProbe();
+    loops_[0]->Post([this] {
+      if (probe_timer_ != nullptr) {
+        probe_timer_->Arm(0);
+      }
+    });
+  }
   MutexLock lock(mu_);
   ready_count_ += ready ? 1 : -1;
   changed_.NotifyAll();

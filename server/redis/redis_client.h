@@ -83,15 +83,18 @@ struct RedisClientOptions {
   // Time a batch waits inside this process (for an I/O thread; in the backend, in a lane)
   // before it is written is not charged to its deadline, up to this much per wait: a short
   // wait leaves Redis the whole budget, a long one costs at most the grace more.
-  absl::Duration queue_grace = absl::Milliseconds(2);
+  absl::Duration queue_grace = absl::Milliseconds(1);
   // After this many batches in a row fail for the node's fault (timeout, connection), batches
-  // fail at once (FailureReason::kCircuitOpen) for breaker_open, then one probe decides
-  // (circuit_breaker.h). A threshold of 0 disables the breaker.
+  // fail at once (FailureReason::kCircuitOpen) until a probe of the client's own succeeds:
+  // the first goes breaker_open_min after opening, each failed one doubles the wait, up to
+  // breaker_open (circuit_breaker.h). A threshold of 0 disables the breaker.
   int breaker_failures = 5;
   absl::Duration breaker_open = absl::Seconds(1);
-  // The deadline of the breaker's probe (a PING): a node slower than this stays open. The
-  // Redis backend sets it to the decision budget.
-  absl::Duration breaker_probe_timeout = absl::Milliseconds(10);
+  absl::Duration breaker_open_min = absl::Milliseconds(50);
+  // The decision budget, for the breaker: its probe (a PING) gets this long, so a node slower
+  // than decisions allow stays open, and a streak of failures opens it only once the streak has
+  // lasted this long. The Redis backend sets it to its timeout.
+  absl::Duration breaker_budget = absl::Milliseconds(10);
 };
 
 // Collaborators several clients may share, e.g. the per-node clients of a cluster client.

@@ -197,6 +197,10 @@ void NetworkFaultTest::ExpectAnsweredWithinBudgetThenHealed(const std::string& w
   const LoadSummary healed = RunOpenLoop(servers_, options, rate, 2);
   const PolicyCounters after = ScrapePolicy(servers_).Minus(healed_before);
 
+  std::printf("%-22s latency p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f ms\n", what.c_str(),
+              faulty.latency.ValueAtQuantile(0.5) / 1e6, faulty.latency.ValueAtQuantile(0.9) / 1e6,
+              faulty.latency.ValueAtQuantile(0.99) / 1e6,
+              faulty.latency.ValueAtQuantile(0.999) / 1e6, faulty.latency.max() / 1e6);
   std::printf("%-22s decisions %llu, errors %llu, unsent %llu, p99 %.2f ms, policy %.0f (%s)\n",
               what.c_str(), static_cast<unsigned long long>(faulty.decisions),
               static_cast<unsigned long long>(faulty.errors),
@@ -212,9 +216,11 @@ void NetworkFaultTest::ExpectAnsweredWithinBudgetThenHealed(const std::string& w
     EXPECT_GT(run->decisions, 0u);
     EXPECT_EQ(run->errors, 0u) << "failure_mode allow answers every call";
     EXPECT_EQ(run->unsent, 0u) << "Sluice stalled";
-    // Latency is not judged under sanitizers, which slow everything several times.
+    // The most a decision may take is the budget plus the queue grace twice (a lane, then the
+    // I/O thread; --redis_queue_grace, 1 ms); 5 ms more for answering and the machine. Latency
+    // is not judged under sanitizers, which slow everything several times.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    EXPECT_LE(run->p99_ms(), absl::ToDoubleMilliseconds(budget + absl::Milliseconds(5)));
+    EXPECT_LE(run->p99_ms(), absl::ToDoubleMilliseconds(budget + absl::Milliseconds(2 + 5)));
 #endif
   }
   EXPECT_GT(during.policy_decisions, 0) << "the fault never reached Sluice";

@@ -18,7 +18,9 @@ const absl::Status kUnsent = WithFailureReason(absl::DeadlineExceededError("not 
 class CircuitBreakerTest : public ::testing::Test {
  protected:
   FakeClock clock_;
-  CircuitBreaker breaker_{{.failure_threshold = 3, .open_us = 1000000}, clock_};
+  // One open period of a second throughout (see OpenPeriodDoublesFromTheMinimum).
+  CircuitBreaker breaker_{{.failure_threshold = 3, .open_us = 1000000, .open_min_us = 1000000},
+                          clock_};
 };
 
 // Verifies the breaker opens after the threshold of node faults in a row, and not before.
@@ -79,7 +81,8 @@ TEST_F(CircuitBreakerTest, ProbeIsDueAfterTheOpenPeriodAndItsSuccessCloses) {
 // and that the listener hears of every opening with the time until the next probe.
 TEST_F(CircuitBreakerTest, FailedProbeReopensAndTheListenerHears) {
   std::vector<int64_t> heard;
-  CircuitBreaker breaker({.failure_threshold = 3, .open_us = 1000000}, clock_);
+  CircuitBreaker breaker({.failure_threshold = 3, .open_us = 1000000, .open_min_us = 1000000},
+                         clock_);
   breaker.set_open_listener([&](int64_t due_in_us) { heard.push_back(due_in_us); });
   for (int i = 0; i < 3; ++i) {
     breaker.Record(kTimeout);
@@ -112,6 +115,50 @@ TEST_F(CircuitBreakerTest, WhileOpenOnlyTheProbeDecides) {
   EXPECT_EQ(breaker_.ProbeDueInMicros(), 500000);
   breaker_.Record(absl::OkStatus());
   EXPECT_FALSE(breaker_.open());
+}
+
+// Verifies a streak opens the breaker only once it has lasted min_failing_us: timeouts that all
+// expire at one instant (this process was descheduled) are not a node that is down, while the
+// same streak spread over the span is.
+TEST_F(CircuitBreakerTest, ABurstAtOneInstantDoesNotOpenIt) {
+  CircuitBreaker breaker(
+      {.failure_threshold = 3, .open_us = 1000000, .open_min_us = 1000000, .min_failing_us = 10000},
+      clock_);
+  for (int i = 0; i < 8; ++i) {
+    breaker.Record(kTimeout);
+  }
+  EXPECT_FALSE(breaker.open());
+  breaker.Record(absl::OkStatus());
+  breaker.Record(kTimeout);
+  clock_.AdvanceMicros(5000);
+  breaker.Record(kTimeout);
+  breaker.Record(kTimeout);
+  EXPECT_FALSE(breaker.open());
+  clock_.AdvanceMicros(5000);
+  breaker.Record(kTimeout);
+  EXPECT_TRUE(breaker.open());
+}
+
+// Verifies the wait for a probe starts at open_min_us and doubles with each failed probe, up to
+// open_us, and starts over once the breaker has closed.
+TEST_F(CircuitBreakerTest, OpenPeriodDoublesFromTheMinimum) {
+  std::vector<int64_t> heard;
+  CircuitBreaker breaker({.failure_threshold = 1, .open_us = 300000, .open_min_us = 50000},
+                         clock_);
+  breaker.set_open_listener([&](int64_t due_in_us) { heard.push_back(due_in_us); });
+  breaker.Record(kDown);
+  for (int probe = 0; probe < 4; ++probe) {
+    clock_.AdvanceMicros(breaker.ProbeDueInMicros());
+    ASSERT_TRUE(breaker.StartProbe());
+    breaker.ProbeDone(kDown);
+  }
+  clock_.AdvanceMicros(breaker.ProbeDueInMicros());
+  ASSERT_TRUE(breaker.StartProbe());
+  breaker.Record(absl::OkStatus());
+  breaker.ProbeDone(absl::OkStatus());
+  EXPECT_FALSE(breaker.open());
+  breaker.Record(kDown);
+  EXPECT_EQ(heard, (std::vector<int64_t>{50000, 100000, 200000, 300000, 300000, 50000}));
 }
 
 // Verifies a threshold of 0 disables the breaker.
