@@ -208,8 +208,20 @@ void ChaosTest::RunAll(const std::string& topology, const std::vector<Phase>& ph
   }
 }
 
-// Sleeps a third of the phase, so a fault starts while load is flowing.
-void SleepThird(const Settings& settings) { absl::SleepFor(settings.phase / 3); }
+// A phase whose fault starts a third into the phase (load is flowing) and, when `stop` is given,
+// ends a third later, so that the phase also shows the recovery from it.
+Phase Fault(const Settings& settings, std::string name, std::function<void()> start,
+            std::function<void()> stop = {}) {
+  const absl::Duration third = settings.phase / 3;
+  return {.name = std::move(name), .fault = [third, start = std::move(start), stop = std::move(stop)] {
+            absl::SleepFor(third);
+            start();
+            if (stop) {
+              absl::SleepFor(third);
+              stop();
+            }
+          }};
+}
 
 TEST_F(ChaosTest, StandaloneRedis) {
   auto started = RedisServer::Start({.extra_config = {"maxmemory-policy noeviction"}});
@@ -218,45 +230,18 @@ TEST_F(ChaosTest, StandaloneRedis) {
   StartSluice({"--backend=redis", "--redis_addresses=" + redis.address()});
   if (HasFatalFailure()) return;
 
-  const Settings s = settings_;
+  const Settings& s = settings_;
+  auto command = [&](std::vector<std::string> args) {
+    return [&redis, args = std::move(args)] { ASSERT_TRUE(redis.Command(args).ok()); };
+  };
   std::vector<Phase> phases = {
       {.name = "steady", .clean = true},
-      {.name = "sigstop",
-       .fault =
-           [&] {
-             SleepThird(s);
-             redis.Pause();
-             SleepThird(s);
-             redis.Resume();
-           }},
-      {.name = "sigkill",
-       .fault =
-           [&] {
-             SleepThird(s);
-             redis.Kill();
-             SleepThird(s);
-             ASSERT_TRUE(redis.Restart().ok());
-           }},
-      {.name = "script flush",
-       .fault =
-           [&] {
-             SleepThird(s);
-             ASSERT_TRUE(redis.Command({"SCRIPT", "FLUSH"}).ok());
-           }},
-      {.name = "maxmemory",
-       .fault =
-           [&] {
-             SleepThird(s);
-             ASSERT_TRUE(redis.Command({"CONFIG", "SET", "maxmemory", "1"}).ok());
-             SleepThird(s);
-             ASSERT_TRUE(redis.Command({"CONFIG", "SET", "maxmemory", "0"}).ok());
-           }},
-      {.name = "restart",
-       .fault =
-           [&] {
-             SleepThird(s);
-             ASSERT_TRUE(redis.Restart().ok());
-           }},
+      Fault(s, "sigstop", [&] { redis.Pause(); }, [&] { redis.Resume(); }),
+      Fault(s, "sigkill", [&] { redis.Kill(); }, [&] { ASSERT_TRUE(redis.Restart().ok()); }),
+      Fault(s, "script flush", command({"SCRIPT", "FLUSH"})),
+      Fault(s, "maxmemory", command({"CONFIG", "SET", "maxmemory", "1"}),
+            command({"CONFIG", "SET", "maxmemory", "0"})),
+      Fault(s, "restart", [&] { ASSERT_TRUE(redis.Restart().ok()); }),
       {.name = "recovery", .clean = true},
   };
   RunAll("standalone Redis", phases);
@@ -272,71 +257,47 @@ TEST_F(ChaosTest, RedisCluster) {
 
   auto masters = cluster.Masters();
   ASSERT_TRUE(masters.ok()) << masters.status();
-  const Settings s = settings_;
-  auto for_each_master = [&](const std::vector<std::string>& args) {
+  const Settings& s = settings_;
+  auto on_each_master = [&](std::vector<std::string> args) {
+    return [&cluster, args = std::move(args)] {
+      auto now = cluster.Masters();
+      ASSERT_TRUE(now.ok()) << now.status();
+      for (const std::string& address : *now) {
+        auto reply = cluster.Command(address, args);
+        ASSERT_TRUE(reply.ok()) << address << ": " << reply.status();
+      }
+    };
+  };
+  RedisServer* paused = cluster.ServerAt((*masters)[0]);
+  // The killed master's replica is promoted after about the node timeout (1 s) and an
+  // election; then the dead node comes back, as a replica of its successor. The phase lasts
+  // long enough to see Sluice follow.
+  Phase sigkill = Fault(s, "sigkill", [&] {
+    auto killed = cluster.KillMaster(1);
+    ASSERT_TRUE(killed.ok()) << killed.status();
+    auto promoted = cluster.WaitForPromotion(*killed, std::chrono::seconds(20));
+    ASSERT_TRUE(promoted.ok()) << promoted.status();
+    ASSERT_TRUE(cluster.ServerAt(*killed)->Restart().ok());
+  });
+  sigkill.min_duration = absl::Seconds(6);
+  // A restarted master refuses writes (CLUSTERDOWN) for its first two seconds, until it has
+  // heard from the cluster: those decisions fall to the policy as cluster_down. The phase ends
+  // once every node reports the cluster healthy again.
+  Phase restart = Fault(s, "restart", [&] {
     auto now = cluster.Masters();
     ASSERT_TRUE(now.ok()) << now.status();
-    for (const std::string& address : *now) {
-      auto reply = cluster.Command(address, args);
-      ASSERT_TRUE(reply.ok()) << address << ": " << reply.status();
-    }
-  };
-  std::string killed;
+    ASSERT_TRUE(cluster.ServerAt(now->front())->Restart().ok());
+    ASSERT_TRUE(cluster.WaitUntilHealthy(std::chrono::seconds(20)).ok());
+  });
+  restart.min_duration = absl::Seconds(4);
   std::vector<Phase> phases = {
       {.name = "steady", .clean = true},
-      {.name = "sigstop",
-       .fault =
-           [&] {
-             SleepThird(s);
-             RedisServer* master = cluster.ServerAt((*masters)[0]);
-             master->Pause();
-             SleepThird(s);
-             master->Resume();
-           }},
-      // The killed master's replica is promoted after about the node timeout (1 s) and an
-      // election; the phase lasts long enough to see Sluice move to it.
-      {.name = "sigkill",
-       .fault =
-           [&] {
-             SleepThird(s);
-             auto address = cluster.KillMaster(1);
-             ASSERT_TRUE(address.ok()) << address.status();
-             killed = *address;
-             auto promoted = cluster.WaitForPromotion(killed, std::chrono::seconds(20));
-             ASSERT_TRUE(promoted.ok()) << promoted.status();
-           },
-       .min_duration = absl::Seconds(6)},
-      {.name = "script flush",
-       .fault =
-           [&] {
-             // The killed master comes back first, as a replica of its successor.
-             if (!killed.empty()) {
-               ASSERT_TRUE(cluster.ServerAt(killed)->Restart().ok());
-             }
-             SleepThird(s);
-             ASSERT_TRUE(cluster.ScriptFlushAll().ok());
-           }},
-      {.name = "maxmemory",
-       .fault =
-           [&] {
-             SleepThird(s);
-             for_each_master({"CONFIG", "SET", "maxmemory", "1"});
-             SleepThird(s);
-             for_each_master({"CONFIG", "SET", "maxmemory", "0"});
-           }},
-      // A restarted master refuses writes (CLUSTERDOWN) for its first two seconds, until it
-      // has heard from the cluster: those decisions fall to the policy as cluster_down. The
-      // phase ends once every node reports the cluster healthy again.
-      {.name = "restart",
-       .fault =
-           [&] {
-             SleepThird(s);
-             auto now = cluster.Masters();
-             ASSERT_TRUE(now.ok()) << now.status();
-             ASSERT_TRUE(cluster.ServerAt(now->front())->Restart().ok());
-             ASSERT_TRUE(cluster.WaitUntilHealthy(std::chrono::seconds(20)).ok());
-           },
-       .min_duration = absl::Seconds(4)},
+      Fault(s, "sigstop", [&] { paused->Pause(); }, [&] { paused->Resume(); }),
+      sigkill,
+      Fault(s, "script flush", [&] { ASSERT_TRUE(cluster.ScriptFlushAll().ok()); }),
+      Fault(s, "maxmemory", on_each_master({"CONFIG", "SET", "maxmemory", "1"}),
+            on_each_master({"CONFIG", "SET", "maxmemory", "0"})),
+      restart,
       {.name = "recovery", .clean = true},
   };
   RunAll("Redis Cluster 3+3", phases);
