@@ -17,6 +17,7 @@
 #include "tests/support/fake_clock.h"
 #include "tests/support/algorithm_cases.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/unshared_status.h"
 
 namespace sluice {
 namespace {
@@ -77,7 +78,7 @@ class RedisBackendTest : public ::testing::Test {
     auto promise = std::make_shared<std::promise<Outcome>>();
     std::future<Outcome> outcome = promise->get_future();
     backend.Evaluate(checks, [promise](absl::Status status, absl::Span<const Decision> d) {
-      promise->set_value(Outcome{status, {d.begin(), d.end()}});
+      promise->set_value(Outcome{testing::UnsharedCopy(status), {d.begin(), d.end()}});
     });
     return outcome;
   }
@@ -85,7 +86,7 @@ class RedisBackendTest : public ::testing::Test {
   static Outcome Run(Backend& backend, std::vector<LimitCheck> checks) {
     std::promise<Outcome> promise;
     backend.Evaluate(checks, [&](absl::Status status, absl::Span<const Decision> d) {
-      promise.set_value(Outcome{status, {d.begin(), d.end()}});
+      promise.set_value(Outcome{testing::UnsharedCopy(status), {d.begin(), d.end()}});
     });
     return promise.get_future().get();
   }

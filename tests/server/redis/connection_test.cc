@@ -17,6 +17,7 @@
 #include "server/common/failure_reason.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/unshared_status.h"
 
 namespace sluice {
 namespace {
@@ -130,11 +131,7 @@ TEST_F(RedisConnectionTest, WaitingForTheLoopIsNotChargedToRedisUpToTheGrace) {
     absl::Status status;
     connection_->Submit(CommandBatch().Add({"PING"}), clock.MonotonicMicros() + 20000,
                         [&](absl::Status s, absl::Span<RedisReply>) {
-                          // A copy that shares no Status rep with the loop thread (Debian's
-                          // abseil is not TSan-instrumented).
-                          status = WithFailureReason(
-                              absl::Status(s.code(), std::string(s.message())),
-                              FailureReasonOf(s));
+                          status = testing::UnsharedCopy(s);
                           done.Notify();
                         });
     clock.AdvanceMicros(wait_us);
