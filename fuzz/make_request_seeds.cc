@@ -1,0 +1,76 @@
+// Writes request_fuzz's seed corpus: serialized RateLimitRequests shaped like the ones the
+// decision-path tests send (every rule of request_fuzz's config, nested descriptors, wildcards,
+// hits, limit overrides, and the refusals: no domain, no entries, empty keys), one file each.
+//   make_request_seeds <directory>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+
+namespace {
+
+using Request = envoy::service::ratelimit::v3::RateLimitRequest;
+using Entries = std::vector<std::pair<std::string, std::string>>;
+
+Request Make(const std::string& domain, const std::vector<Entries>& descriptors,
+             uint32_t hits = 0) {
+  Request r;
+  r.set_domain(domain);
+  r.set_hits_addend(hits);
+  for (const Entries& entries : descriptors) {
+    auto* d = r.add_descriptors();
+    for (const auto& [key, value] : entries) {
+      auto* e = d->add_entries();
+      e->set_key(key);
+      e->set_value(value);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <directory>\n", argv[0]);
+    return 2;
+  }
+  std::vector<Request> seeds;
+  for (const char* key : {"tb", "lb", "gcra", "swl", "swc", "fw", "shadow", "free", "zero",
+                          "quota", "multi", "unknown"}) {
+    seeds.push_back(Make("fuzz", {{{key, "v1"}}}));
+    seeds.push_back(Make("fuzz", {{{key, "v2"}}}, 3));
+  }
+  seeds.push_back(Make("fuzz", {{{"user", "admin"}}}));
+  seeds.push_back(Make("fuzz", {{{"user", "alice"}, {"path", "/api/orders"}}}));
+  seeds.push_back(Make("fuzz", {{{"user", "bob"}, {"path", "/web"}}}, 2));
+  seeds.push_back(Make("fuzz", {{{"tb", "a"}}, {{"quota", "q"}}, {{"multi", "m"}}, {{"fw", "f"}}}));
+  seeds.push_back(Make("fuzz", {{{"swl", "x"}}, {{"swl", "x"}}, {{"swl", "x"}}, {{"swl", "x"}}}));
+  seeds.push_back(Make("fuzz", {{{"gcra", "big"}}}, 4294967295u));
+  seeds.push_back(Make("other", {{{"tb", "v"}}}));
+  seeds.push_back(Make("", {{{"tb", "v"}}}));
+  seeds.push_back(Make("fuzz", {{}}));
+  seeds.push_back(Make("fuzz", {{{"", "v"}}}));
+  seeds.push_back(Make("fuzz", {}));
+  {
+    Request r = Make("fuzz", {{{"tb", "override"}}});
+    auto* limit = r.mutable_descriptors(0)->mutable_limit();
+    limit->set_requests_per_unit(7);
+    limit->set_unit(envoy::type::v3::RateLimitUnit::MINUTE);
+    r.mutable_descriptors(0)->mutable_hits_addend()->set_value(2);
+    seeds.push_back(r);
+  }
+  {
+    Request r = Make("fuzz", {{{"fw", "huge-hits"}}});
+    r.mutable_descriptors(0)->mutable_hits_addend()->set_value(~0ull);
+    seeds.push_back(r);
+  }
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    std::ofstream out(std::string(argv[1]) + "/seed-" + std::to_string(i), std::ios::binary);
+    out << seeds[i].SerializeAsString();
+  }
+  return 0;
+}
