@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "server/common/status_macros.h"
 #include "server/config/wildcard.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sluice {
@@ -63,6 +64,61 @@ bool TakesBurst(Algorithm algorithm) {
 }
 
 // 1-based line of `node`, or `fallback` when yaml-cpp has no position for it.
+// Watches a YAML stream's documents through the parser's events: notes where the second
+// document with any content starts. Empty documents (a trailing "---") do not count.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  // Documents looked at, at most: yaml-cpp 0.7 can report empty documents without end.
+  static constexpr int kMaxDocuments = 64;
+
+  // 1-based line of the second document with content, or 0 if there is none.
+  int second_document_line() const { return second_line_; }
+  // Documents seen, and the line where the last one started.
+  int documents() const { return documents_; }
+  int last_start_line() const { return start_line_; }
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    content_line_ = 0;
+    start_line_ = mark.line >= 0 ? mark.line + 1 : 1;
+    ++documents_;
+  }
+  void OnDocumentEnd() override {
+    if (content_line_ > 0 && ++with_content_ == 2) {
+      second_line_ = content_line_;
+    }
+  }
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Content(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Content(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Content(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Content(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  // The document's first node, wherever the document started.
+  void Content(const YAML::Mark& mark) {
+    if (content_line_ == 0) {
+      content_line_ = mark.line >= 0 ? mark.line + 1 : 1;
+    }
+  }
+
+  int documents_ = 0;
+  int start_line_ = 1;
+  int content_line_ = 0;  // 0 while the document has no content
+  int with_content_ = 0;
+  int second_line_ = 0;
+};
+
 int LineOf(const YAML::Node& node, int fallback) {
   const YAML::Mark mark = node.Mark();
   return mark.line >= 0 ? mark.line + 1 : fallback;
@@ -167,26 +223,38 @@ class FileLoader {
 };
 
 absl::StatusOr<std::unique_ptr<Domain>> FileLoader::Load(absl::string_view text) {
-  std::vector<YAML::Node> documents;
+  // Not YAML::LoadAll: in yaml-cpp 0.7 it loops forever, allocating, on some malformed input
+  // (a line that starts with ',' where a document starts; fixed upstream in 2024). The first
+  // document is built by YAML::Load; DocumentCounter looks at the others through the parser's
+  // events, for a bounded number of documents.
+  YAML::Node root;
+  DocumentCounter counter;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    const std::string owned(text);
+    root = YAML::Load(owned);
+    std::istringstream in(owned);
+    YAML::Parser parser(in);
+    for (int i = 0; i < DocumentCounter::kMaxDocuments && parser.HandleNextDocument(counter);
+         ++i) {
+    }
   } catch (const YAML::Exception& e) {
     return Error(e.mark.line >= 0 ? e.mark.line + 1 : 1, "",
                  absl::StrCat("YAML syntax error: ", e.msg,
                               e.mark.column >= 0 ? absl::StrCat(" (column ", e.mark.column + 1, ")")
                                                  : std::string()));
   }
-  if (documents.empty() || documents[0].IsNull()) {
+  if (counter.documents() >= DocumentCounter::kMaxDocuments) {
+    return Error(counter.last_start_line(), "",
+                 "YAML syntax error: the parser finds no end to the documents here (a stray ','?)");
+  }
+  if (root.IsNull()) {
     return Error(1, "", "file is empty (expected a map with 'domain' and 'descriptors')");
   }
-  for (size_t i = 1; i < documents.size(); ++i) {
+  if (counter.second_document_line() > 0) {
     // A trailing "---" yields an empty document, which is harmless.
-    if (!documents[i].IsNull()) {
-      return Error(LineOf(documents[i], 1), "",
-                   "more than one YAML document in the file (one file holds one domain)");
-    }
+    return Error(counter.second_document_line(), "",
+                 "more than one YAML document in the file (one file holds one domain)");
   }
-  const YAML::Node& root = documents[0];
   const int root_line = LineOf(root, 1);
   if (!root.IsMap()) {
     return Error(root_line, "",

@@ -413,6 +413,18 @@ TEST_F(ConfigLoaderTest, RejectsSecondDocument) {
             "test.yaml:3: more than one YAML document in the file (one file holds one domain)");
 }
 
+// Verifies input on which yaml-cpp 0.7's LoadAll never returns (a document starting with ',',
+// found by fuzz/config_fuzz.cc) is an error like any other. Before the fix this test hung,
+// allocating without end.
+TEST_F(ConfigLoaderTest, StrayCommaIsAnErrorNotAHang) {
+  EXPECT_THAT(LoadError(","), ::testing::StartsWith("test.yaml:1: "));
+  EXPECT_THAT(LoadError(",domain: depth\ndescriptors:\n  - key: tier\n"),
+              ::testing::StartsWith("test.yaml:1: "));
+  EXPECT_EQ(LoadError("domain: a\n---\n,\n---\ndomain: b\n"),
+            "test.yaml:3: YAML syntax error: the parser finds no end to the documents here (a "
+            "stray ','?)");
+}
+
 // ---- Errors: domain.
 
 // Verifies a missing, empty or non-string domain is refused.
