@@ -56,6 +56,12 @@ void FinishJson(evutil_socket_t, short, void* arg) {
   options.preserve_proto_field_names = false;
   (void)google::protobuf::util::MessageToJsonString(call->response, &json, options);
   bool over = call->response.overall_code() == RateLimiter::Response::OVER_LIMIT;
+  // The headers Envoy would add to its client's response (retry-after on a 429, and the
+  // RateLimit headers when enabled) go on this response too.
+  evkeyvalq* headers = evhttp_request_get_output_headers(call->req);
+  for (const auto& header : call->response.response_headers_to_add()) {
+    evhttp_add_header(headers, header.key().c_str(), header.value().c_str());
+  }
   Reply(call->req, over ? 429 : 200, over ? "Too Many Requests" : "OK", "application/json",
         json + "\n");
 }

@@ -187,9 +187,15 @@ TEST_F(ServerE2eTest, HttpEndpointsServeJsonHealthConfigAndMetrics) {
   EXPECT_THAT(ok, HasSubstr("\n200"));
   Http("POST", "/json", body);
   Http("POST", "/json", body);
-  std::string over = Http("POST", "/json", body);
+  // The 429 carries the response's headers, Retry-After among them (curl -D - prints them).
+  std::string over = RunCommand(absl::StrCat(
+                                    "curl -s -D - -o - -w '\\n%{http_code}' -X POST http://127.0.0.1:",
+                                    http_port_, "/json -H 'Content-Type: application/json' --data '",
+                                    body, "'"))
+                         .second;
   EXPECT_THAT(over, HasSubstr("OVER_LIMIT"));
   EXPECT_THAT(over, HasSubstr("\n429"));
+  EXPECT_THAT(over, ::testing::ContainsRegex("retry-after: [1-9][0-9]*\r\n"));
   EXPECT_THAT(Http("POST", "/json", "{not json"), HasSubstr("\n400"));
   EXPECT_THAT(Http("GET", "/healthz"), HasSubstr("OK\n\n200"));
   EXPECT_EQ(Http("GET", "/healthcheck"), "OK\n200");  // envoyproxy/ratelimit's exact answer
