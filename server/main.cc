@@ -1,12 +1,17 @@
 // sluice: the rate-limit decision server. The only place that builds the real object graph:
 // flags -> config -> backend -> rate limiter -> gRPC and HTTP servers; then waits for signals
 // (SIGHUP reloads the config, SIGTERM/SIGINT drain and exit 0).
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -31,6 +36,7 @@
 #include "server/common/env_flags.h"
 #include "server/common/logging.h"
 #include "server/config/config_loader.h"
+#include "server/config/config_notifier.h"
 #include "server/config/config_store.h"
 #include "server/config/config_watcher.h"
 #include "server/config/failure_mode.h"
@@ -164,6 +170,9 @@ ABSL_FLAG(int64_t, memory_max_keys, 1000000,
           "memory backend, and the failure_mode local store: most keys kept at once");
 ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(5),
           "how often to check the config files for changes (0 disables; SIGHUP always reloads)");
+ABSL_FLAG(bool, config_watch, true,
+          "reload as soon as the config files change (inotify on --config's directory, a "
+          "ConfigMap's ..data swap included), besides --config_poll_interval");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight calls may take before they are cancelled");
 
@@ -388,7 +397,7 @@ int Run() {
   // A write to a socket whose peer has gone (hiredis' and libevent's write(2), not send with
   // MSG_NOSIGNAL) must fail with EPIPE, not end the process.
   signal(SIGPIPE, SIG_IGN);
-  // Signals are taken by sigwait below; block them before any thread starts.
+  // Signals are taken through a signalfd below; block them before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -518,20 +527,59 @@ int Run() {
                             }
                           }
                         });
+  // The main thread waits for a signal (signalfd), a change under the config path (inotify),
+  // or the next poll, which stays as a fallback for file systems inotify does not see into.
   const absl::Duration poll = absl::GetFlag(FLAGS_config_poll_interval);
-  while (true) {
-    timespec wait = absl::ToTimespec(poll > absl::ZeroDuration() ? poll : absl::Hours(1));
-    siginfo_t info;
-    int sig = sigtimedwait(&signals, &info, &wait);
-    if (sig == SIGHUP) {
-      watcher.Poll(/*force=*/true);
-    } else if (sig == SIGINT || sig == SIGTERM) {
-      SLUICE_LOG(INFO) << "signal " << sig << ": draining";
-      break;
-    } else if (poll > absl::ZeroDuration()) {
-      watcher.Poll(/*force=*/false);
+  const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
+  if (signal_fd < 0) {
+    Die(absl::StrCat("signalfd: ", std::strerror(errno)));
+  }
+  std::unique_ptr<ConfigChangeNotifier> notifier;
+  if (absl::GetFlag(FLAGS_config_watch)) {
+    auto created = ConfigChangeNotifier::Create(config_path, load_options.recursive);
+    if (created.ok()) {
+      notifier = std::move(*created);
+    } else {
+      SLUICE_LOG(WARNING) << "config changes are seen by polling only: " << created.status();
     }
   }
+  absl::Time next_poll = absl::Now() + poll;
+  while (true) {
+    pollfd fds[2] = {{signal_fd, POLLIN, 0}, {notifier ? notifier->fd() : -1, POLLIN, 0}};
+    const absl::Duration wait =
+        poll > absl::ZeroDuration() ? std::max(next_poll - absl::Now(), absl::ZeroDuration())
+                                    : absl::Hours(1);
+    const int ready = ::poll(fds, 2, static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1);
+    if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
+      signalfd_siginfo info;
+      if (read(signal_fd, &info, sizeof(info)) != static_cast<ssize_t>(sizeof(info))) {
+        continue;
+      }
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGHUP) {
+        watcher.Poll(/*force=*/true);
+        continue;
+      }
+      SLUICE_LOG(INFO) << "signal " << sig << ": draining";
+      break;
+    }
+    if (ready > 0 && (fds[1].revents & POLLIN) != 0) {
+      // An update is often several events (a ConfigMap writes a directory, then renames a
+      // symlink): wait until the path has been quiet for 50 ms, at most half a second.
+      const absl::Time settle_by = absl::Now() + absl::Milliseconds(500);
+      while (notifier->Drain() && absl::Now() < settle_by) {
+        pollfd quiet = {notifier->fd(), POLLIN, 0};
+        ::poll(&quiet, 1, 50);
+      }
+      watcher.Poll(/*force=*/false);
+      continue;
+    }
+    if (poll > absl::ZeroDuration() && absl::Now() >= next_poll) {
+      watcher.Poll(/*force=*/false);
+      next_poll = absl::Now() + poll;
+    }
+  }
+  close(signal_fd);
 
   draining.store(true);
   http.SetDraining();
