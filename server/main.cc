@@ -42,6 +42,7 @@
 #include "server/config/failure_mode.h"
 #include "server/service/grpc_options.h"
 #include "server/service/grpc_service.h"
+#include "server/redis/sha1.h"
 #include "server/service/grpc_tls.h"
 #include "server/service/http_server.h"
 #include "server/service/metrics.h"
@@ -158,6 +159,9 @@ ABSL_FLAG(std::string, rate_limit_remaining_header, "RateLimit-Remaining",
           "name of the remaining header (--rate_limit_headers)");
 ABSL_FLAG(std::string, rate_limit_reset_header, "RateLimit-Reset",
           "name of the reset header, whole seconds (--rate_limit_headers)");
+ABSL_FLAG(bool, ietf_rate_limit_headers, false,
+          "add RateLimit-Policy and RateLimit headers (draft-ietf-httpapi-ratelimit-headers) "
+          "of the descriptor closest to its limit, named by its rule's name or stat key");
 ABSL_FLAG(bool, retry_after_header, true,
           "add a retry-after header (whole seconds, rounded up) to OVER_LIMIT answers");
 ABSL_FLAG(bool, count_denied_hits, false,
@@ -178,6 +182,10 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
 
 namespace sluice {
 namespace {
+
+// A short digest of what the config says (its rules and their files and lines), the same on
+// every replica that loaded the same files: sluice_config_info{version}.
+std::string ConfigVersion(const Config& config) { return Sha1Hex(config.Dump()).substr(0, 12); }
 
 // Every flag this file defines, which SLUICE_<NAME> environment variables may set.
 std::vector<std::string> OwnFlagNames() {
@@ -408,7 +416,9 @@ int Run() {
   Clock& clock = RealClock::Get();
   Metrics metrics(static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_rule_metric_series))));
   ConfigStore store(config);
-  metrics.SetConfigRules(config != nullptr ? static_cast<double>(config->RuleCount()) : 0);
+  if (config != nullptr) {
+    metrics.ConfigInForce(config->RuleCount(), ConfigVersion(*config), absl::Now());
+  }
   std::unique_ptr<Backend> backend;
   std::vector<RedisBackend*> redis_backends;  // to stop before the HTTP loop goes away
   if (backend_name == "memory") {
@@ -454,6 +464,7 @@ int Run() {
   limiter_options.limit_header = absl::GetFlag(FLAGS_rate_limit_limit_header);
   limiter_options.remaining_header = absl::GetFlag(FLAGS_rate_limit_remaining_header);
   limiter_options.reset_header = absl::GetFlag(FLAGS_rate_limit_reset_header);
+  limiter_options.ietf_rate_limit_headers = absl::GetFlag(FLAGS_ietf_rate_limit_headers);
   limiter_options.retry_after_header = absl::GetFlag(FLAGS_retry_after_header);
   limiter_options.count_denied_hits = absl::GetFlag(FLAGS_count_denied_hits);
   // The memory backend is as fast as the cache: only a remote backend gets one.
@@ -464,7 +475,7 @@ int Run() {
   }
   RateLimiter limiter(store, *backend, clock, metrics, limiter_options, over_limit_cache.get());
 
-  RateLimitGrpcService service(limiter);
+  RateLimitGrpcService service(limiter, &metrics.RequestLatency(Transport::kGrpc));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   ApplyGrpcServerSettings(GrpcServerSettings{}, builder);
@@ -521,7 +532,8 @@ int Run() {
                         [&](bool ok, const Config* next) {
                           metrics.CountConfigReload(ok);
                           if (next != nullptr) {
-                            metrics.SetConfigRules(static_cast<double>(next->RuleCount()));
+                            metrics.ConfigInForce(next->RuleCount(), ConfigVersion(*next),
+                                                  absl::Now());
                             if (!draining.load()) {
                               set_health(config_healthy(next));
                             }

@@ -118,7 +118,9 @@ void RedisBackend::AppendMetrics(std::string* out) const {
     lanes_.AppendMetrics(out);
   }
   redis_clock_.AppendMetrics(out);
-  client_->AppendBreakerMetrics(out);
+  std::vector<NodeMetrics> nodes;
+  client_->CollectNodeMetrics(&nodes);
+  AppendNodeMetrics(nodes, out);
 }
 
 void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {

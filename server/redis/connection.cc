@@ -54,7 +54,7 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
                                  const Clock& clock, std::shared_ptr<const ScriptCache> scripts,
                                  RandomFn random,
                                  absl::AnyInvocable<void(bool ready)> on_ready_change,
-                                 CircuitBreaker* breaker)
+                                 CircuitBreaker* breaker, MetricHistogram* call_latency)
     : loop_(loop),
       options_(std::move(options)),
       address_(options_.unix_path.empty() ? absl::StrCat(options_.host, ":", options_.port)
@@ -63,6 +63,7 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
       scripts_(std::move(scripts)),
       on_ready_change_(std::move(on_ready_change)),
       breaker_(breaker),
+      call_latency_(call_latency),
       backoff_(options_.backoff_min_us, options_.backoff_max_us, std::move(random)),
       connect_timer_(loop,
                      [this] {
@@ -724,6 +725,10 @@ void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
   batch->completed = true;
   if (breaker_ != nullptr) {
     breaker_->Record(status);
+  }
+  if (call_latency_ != nullptr &&
+      (status.ok() || status.code() == absl::StatusCode::kDeadlineExceeded)) {
+    call_latency_->Record(clock_.MonotonicMicros() - batch->submitted_us);
   }
   if (batch->timer != nullptr) {
     ReleaseTimer(batch->timer);

@@ -42,6 +42,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "server/common/clock.h"
+#include "server/common/metric_histogram.h"
 #include "server/common/mutex.h"
 #include "server/redis/backoff.h"
 #include "server/redis/circuit_breaker.h"
@@ -111,11 +112,13 @@ class RedisConnection : private SocketEventsOwner {
 
   // `loop`, `clock` and everything `scripts` hands out must outlive the connection.
   // `on_ready_change(ready)` runs on the loop thread whenever readiness flips.
-  // `breaker` (optional; must outlive the connection) records the outcome of every batch.
+  // `breaker` (optional; must outlive the connection) records the outcome of every batch, and
+  // `call_latency` (optional; must outlive it too) the time from Submit to the replies (or to
+  // the deadline) of every batch answered or timed out.
   RedisConnection(EventLoop& loop, RedisConnectionOptions options, const Clock& clock,
                   std::shared_ptr<const ScriptCache> scripts, RandomFn random,
                   absl::AnyInvocable<void(bool ready)> on_ready_change,
-                  CircuitBreaker* breaker = nullptr);
+                  CircuitBreaker* breaker = nullptr, MetricHistogram* call_latency = nullptr);
   // Close()s. REQUIRES: on the loop thread, or the loop is not running.
   ~RedisConnection();  // not virtual: SocketEventsOwner is a private interface
 
@@ -247,6 +250,7 @@ class RedisConnection : private SocketEventsOwner {
   const std::shared_ptr<const ScriptCache> scripts_;
   absl::AnyInvocable<void(bool)> on_ready_change_ ABSL_GUARDED_BY(mu_);
   CircuitBreaker* const breaker_;
+  MetricHistogram* const call_latency_;
 
   // Batches handed over by Submit, waiting for the loop thread.
   MpscQueue<PendingBatch, &PendingBatch::next> submissions_;

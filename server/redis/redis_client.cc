@@ -148,7 +148,7 @@ absl::Status RedisClient::Start(RedisClientResources resources,
           std::make_unique<RedisConnection>(*loops_[loop_index], connection_options, clock_,
                                             std::shared_ptr<const ScriptCache>(scripts_), random,
                                             [this](bool ready) { OnReadyChange(ready); },
-                                            &breaker_);
+                                            &breaker_, &call_latency_);
       connection->Start();
       connections_[loop_index * per_loop + k] = std::move(connection);
     }
@@ -311,12 +311,20 @@ int RedisClient::ready_connections() const {
   return ready_count_;
 }
 
-void RedisClient::AppendBreakerMetrics(std::string* out) const {
-  absl::StrAppend(out, "sluice_redis_breaker_open{node=\"", options_.address, "\"} ",
-                  breaker_.open() ? 1 : 0, "\n", "sluice_redis_breaker_opens_total{node=\"",
-                  options_.address, "\"} ", breaker_.opens(), "\n",
-                  "sluice_redis_breaker_rejected_total{node=\"", options_.address, "\"} ",
-                  breaker_.rejected(), "\n");
+void RedisClient::CollectNodeMetrics(std::vector<NodeMetrics>* out) const {
+  NodeMetrics node;
+  node.address = options_.address;
+  node.ready_connections = ready_connections();
+  for (const auto& connection : connections_) {
+    const RedisConnectionStats stats = connection->stats();
+    node.reconnects += stats.connects > 1 ? stats.connects - 1 : 0;
+    node.timeouts += stats.deadline_exceeded;
+  }
+  node.breaker_open = breaker_.open();
+  node.breaker_opens = breaker_.opens();
+  node.breaker_rejected = breaker_.rejected();
+  node.call_latency = call_latency_.snapshot();
+  out->push_back(std::move(node));
 }
 
 RedisClientStats RedisClient::stats() const {

@@ -148,8 +148,7 @@ class RedisClient : public RedisExecutor {
   // A batch must not contain commands that change the connection's mode or state for later
   // batches (SUBSCRIBE, MONITOR, SELECT, blocking commands such as BLPOP).
   void Execute(CommandBatch batch, int64_t deadline_monotonic_us, BatchCallback done) override;
-  // sluice_redis_breaker_open, _opens_total and _rejected_total for this node.
-  void AppendBreakerMetrics(std::string* out) const override;
+  void CollectNodeMetrics(std::vector<NodeMetrics>* out) const override;
 
   // Registers a Lua script for EVALSHA (see ScriptCache::Register). Connections up already
   // load it on first use; later connections load it during their handshake.
@@ -190,6 +189,7 @@ class RedisClient : public RedisExecutor {
   const RedisClientOptions options_;
   const Clock& clock_;
   std::shared_ptr<ScriptCache> scripts_;
+  MetricHistogram call_latency_;  // the node's, shared by its connections
   CircuitBreaker breaker_;  // the node's; every connection records its batches' outcomes
   // Fires the breaker's probe; lives on loops_[0] (created, armed and destroyed there).
   std::unique_ptr<LoopTimer> probe_timer_;

@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/redis/command_batch.h"
+#include "server/redis/node_metrics.h"
 #include "server/redis/script_cache.h"
 
 namespace sluice {
@@ -54,8 +56,8 @@ class RedisExecutor {
   // readiness probe serves traffic while this is positive.
   virtual int ready_connections() const = 0;
 
-  // Appends the state of each node's circuit breaker in the Prometheus text format.
-  virtual void AppendBreakerMetrics(std::string* out) const = 0;
+  // Appends what /metrics says of each node this client talks to (see node_metrics.h).
+  virtual void CollectNodeMetrics(std::vector<NodeMetrics>* out) const = 0;
 
   // Closes every connection; pending batches complete with kUnavailable and later Executes fail
   // inline. Blocks until done; idempotent. REQUIRES: not on one of the client's threads.

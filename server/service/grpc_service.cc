@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/clock.h"
 #include "server/service/grpc_call.h"
 
 namespace sluice {
@@ -20,10 +21,18 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::ServerUnaryReactor* RateLimitGrpcService::ShouldRateLimit(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
+  const Clock* clock = &RealClock::Get();
+  const int64_t arrived_us = latency_ != nullptr ? clock->MonotonicMicros() : 0;
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const auto finish = [reactor, latency = latency_, arrived_us, clock](grpc::Status status) {
+    if (latency != nullptr) {
+      latency->Record(clock->MonotonicMicros() - arrived_us);
+    }
+    reactor->Finish(std::move(status));
+  };
   auto call = std::make_unique<GrpcCall>();
   if (!call->ParseRequest(*request)) {
-    reactor->Finish(grpc::Status(
+    finish(grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrCat("the request is not a valid ", GrpcCall::Request::descriptor()->full_name(), " (",
                      request->Length(), " bytes that do not parse as one)")));
@@ -31,13 +40,13 @@ grpc::ServerUnaryReactor* RateLimitGrpcService::ShouldRateLimit(
   }
   GrpcCall* raw = call.release();
   limiter_.ShouldRateLimit(*raw->request(), raw->response(),
-                           [reactor, raw, response](absl::Status status) {
+                           [finish, raw, response](absl::Status status) {
                              std::unique_ptr<GrpcCall> call(raw);
                              if (!status.ok()) {
-                               reactor->Finish(ToGrpcStatus(status));
+                               finish(ToGrpcStatus(status));
                                return;
                              }
-                             reactor->Finish(call->SerializeResponse(response));
+                             finish(call->SerializeResponse(response));
                            });
   return reactor;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "server/common/metric_histogram.h"
 #include "server/service/rate_limiter.h"
 
 namespace sluice {
@@ -17,8 +18,10 @@ class RateLimitGrpcService final
     : public envoy::service::ratelimit::v3::RateLimitService::WithRawCallbackMethod_ShouldRateLimit<
           envoy::service::ratelimit::v3::RateLimitService::Service> {
  public:
-  // `limiter` must outlive the service.
-  explicit RateLimitGrpcService(RateLimiter& limiter) : limiter_(limiter) {}
+  // `limiter` and `latency` (optional: each call's time from arrival to answer is recorded in
+  // it) must outlive the service.
+  explicit RateLimitGrpcService(RateLimiter& limiter, MetricHistogram* latency = nullptr)
+      : limiter_(limiter), latency_(latency) {}
 
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
@@ -26,6 +29,7 @@ class RateLimitGrpcService final
 
  private:
   RateLimiter& limiter_;
+  MetricHistogram* const latency_;
 };
 
 // The gRPC status for an absl::Status (the canonical codes are the same numbers).

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/common/clock.h"
 #include "server/common/logging.h"
 
 namespace sluice {
@@ -42,10 +43,13 @@ struct JsonCall {
   RateLimiter::Request request;
   RateLimiter::Response response;
   absl::Status status;
+  MetricHistogram* latency;  // sluice_request_duration_seconds{transport="http"}
+  int64_t arrived_us;
 };
 
 void FinishJson(evutil_socket_t, short, void* arg) {
   std::unique_ptr<JsonCall> call(static_cast<JsonCall*>(arg));
+  call->latency->Record(RealClock::Get().MonotonicMicros() - call->arrived_us);
   if (!call->status.ok()) {
     Reply(call->req, call->status.code() == absl::StatusCode::kInvalidArgument ? 400 : 500,
           "Error", "text/plain", absl::StrCat(call->status.message(), "\n"));
@@ -203,9 +207,12 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
 void HttpServer::HandleJson(evhttp_request* req) {
   auto call = std::make_unique<JsonCall>();
   call->req = req;
+  call->latency = &metrics_.RequestLatency(Transport::kHttp);
+  call->arrived_us = RealClock::Get().MonotonicMicros();
   google::protobuf::util::JsonParseOptions options;
   auto parsed = google::protobuf::util::JsonStringToMessage(BodyOf(req), &call->request, options);
   if (!parsed.ok()) {
+    call->latency->Record(RealClock::Get().MonotonicMicros() - call->arrived_us);
     Reply(req, 400, "Bad Request", "text/plain",
           absl::StrCat("invalid RateLimitRequest JSON: ", parsed.message().as_string(), "\n"));
     return;

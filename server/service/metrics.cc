@@ -16,6 +16,14 @@ prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& reg
   return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
 }
 
+prometheus::Gauge& PlainGauge(prometheus::Registry& registry, const std::string& name,
+                              const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+constexpr const char* kOutcomeNames[kDecisionOutcomes] = {
+    "within_limit", "over_limit", "over_limit_cached", "shadow_mode", "failure_policy"};
+
 prometheus::Counter* ModeCounter(prometheus::Family<prometheus::Counter>& family,
                                  FailureMode mode) {
   return &family.Add({{"mode", std::string(FailureModeName(mode))}});
@@ -53,11 +61,19 @@ Metrics::Metrics(size_t max_rule_series)
       failure_policy_by_mode_{ModeCounter(failure_policy_, FailureMode::kAllow),
                               ModeCounter(failure_policy_, FailureMode::kDeny),
                               ModeCounter(failure_policy_, FailureMode::kLocal)},
-      config_rules_(prometheus::BuildGauge()
-                        .Name("sluice_config_rules")
-                        .Help("Descriptor nodes with rules in the config in force")
-                        .Register(*registry_)
-                        .Add({})),
+      config_rules_(PlainGauge(*registry_, "sluice_config_rules",
+                               "Descriptor nodes with rules in the config in force")),
+      config_generation_(PlainGauge(*registry_, "sluice_config_generation",
+                                    "Configs put in force since start, the first included")),
+      config_load_time_(PlainGauge(*registry_, "sluice_config_load_timestamp_seconds",
+                                   "Unix time the config in force was loaded")),
+      config_info_(prometheus::BuildGauge()
+                       .Name("sluice_config_info")
+                       .Help("1 for the version (a digest of its content) of the config in force")
+                       .Register(*registry_)),
+      decisions_(CounterFamily(*registry_, "sluice_decisions_total",
+                               "Descriptors decided, by the algorithm of the rule that answered "
+                               "and how")),
       reloads_(CounterFamily(*registry_, "sluice_config_reloads_total",
                              "Config reloads by result")),
       reloads_ok_(reloads_.Add({{"result", "ok"}})),
@@ -68,6 +84,13 @@ Metrics::Metrics(size_t max_rule_series)
                                  "Lookups of stat keys past the per-rule series cap, counted "
                                  "under key=\"_folded\" instead of their own")
                        .Add({})) {
+  for (int a = 0; a < kAlgorithms; ++a) {
+    for (int o = 0; o < kDecisionOutcomes; ++o) {
+      decision_counters_[a][o] = &decisions_.Add(
+          {{"algorithm", std::string(AlgorithmName(static_cast<Algorithm>(a)))},
+           {"outcome", kOutcomeNames[o]}});
+    }
+  }
   for (int r = 0; r < kFailureReasons; ++r) {
     backend_failure_reasons_[static_cast<size_t>(r)] = &backend_failures_.Add(
         {{"reason", std::string(FailureReasonName(static_cast<FailureReason>(r)))}});
@@ -139,13 +162,35 @@ void Metrics::CountFailurePolicyDecision(FailureMode mode) {
 
 void Metrics::CountGlobalShadowMode() { global_shadow_mode_.Increment(); }
 
-void Metrics::SetConfigRules(double rules) { config_rules_.Set(rules); }
+void Metrics::CountDecision(Algorithm algorithm, DecisionOutcome outcome) {
+  decision_counters_[static_cast<size_t>(algorithm)][static_cast<size_t>(outcome)]->Increment();
+}
+
+void Metrics::ConfigInForce(size_t rules, absl::string_view version, absl::Time when) {
+  config_rules_.Set(static_cast<double>(rules));
+  config_generation_.Increment();
+  config_load_time_.Set(absl::ToDoubleSeconds(when - absl::UnixEpoch()));
+  MutexLock lock(config_mu_);
+  if (config_version_ != nullptr) {
+    config_info_.Remove(config_version_);
+  }
+  config_version_ = &config_info_.Add({{"version", std::string(version)}});
+  config_version_->Set(1);
+}
 
 void Metrics::CountConfigReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).Increment(); }
 
 std::string Metrics::Serialize() const {
   prometheus::TextSerializer serializer;
-  return serializer.Serialize(registry_->Collect());
+  std::string text = serializer.Serialize(registry_->Collect());
+  constexpr absl::string_view kLatency = "sluice_request_duration_seconds";
+  MetricHistogram::AppendHelp(&text, kLatency,
+                               "Time from a ShouldRateLimit call's arrival to its answer");
+  request_latency_[static_cast<size_t>(Transport::kGrpc)].AppendSeries(&text, kLatency,
+                                                                        "transport=\"grpc\"");
+  request_latency_[static_cast<size_t>(Transport::kHttp)].AppendSeries(&text, kLatency,
+                                                                        "transport=\"http\"");
+  return text;
 }
 
 }  // namespace sluice

@@ -16,7 +16,10 @@
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
+#include "absl/time/time.h"
+#include "server/algorithm/algorithm.h"
 #include "server/common/failure_reason.h"
+#include "server/common/metric_histogram.h"
 #include "server/common/mutex.h"
 #include "server/config/failure_mode.h"
 
@@ -30,6 +33,20 @@ struct RuleCounters {
   prometheus::Counter* near_limit;
   prometheus::Counter* over_limit_with_local_cache;
 };
+
+// Where a request came in, for sluice_request_duration_seconds{transport}.
+enum class Transport { kGrpc = 0, kHttp = 1 };
+
+// How one descriptor was answered, for sluice_decisions_total{algorithm, outcome}.
+enum class DecisionOutcome {
+  kWithinLimit = 0,
+  kOverLimit = 1,
+  kOverLimitCached = 2,  // denied by the over-limit cache, without a backend call
+  kShadowMode = 3,       // over a shadow-mode rule, answered OK
+  kFailurePolicy = 4,    // the backend could not decide; failure_mode answered
+};
+inline constexpr int kDecisionOutcomes = 5;
+inline constexpr int kAlgorithms = 6;
 
 class Metrics {
  public:
@@ -54,7 +71,17 @@ class Metrics {
   void CountFailurePolicyDecision(FailureMode mode);
   // A request over limit answered OK because of the global shadow mode.
   void CountGlobalShadowMode();
-  void SetConfigRules(double rules);
+  // One descriptor decided by a rule of `algorithm` (the rule that answered it).
+  void CountDecision(Algorithm algorithm, DecisionOutcome outcome);
+  // Time from a request's arrival to its answer, by transport.
+  MetricHistogram& RequestLatency(Transport transport) {
+    return request_latency_[static_cast<size_t>(transport)];
+  }
+
+  // A config was put in force (at start or by a reload): `rules` nodes with rules, `version` a
+  // stable digest of its content (the same on every replica that loaded the same files),
+  // loaded at `when`. Bumps sluice_config_generation.
+  void ConfigInForce(size_t rules, absl::string_view version, absl::Time when);
   void CountConfigReload(bool ok);
 
   // The text exposition format of every metric.
@@ -77,6 +104,15 @@ class Metrics {
   // Indexed by FailureMode's value (kAllow, kDeny, kLocal: 0, 1, 2).
   prometheus::Counter* const failure_policy_by_mode_[3];
   prometheus::Gauge& config_rules_;
+  prometheus::Gauge& config_generation_;
+  prometheus::Gauge& config_load_time_;
+  prometheus::Family<prometheus::Gauge>& config_info_;
+  Mutex config_mu_;
+  prometheus::Gauge* config_version_ ABSL_GUARDED_BY(config_mu_) = nullptr;
+  // [algorithm][outcome], all created up front.
+  prometheus::Family<prometheus::Counter>& decisions_;
+  prometheus::Counter* decision_counters_[kAlgorithms][kDecisionOutcomes] = {};
+  std::array<MetricHistogram, 2> request_latency_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Counter& reloads_ok_;
   prometheus::Counter& reloads_failed_;

@@ -38,6 +38,8 @@ struct DescriptorPlan {
   // request's values and held in owned_stat_key. Plans never move once sized, so the view holds.
   absl::string_view stat_key;
   std::string owned_stat_key;
+  // The rule whose limit the response shows for this descriptor (set when the call finishes).
+  const RateLimitRule* shown = nullptr;
 };
 
 
@@ -214,6 +216,29 @@ void AddHeader(Response* response, absl::string_view key, std::string value) {
   auto* header = response->add_response_headers_to_add();
   header->set_key(std::string(key));
   header->set_value(std::move(value));
+}
+
+// A duration in whole seconds, rounded up (a client waiting that long is not early).
+int64_t WholeSecondsUp(const google::protobuf::Duration& duration) {
+  return duration.seconds() + (duration.nanos() > 0 ? 1 : 0);
+}
+
+// `text` as a Structured Field String (RFC 8941 3.3.3): quoted, with `"` and `\` escaped;
+// bytes outside printable ASCII, which a String cannot hold, become '_'.
+std::string SfString(absl::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    if (ch == '"' || ch == '\\') {
+      out.push_back('\\');
+      out.push_back(ch);
+    } else if (ch < 0x20 || ch > 0x7e) {
+      out.push_back('_');
+    } else {
+      out.push_back(ch);
+    }
+  }
+  out.push_back('"');
+  return out;
 }
 
 // Co-location: when the keys of every descriptor of the request share one hash tag (rules with
@@ -602,7 +627,7 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
   absl::InlinedVector<size_t, 8> passed;  // descriptors answered OK (dynamic metadata)
   const std::vector<Decision>& decisions = call->decisions;
   for (size_t i = 0; i < call->plans.size(); ++i) {
-    const DescriptorPlan& plan = call->plans[i];
+    DescriptorPlan& plan = call->plans[i];
     auto* out = response->add_statuses();
     out->set_code(Response::OK);
     if (plan.unlimited && plan.rules.empty()) {
@@ -630,7 +655,9 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
                      [](bool k) { return k; })) {
       // The backend could not decide this descriptor: the failure policy answers.
       metrics_.CountFailurePolicyDecision(call->failure_mode);
-      FillLimit(*plan.rules.front(), out->mutable_current_limit());
+      plan.shown = plan.rules.front();
+      metrics_.CountDecision(plan.shown->params.algorithm, DecisionOutcome::kFailurePolicy);
+      FillLimit(*plan.shown, out->mutable_current_limit());
       if (call->failure_mode == FailureMode::kDeny && !shadow) {
         out->set_code(Response::OVER_LIMIT);
         over = true;
@@ -658,7 +685,13 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
       }
       const Decision& decision = decisions[chosen];
       const RateLimitRule& rule = *plan.rules[chosen - first];
+      plan.shown = &rule;
       FillLimit(rule, out->mutable_current_limit());
+      metrics_.CountDecision(rule.params.algorithm,
+                             !denied                      ? DecisionOutcome::kWithinLimit
+                             : shadow                     ? DecisionOutcome::kShadowMode
+                             : call->from_cache[chosen]   ? DecisionOutcome::kOverLimitCached
+                                                          : DecisionOutcome::kOverLimit);
       // The check's params: a local decision is measured against the scaled capacity.
       CountDecision(metrics_.ForRule(plan.stat_key), decision, call->checks[chosen].params,
                     plan.hits, options_.near_limit_ratio, call->from_cache[chosen], shadow);
@@ -706,7 +739,7 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
     // Whole seconds, rounded up, so that a client retrying then is not rejected again.
     AddHeader(response, "retry-after", absl::StrCat((retry_after_us + 999999) / 1000000));
   }
-  if (options_.rate_limit_headers) {
+  if (options_.rate_limit_headers || options_.ietf_rate_limit_headers) {
     AddRateLimitHeaders(*call, response);
   }
   if (options_.response_dynamic_metadata) {
@@ -720,33 +753,51 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
   std::move(call->done)(absl::OkStatus());
 }
 
-void RateLimiter::AddRateLimitHeaders(const PendingCall& call, Response* response) const {
+int RateLimiter::ClosestToLimit(const PendingCall& call, const Response& response) const {
   // envoyproxy/ratelimit's choice: the descriptor with a limit and the least remaining, or the
   // last one over its limit (quota-mode ones aside).
-  const Response::DescriptorStatus* chosen = nullptr;
+  int chosen = -1;
   uint32_t least = std::numeric_limits<uint32_t>::max();
   for (size_t i = 0; i < call.plans.size(); ++i) {
-    const Response::DescriptorStatus& status = response->statuses(static_cast<int>(i));
+    const Response::DescriptorStatus& status = response.statuses(static_cast<int>(i));
     if (status.has_current_limit() && status.limit_remaining() < least) {
-      chosen = &status;
+      chosen = static_cast<int>(i);
       least = status.limit_remaining();
     }
     const DescriptorPlan& plan = call.plans[i];
     const bool quota = options_.global_quota_mode || (plan.node != nullptr && plan.node->quota_mode);
     if (status.code() == Response::OVER_LIMIT && !quota) {
-      chosen = &status;
+      chosen = static_cast<int>(i);
       least = 0;
     }
   }
-  if (chosen == nullptr) {
+  return chosen;
+}
+
+void RateLimiter::AddRateLimitHeaders(const PendingCall& call, Response* response) const {
+  const int chosen = ClosestToLimit(call, *response);
+  if (chosen < 0) {
     return;
   }
-  const auto& reset = chosen->duration_until_reset();
-  const int64_t reset_seconds = reset.seconds() + (reset.nanos() > 0 ? 1 : 0);
-  AddHeader(response, options_.limit_header,
-            absl::StrCat(chosen->current_limit().requests_per_unit()));
-  AddHeader(response, options_.remaining_header, absl::StrCat(chosen->limit_remaining()));
-  AddHeader(response, options_.reset_header, absl::StrCat(reset_seconds));
+  const Response::DescriptorStatus& status = response->statuses(chosen);
+  const std::string limit = absl::StrCat(status.current_limit().requests_per_unit());
+  const std::string remaining = absl::StrCat(status.limit_remaining());
+  const std::string reset = absl::StrCat(WholeSecondsUp(status.duration_until_reset()));
+  if (options_.rate_limit_headers) {
+    AddHeader(response, options_.limit_header, limit);
+    AddHeader(response, options_.remaining_header, remaining);
+    AddHeader(response, options_.reset_header, reset);
+  }
+  const DescriptorPlan& plan = call.plans[static_cast<size_t>(chosen)];
+  if (options_.ietf_rate_limit_headers && plan.shown != nullptr) {
+    // draft-ietf-httpapi-ratelimit-headers (-09/-10): one quota policy item, named by the
+    // rule's name or else its stat key, in both fields.
+    const std::string name =
+        SfString(plan.shown->name.empty() ? plan.stat_key : absl::string_view(plan.shown->name));
+    AddHeader(response, "RateLimit-Policy",
+              absl::StrCat(name, ";q=", limit, ";w=", plan.shown->params.period_us / 1000000));
+    AddHeader(response, "RateLimit", absl::StrCat(name, ";r=", remaining, ";t=", reset));
+  }
 }
 
 void RateLimiter::DescribeRequest(const Request& request, google::protobuf::Struct* out) {

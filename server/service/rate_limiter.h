@@ -58,6 +58,9 @@ struct RateLimiterOptions {
   std::string limit_header = "RateLimit-Limit";
   std::string remaining_header = "RateLimit-Remaining";
   std::string reset_header = "RateLimit-Reset";
+  // RateLimit-Policy and RateLimit headers (draft-ietf-httpapi-ratelimit-headers) of the same
+  // descriptor: `"<rule name or stat key>";q=<limit>;w=<window s>` and `...;r=<remaining>;t=<s>`.
+  bool ietf_rate_limit_headers = false;
   // Sluice's own: a retry-after header (whole seconds) on OVER_LIMIT.
   bool retry_after_header = true;
   // A denied request's hits still count on a lone fixed-window rule (upstream's default;
@@ -98,6 +101,9 @@ class RateLimiter {
   void LetGo(PendingCall* call);
   // failure_mode local: decides every check the backend did not, in process.
   void DecideLocally(PendingCall& call);
+  // The descriptor whose limit the headers show (envoyproxy/ratelimit's choice), or -1.
+  int ClosestToLimit(const PendingCall& call, const Response& response) const;
+  // --rate_limit_headers and --ietf_rate_limit_headers, for ClosestToLimit's descriptor.
   void AddRateLimitHeaders(const PendingCall& call, Response* response) const;
   // `passed`: indices of the descriptors answered OK.
   void AddRequestMetadata(PendingCall& call, absl::Span<const size_t> passed,

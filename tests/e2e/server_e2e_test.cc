@@ -204,6 +204,18 @@ TEST_F(ServerE2eTest, HttpEndpointsServeJsonHealthConfigAndMetrics) {
   std::string metrics = Http("GET", "/metrics");
   EXPECT_THAT(metrics, HasSubstr("sluice_rule_over_limit{key=\"e2e.user\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("sluice_rule_total_hits{key=\"e2e.user\"} 4"));
+  // Latency by transport, decisions by algorithm and outcome, the config's version.
+  EXPECT_EQ(Check("fw=metrics").overall_code(), RlsResponse::OK);
+  metrics = Http("GET", "/metrics");
+  EXPECT_THAT(metrics, ::testing::ContainsRegex(
+                           "sluice_request_duration_seconds_count\\{transport=\"grpc\"\\} [1-9]"));
+  EXPECT_THAT(metrics, ::testing::ContainsRegex(
+                           "sluice_request_duration_seconds_count\\{transport=\"http\"\\} [5-9]"));
+  EXPECT_THAT(metrics, ::testing::ContainsRegex(
+                           "sluice_decisions_total\\{algorithm=\"fixed_window\",outcome=\"over_"
+                           "limit\"\\} [1-9]"));
+  EXPECT_THAT(metrics, ::testing::ContainsRegex("sluice_config_info\\{version=\"[0-9a-f]{12}\"\\} 1"));
+  EXPECT_THAT(metrics, HasSubstr("sluice_config_generation 1\n"));
 }
 
 // Verifies sluicectl prints a table and exits 0 for OK, 2 for OVER_LIMIT, 1 for errors.

@@ -769,10 +769,10 @@ std::shared_ptr<const SlotMap> RedisClusterClient::slot_map() const {
   return routing != nullptr ? routing->map : nullptr;
 }
 
-void RedisClusterClient::AppendBreakerMetrics(std::string* out) const {
+void RedisClusterClient::CollectNodeMetrics(std::vector<NodeMetrics>* out) const {
   MutexLock lock(clients_mu_);
   for (const auto& [address, client] : clients_) {
-    client->AppendBreakerMetrics(out);
+    client->CollectNodeMetrics(out);
   }
 }
 

@@ -172,7 +172,7 @@ class RedisClusterClient : public RedisExecutor {
 
   RedisClusterClientStats stats() const;
   // Each node's breaker (the nodes this client has connected to).
-  void AppendBreakerMetrics(std::string* out) const override;
+  void CollectNodeMetrics(std::vector<NodeMetrics>* out) const override;
   const RedisClusterClientOptions& options() const { return options_; }
 
  private:

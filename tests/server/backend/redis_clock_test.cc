@@ -26,7 +26,7 @@ class HeldExecutor final : public RedisExecutor {
   }
   bool WaitUntilReady(absl::Duration) override { return true; }
   int ready_connections() const override { return 1; }
-  void AppendBreakerMetrics(std::string*) const override {}
+  void CollectNodeMetrics(std::vector<NodeMetrics>*) const override {}
   void Stop() override {}
 
   // Answers the oldest held batch with a TIME reply, or with `status`.

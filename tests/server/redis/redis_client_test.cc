@@ -404,6 +404,18 @@ TEST_F(RedisClientTest, PausedServerMissesDeadlinesThenRecovers) {
   RedisClientStats stats = client->stats();
   EXPECT_EQ(stats.totals.late_replies, static_cast<uint64_t>(kBatches));
   EXPECT_EQ(stats.totals.deadline_exceeded, static_cast<uint64_t>(kBatches));
+  // /metrics: the timeouts, and every call's latency (the two answered ones fast, the timed-out
+  // ones at their budget).
+  std::vector<NodeMetrics> nodes;
+  client->CollectNodeMetrics(&nodes);
+  std::string text;
+  AppendNodeMetrics(nodes, &text);
+  const std::string node = absl::StrCat("node=\"", server_->address(), "\"");
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("sluice_redis_timeouts_total{", node, "} 20\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("sluice_redis_call_duration_seconds_bucket{", node,
+                                           ",le=\"0.05\"} 2\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("sluice_redis_call_duration_seconds_count{", node,
+                                           "} 22\n")));
 }
 
 // Verifies the node's circuit breaker: against a paused server, after `breaker_failures`
@@ -441,7 +453,9 @@ TEST_F(RedisClientTest, CircuitBreakerFailsFastAgainstAPausedServerThenCloses) {
   EXPECT_EQ(stats.breaker_opens, 1u);
   EXPECT_EQ(stats.breaker_rejected, 1u);
   std::string metrics;
-  client->AppendBreakerMetrics(&metrics);
+  std::vector<NodeMetrics> nodes;
+  client->CollectNodeMetrics(&nodes);
+  AppendNodeMetrics(nodes, &metrics);
   EXPECT_NE(metrics.find(absl::StrCat("sluice_redis_breaker_opens_total{node=\"",
                                       server_->address(), "\"} 1\n")),
             std::string::npos)
@@ -498,6 +512,12 @@ TEST_F(RedisClientTest, KilledServerFailsFastThenReconnectsAfterRestart) {
   // The restarted server had no scripts; the reconnect handshake loaded it, no NOSCRIPT needed.
   EXPECT_EQ(client->stats().totals.script_loads, heal_loads);
   EXPECT_GE(client->stats().totals.connects, 2u);
+  std::vector<NodeMetrics> nodes;
+  client->CollectNodeMetrics(&nodes);
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].address, server_->address());
+  EXPECT_EQ(nodes[0].ready_connections, client->ready_connections());
+  EXPECT_GE(nodes[0].reconnects, 1u);
 }
 
 // Verifies that with no Redis at all batches fail at once and nothing hangs.

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -39,6 +40,35 @@ TEST(MetricsTest, RuleSeriesAreBoundedAndFoldedPastTheCap) {
   // A key with its own series keeps it.
   RuleCounters& first = metrics.ForRule("d.user_0");
   EXPECT_NE(&first, &metrics.ForRule("d.never_seen_before"));
+}
+
+// Verifies each config put in force bumps the generation, sets its load time, and replaces the
+// version series (one sluice_config_info series at a time).
+TEST(MetricsTest, ConfigInForceReplacesTheVersion) {
+  Metrics metrics;
+  metrics.ConfigInForce(3, "aaaa", absl::FromUnixSeconds(1700000000));
+  metrics.ConfigInForce(5, "bbbb", absl::FromUnixSeconds(1700000060));
+  const std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("sluice_config_generation 2\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_config_rules 5\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_config_load_timestamp_seconds 1700000060\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_config_info{version=\"bbbb\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("aaaa")));
+}
+
+// Verifies the request latency histograms are served per transport, in seconds.
+TEST(MetricsTest, RequestLatencyIsAHistogramPerTransport) {
+  Metrics metrics;
+  metrics.RequestLatency(Transport::kGrpc).Record(800);
+  metrics.RequestLatency(Transport::kGrpc).Record(30000);
+  metrics.RequestLatency(Transport::kHttp).Record(10);
+  const std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("# TYPE sluice_request_duration_seconds histogram\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_request_duration_seconds_bucket{transport=\"grpc\",le=\"0.001\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_request_duration_seconds_bucket{transport=\"grpc\",le=\"0.05\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_request_duration_seconds_count{transport=\"grpc\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_request_duration_seconds_sum{transport=\"grpc\"} 0.0308\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_request_duration_seconds_count{transport=\"http\"} 1\n"));
 }
 
 }  // namespace

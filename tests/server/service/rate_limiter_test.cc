@@ -153,6 +153,66 @@ TEST_F(RateLimiterTest, EnforcesPerValueLimitsInRequestOrder) {
   EXPECT_EQ(third.statuses(0).current_limit().name(), "per_user");
 }
 
+// Verifies the IETF RateLimit-Policy and RateLimit headers: the descriptor closest to its limit,
+// named by its rule's name (else its stat key), its window in seconds, its remaining and reset;
+// off by default.
+TEST_F(RateLimiterTest, IetfRateLimitHeadersShowTheDescriptorClosestToItsLimit) {
+  const auto header = [](const Response& r, absl::string_view name) -> std::string {
+    for (const auto& h : r.response_headers_to_add()) {
+      if (h.key() == name) {
+        return h.value();
+      }
+    }
+    return "absent";
+  };
+  EXPECT_EQ(header(MustDecide(MakeRequest({{{"user", "a"}}})), "RateLimit"), "absent");
+  RateLimiterOptions options;
+  options.ietf_rate_limit_headers = true;
+  Rebuild(options);
+  clock_.AdvanceMicros(15'500'000);  // 44.5 s left in the minute window
+  // After this request user=a has 0 left of 2 (per_user), vip 4 of 5: user=a is the closer.
+  Response r = MustDecide(MakeRequest({{{"user", "vip"}}, {{"user", "a"}}}));
+  EXPECT_EQ(header(r, "RateLimit-Policy"), "\"per_user\";q=2;w=60");
+  EXPECT_EQ(header(r, "RateLimit"), "\"per_user\";r=0;t=45");
+  EXPECT_EQ(header(r, "RateLimit-Limit"), "absent");  // the legacy trio is its own flag
+  // A rule without a name is named by its stat key; over limit, the denied descriptor shows.
+  Response vip = MustDecide(MakeRequest({{{"user", "vip"}}}));
+  EXPECT_EQ(header(vip, "RateLimit-Policy"), "\"api.user_vip\";q=5;w=60");
+  EXPECT_EQ(header(vip, "RateLimit"), "\"api.user_vip\";r=3;t=45");
+  Response over = MustDecide(MakeRequest({{{"user", "vip"}}, {{"user", "a"}}}));
+  EXPECT_EQ(over.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(header(over, "RateLimit"), "\"per_user\";r=0;t=45");
+  EXPECT_EQ(header(over, "retry-after"), "45");
+}
+
+// Verifies sluice_decisions_total counts each descriptor once, by the algorithm of the rule that
+// answered it and how: within limit, over limit, shadow mode, and the failure policy.
+TEST_F(RateLimiterTest, DecisionsAreCountedByAlgorithmAndOutcome) {
+  const auto count = [this](absl::string_view algorithm, absl::string_view outcome) {
+    const std::string text = metrics_.Serialize();
+    const std::string prefix = absl::StrCat("sluice_decisions_total{algorithm=\"", algorithm,
+                                            "\",outcome=\"", outcome, "\"} ");
+    const size_t at = text.find(prefix);
+    return at == std::string::npos
+               ? std::string("absent")
+               : text.substr(at + prefix.size(), text.find('\n', at) - at - prefix.size());
+  };
+  MustDecide(MakeRequest({{{"user", "a"}}, {{"user", "a"}}}));  // two checks of one key
+  MustDecide(MakeRequest({{{"user", "a"}}}));
+  MustDecide(MakeRequest({{{"beta", "b"}}}));
+  MustDecide(MakeRequest({{{"beta", "b"}}}));
+  MustDecide(MakeRequest({{{"leaky", "l"}}, {{"color", "red"}}}));
+  EXPECT_EQ(count("fixed_window", "within_limit"), "3");  // user a twice, beta once
+  EXPECT_EQ(count("fixed_window", "over_limit"), "1");
+  EXPECT_EQ(count("fixed_window", "shadow_mode"), "1");
+  EXPECT_EQ(count("leaky_bucket", "within_limit"), "1");  // no rule for color: not counted
+  EXPECT_EQ(count("gcra", "within_limit"), "0");
+  UnavailableBackend down;
+  Rebuild(RateLimiterOptions(), &down);
+  MustDecide(MakeRequest({{{"leaky", "l"}}}));
+  EXPECT_EQ(count("leaky_bucket", "failure_policy"), "1");
+}
+
 // Verifies an exact value beats the default for its key.
 TEST_F(RateLimiterTest, ExactValueOverridesDefault) {
   Response r = MustDecide(MakeRequest({{{"user", "vip"}}}));

@@ -1,0 +1,58 @@
+// A Prometheus histogram of latencies for hot paths: fixed buckets, one relaxed atomic add per
+// observation, no lock, no allocation; rendered in the text format as a `histogram` in seconds.
+// (client/latency_histogram.h is the load generator's: exact percentiles, one thread each.)
+// prometheus-cpp's Histogram takes a mutex per Observe; this is the lock-free stand-in for the
+// request path and the Redis I/O threads. Safe for concurrent use.
+//
+//   MetricHistogram h;
+//   h.Record(elapsed_us);
+//   MetricHistogram::AppendHelp(&out, "sluice_request_duration_seconds", "...");
+//   h.AppendSeries(&out, "sluice_request_duration_seconds", "transport=\"grpc\"");
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace sluice {
+
+class MetricHistogram {
+ public:
+  // Upper bounds in microseconds: finer around the default 10 ms Redis budget, where an
+  // operator asks "within budget or not".
+  static constexpr std::array<int64_t, 15> kBoundsUs = {
+      50,    100,   250,   500,    1000,   2000,   5000,    10000,
+      12000, 15000, 25000, 50000, 100000, 250000, 1000000};
+
+  // The counts at one moment (not cumulative), to render after the histogram may be gone.
+  struct Snapshot {
+    std::array<uint64_t, kBoundsUs.size() + 1> buckets{};
+    uint64_t sum_us = 0;
+  };
+
+  // Counts one observation of `micros` (negative counts as 0).
+  void Record(int64_t micros);
+  Snapshot snapshot() const;
+
+  // "# HELP" and "# TYPE ... histogram" lines, once per metric family.
+  static void AppendHelp(std::string* out, absl::string_view name, absl::string_view help);
+  // The family's _bucket, _sum and _count lines of this series. `labels` is the label list
+  // without braces ("node=\"10.0.0.1:6379\""), or empty. Buckets are cumulative and the
+  // +Inf bucket equals _count, even while other threads record.
+  void AppendSeries(std::string* out, absl::string_view name, absl::string_view labels) const {
+    AppendSeries(out, name, labels, snapshot());
+  }
+  static void AppendSeries(std::string* out, absl::string_view name, absl::string_view labels,
+                           const Snapshot& counts);
+
+  uint64_t count() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBoundsUs.size() + 1> buckets_{};  // the last is +Inf
+  std::atomic<uint64_t> sum_us_{0};
+};
+
+}  // namespace sluice

@@ -1,0 +1,51 @@
+#include "server/redis/node_metrics.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace sluice {
+namespace {
+
+// One family: its HELP and TYPE lines, then a series per node with the value `value(node)`.
+template <typename Value>
+void AppendFamily(absl::Span<const NodeMetrics> nodes, absl::string_view name,
+                  absl::string_view type, absl::string_view help, Value value, std::string* out) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  for (const NodeMetrics& node : nodes) {
+    absl::StrAppend(out, name, "{node=\"", node.address, "\"} ", value(node), "\n");
+  }
+}
+
+}  // namespace
+
+void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out) {
+  if (nodes.empty()) {
+    return;
+  }
+  AppendFamily(nodes, "sluice_redis_connections", "gauge", "Connections to the node ready now",
+               [](const NodeMetrics& n) { return n.ready_connections; }, out);
+  AppendFamily(nodes, "sluice_redis_reconnects_total", "counter",
+               "Connections to the node made again after being lost",
+               [](const NodeMetrics& n) { return n.reconnects; }, out);
+  AppendFamily(nodes, "sluice_redis_timeouts_total", "counter",
+               "Batches to the node that reached their deadline without a reply",
+               [](const NodeMetrics& n) { return n.timeouts; }, out);
+  AppendFamily(nodes, "sluice_redis_breaker_open", "gauge",
+               "1 while the node's circuit breaker sends its decisions to the failure policy",
+               [](const NodeMetrics& n) { return n.breaker_open ? 1 : 0; }, out);
+  AppendFamily(nodes, "sluice_redis_breaker_opens_total", "counter",
+               "Times the node's circuit breaker opened",
+               [](const NodeMetrics& n) { return n.breaker_opens; }, out);
+  AppendFamily(nodes, "sluice_redis_breaker_rejected_total", "counter",
+               "Batches failed at once while the node's breaker was open",
+               [](const NodeMetrics& n) { return n.breaker_rejected; }, out);
+  constexpr absl::string_view kLatency = "sluice_redis_call_duration_seconds";
+  MetricHistogram::AppendHelp(out, kLatency,
+                               "Time from a batch's submission to the node's replies (or to its "
+                               "deadline)");
+  for (const NodeMetrics& node : nodes) {
+    MetricHistogram::AppendSeries(out, kLatency, absl::StrCat("node=\"", node.address, "\""),
+                                   node.call_latency);
+  }
+}
+
+}  // namespace sluice

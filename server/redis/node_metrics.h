@@ -1,0 +1,32 @@
+// What /metrics says about each Redis node a client talks to: its connections, its circuit
+// breaker and how long its calls take. A client collects one NodeMetrics per node; the backend
+// renders them all at once so that each metric family's series stay together, as the
+// Prometheus text format requires.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/types/span.h"
+#include "server/common/metric_histogram.h"
+
+namespace sluice {
+
+struct NodeMetrics {
+  std::string address;  // "host:port", the `node` label
+  int ready_connections = 0;
+  uint64_t reconnects = 0;  // handshakes completed after a connection's first
+  uint64_t timeouts = 0;    // batches that reached their deadline without a reply
+  bool breaker_open = false;
+  uint64_t breaker_opens = 0;
+  uint64_t breaker_rejected = 0;
+  // From a batch's submission to its replies (or its deadline).
+  MetricHistogram::Snapshot call_latency;
+};
+
+// sluice_redis_connections, _reconnects_total, _timeouts_total, _breaker_open,
+// _breaker_opens_total, _breaker_rejected_total and the _call_duration_seconds histogram, each
+// labelled node="<address>", with HELP and TYPE lines. Nothing when `nodes` is empty.
+void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out);
+
+}  // namespace sluice

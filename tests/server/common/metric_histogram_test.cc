@@ -1,0 +1,58 @@
+#include "server/common/metric_histogram.h"
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Verifies a value equal to a bound counts in that bound's bucket, buckets are cumulative, a
+// negative value counts as 0 and the +Inf bucket equals the count.
+TEST(MetricHistogramTest, BucketsAreCumulativeAndBoundsInclusive) {
+  MetricHistogram h;
+  h.Record(50);       // le 5e-05
+  h.Record(51);       // le 0.0001
+  h.Record(-7);       // le 5e-05, adds 0 to the sum
+  h.Record(2000000);  // past every bound
+  std::string out;
+  h.AppendSeries(&out, "x_seconds", "node=\"a\"");
+  EXPECT_THAT(out, HasSubstr("x_seconds_bucket{node=\"a\",le=\"5e-05\"} 2\n"));
+  EXPECT_THAT(out, HasSubstr("x_seconds_bucket{node=\"a\",le=\"0.0001\"} 3\n"));
+  EXPECT_THAT(out, HasSubstr("x_seconds_bucket{node=\"a\",le=\"1\"} 3\n"));
+  EXPECT_THAT(out, HasSubstr("x_seconds_bucket{node=\"a\",le=\"+Inf\"} 4\n"));
+  EXPECT_THAT(out, HasSubstr("x_seconds_sum{node=\"a\"} 2.0001\n"));
+  EXPECT_THAT(out, HasSubstr("x_seconds_count{node=\"a\"} 4\n"));
+  EXPECT_EQ(h.count(), 4u);
+
+  std::string bare;
+  MetricHistogram().AppendSeries(&bare, "y", "");
+  EXPECT_THAT(bare, HasSubstr("y_bucket{le=\"+Inf\"} 0\n"));
+  EXPECT_THAT(bare, HasSubstr("y_count 0\n"));
+}
+
+// Verifies observations from several threads are all counted.
+TEST(MetricHistogramTest, CountsEveryObservationAcrossThreads) {
+  MetricHistogram h;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&h, t] {
+      for (int i = 0; i < 10000; ++i) {
+        h.Record(t * 1000 + i % 100);
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  EXPECT_EQ(h.count(), 40000u);
+  EXPECT_EQ(h.snapshot().buckets.back(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice
