@@ -121,6 +121,7 @@ void RedisBackend::AppendMetrics(std::string* out) const {
   std::vector<NodeMetrics> nodes;
   client_->CollectNodeMetrics(&nodes);
   AppendNodeMetrics(nodes, out);
+  client_->AppendClientMetrics(out);
 }
 
 void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {

@@ -58,6 +58,9 @@ class RedisExecutor {
 
   // Appends what /metrics says of each node this client talks to (see node_metrics.h).
   virtual void CollectNodeMetrics(std::vector<NodeMetrics>* out) const = 0;
+  // Appends what /metrics says of the client as a whole, in the Prometheus text format (a
+  // cluster's redirections, retries and topology refreshes). Default: nothing.
+  virtual void AppendClientMetrics(std::string* /*out*/) const {}
 
   // Closes every connection; pending batches complete with kUnavailable and later Executes fail
   // inline. Blocks until done; idempotent. REQUIRES: not on one of the client's threads.

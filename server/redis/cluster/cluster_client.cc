@@ -776,6 +776,29 @@ void RedisClusterClient::CollectNodeMetrics(std::vector<NodeMetrics>* out) const
   }
 }
 
+void RedisClusterClient::AppendClientMetrics(std::string* out) const {
+  const RedisClusterClientStats s = stats();
+  absl::StrAppend(
+      out,
+      "# HELP sluice_redis_cluster_redirections_total MOVED and ASK replies followed\n"
+      "# TYPE sluice_redis_cluster_redirections_total counter\n"
+      "sluice_redis_cluster_redirections_total{kind=\"moved\"} ", s.moved, "\n",
+      "sluice_redis_cluster_redirections_total{kind=\"ask\"} ", s.ask, "\n",
+      "# HELP sluice_redis_cluster_retries_total Replies and failures retried after a backoff, by "
+      "cause (cluster_down includes LOADING, MASTERDOWN and READONLY)\n"
+      "# TYPE sluice_redis_cluster_retries_total counter\n"
+      "sluice_redis_cluster_retries_total{cause=\"try_again\"} ", s.try_again, "\n",
+      "sluice_redis_cluster_retries_total{cause=\"cluster_down\"} ", s.cluster_down, "\n",
+      "sluice_redis_cluster_retries_total{cause=\"node_failure\"} ", s.node_failures, "\n",
+      "# HELP sluice_redis_cluster_refreshes_total Topology refreshes (CLUSTER SLOTS), by result\n"
+      "# TYPE sluice_redis_cluster_refreshes_total counter\n"
+      "sluice_redis_cluster_refreshes_total{result=\"ok\"} ", s.refreshes, "\n",
+      "sluice_redis_cluster_refreshes_total{result=\"failed\"} ", s.refresh_failures, "\n",
+      "# HELP sluice_redis_cluster_masters Masters in the slot map in use\n"
+      "# TYPE sluice_redis_cluster_masters gauge\n"
+      "sluice_redis_cluster_masters ", s.masters, "\n");
+}
+
 RedisClusterClientStats RedisClusterClient::stats() const {
   RedisClusterClientStats stats;
   stats.moved = moved_.load(std::memory_order_relaxed);

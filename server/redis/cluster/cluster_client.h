@@ -173,6 +173,9 @@ class RedisClusterClient : public RedisExecutor {
   RedisClusterClientStats stats() const;
   // Each node's breaker (the nodes this client has connected to).
   void CollectNodeMetrics(std::vector<NodeMetrics>* out) const override;
+  // sluice_redis_cluster_redirections_total{kind}, _retries_total{cause}, _refreshes_total{result}
+  // and _masters.
+  void AppendClientMetrics(std::string* out) const override;
   const RedisClusterClientOptions& options() const { return options_; }
 
  private:

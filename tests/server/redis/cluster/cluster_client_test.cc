@@ -286,6 +286,16 @@ TEST_F(ClusterClientTest, MovedAfterCompletedMigrationCostsNoFailedCommand) {
   uint64_t moved = client->stats().moved;
   ASSERT_TRUE(RunOne(*client, {"INCR", key}).code == absl::StatusCode::kOk);
   EXPECT_EQ(client->stats().moved, moved);
+  // /metrics says so, and has each node's series.
+  std::string text;
+  client->AppendClientMetrics(&text);
+  EXPECT_NE(text.find(absl::StrCat("sluice_redis_cluster_redirections_total{kind=\"moved\"} ",
+                                   moved, "\n")),
+            std::string::npos)
+      << text;
+  std::vector<NodeMetrics> nodes;
+  client->CollectNodeMetrics(&nodes);
+  EXPECT_GE(nodes.size(), 2u);
 }
 
 // Verifies a slot held mid-migration costs no failed command: keys already moved are reached
