@@ -1,0 +1,59 @@
+# Sluice's container image: built with the repository's own scripts on Debian 12, run on
+# debian:12-slim with only the shared libraries the binaries link.
+#   docker build -t sluice:latest .
+#   docker run --rm -p 8080:8080 -p 8081:8081 sluice:latest
+# scripts/check-deployables checks that the runtime packages below cover every library that
+# `ldd build/bin/sluice` resolves (docs/deployment.md).
+
+# ---- build: the same steps as on a developer's machine ----
+FROM debian:12 AS build
+WORKDIR /src
+# The toolchain and -dev packages first, in their own layer: editing the sources does not
+# download them again.
+COPY scripts/install-deps scripts/install-deps
+RUN ./scripts/install-deps
+COPY . .
+# Only the server and the CLI: the tests, benchmarks and fuzzers are not shipped.
+RUN BUILD_TYPE=Release ./scripts/build sluice sluicectl
+
+# ---- runtime ----
+FROM debian:12-slim
+# The runtime packages of every library the two binaries link (Debian 12 names; libc6 comes
+# with the base image), and the system's CA bundle (Sluice's own TLS reads the files its
+# --tls_* flags name).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      ca-certificates \
+      libabsl20220623 \
+      libc-ares2 \
+      libevent-core-2.1-7 \
+      libevent-extra-2.1-7 \
+      libevent-pthreads-2.1-7 \
+      libgcc-s1 \
+      libgrpc++1.51 \
+      libgrpc29 \
+      libhiredis0.14 \
+      libprometheus-cpp-core1.0 \
+      libprotobuf32 \
+      libre2-9 \
+      libssl3 \
+      libstdc++6 \
+      libyaml-cpp0.7 \
+      zlib1g \
+ && rm -rf /var/lib/apt/lists/*
+# A fixed numeric uid: Kubernetes' runAsNonRoot can only verify a numeric USER, and the
+# manifests in k8s/ pin the same ids.
+RUN groupadd --system --gid 10001 sluice \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin sluice
+COPY --from=build /src/build/bin/sluice /src/build/bin/sluicectl /usr/local/bin/
+# The example config, so that the image serves something on its own; mount your own directory
+# (a Kubernetes ConfigMap, a compose volume) over /etc/sluice/config.
+COPY examples/config/ /etc/sluice/config/
+USER 10001:10001
+# 8080: HTTP (/json, /healthz, /readyz, /metrics...); 8081: gRPC (Envoy's RLS v3 API).
+EXPOSE 8080 8081
+# Sluice is PID 1: it handles SIGTERM itself (drains, then exits 0) and starts no children,
+# so no init process is needed.
+ENTRYPOINT ["/usr/local/bin/sluice"]
+CMD ["--config=/etc/sluice/config"]
