@@ -26,22 +26,31 @@ info_field() {
   redis-cli -h "${1%:*}" -p "${1##*:}" cluster info | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
 }
 
+# Runs COMMAND every STEP seconds until it succeeds; after $wait_seconds, says WHAT and fails.
+wait_until() {
+  what="$1" step="$2"
+  shift 2
+  waited=0
+  until "$@"; do
+    if [ "$waited" -ge "$wait_seconds" ]; then
+      say "$what after ${wait_seconds}s"
+      exit 1
+    fi
+    sleep "$step"
+    waited=$((waited + step))
+  done
+}
+# HOST resolves and answers PING; leaves its address in $ip.
+node_answers() {
+  ip="$(resolve "$1" || true)"
+  [ -n "$ip" ] && [ "$(redis-cli -h "$ip" -p "$port" ping 2>/dev/null)" = "PONG" ]
+}
+cluster_ok() { [ "$(info_field "$1" cluster_state)" = "ok" ]; }
+
 # Every node must answer before anything is decided: pods and containers start in any order.
 addresses=""
 for host in $REDIS_NODES; do
-  waited=0
-  while :; do
-    ip="$(resolve "$host" || true)"
-    if [ -n "$ip" ] && [ "$(redis-cli -h "$ip" -p "$port" ping 2>/dev/null)" = "PONG" ]; then
-      break
-    fi
-    if [ "$waited" -ge "$wait_seconds" ]; then
-      say "$host:$port does not answer after ${wait_seconds}s"
-      exit 1
-    fi
-    sleep 2
-    waited=$((waited + 2))
-  done
+  wait_until "$host:$port does not answer" 2 node_answers "$host"
   addresses="$addresses $ip:$port"
 done
 
@@ -75,14 +84,6 @@ fi
 
 # Done when every node serves the whole slot map.
 for address in $addresses; do
-  waited=0
-  until [ "$(info_field "$address" cluster_state)" = "ok" ]; do
-    if [ "$waited" -ge "$wait_seconds" ]; then
-      say "$address: cluster_state is not ok after ${wait_seconds}s"
-      exit 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
+  wait_until "$address: cluster_state is not ok" 1 cluster_ok "$address"
 done
 say "cluster ready:$addresses"
