@@ -3,18 +3,20 @@
 #   docker build -t sluice:latest .
 #   docker run --rm -p 8080:8080 -p 8081:8081 sluice:latest
 # scripts/check-deployables checks that the runtime packages below cover every library that
-# `ldd build/bin/sluice` resolves (docs/deployment.md).
+# `ldd build/bin/sluice` resolves; scripts/check-image builds the image and runs it both ways it
+# is used: with Sluice's flags, and as Envoy Gateway runs it (docs/deployment.md).
 
 # ---- build: the same steps as on a developer's machine ----
 FROM debian:12 AS build
 WORKDIR /src
 # The toolchain and -dev packages first, in their own layer: editing the sources does not
-# download them again.
+# download them again. Only what building the server and the CLI needs: not the test tools.
 COPY scripts/install-deps scripts/install-deps
-RUN ./scripts/install-deps
+RUN ./scripts/install-deps --build-only
 COPY . .
-# Only the server and the CLI: the tests, benchmarks and fuzzers are not shipped.
-RUN BUILD_TYPE=Release ./scripts/build sluice sluicectl
+# Only the server and the CLI, configured without the tests and benchmarks (TESTS=OFF), which
+# are not shipped and whose packages this stage does not have.
+RUN BUILD_TYPE=Release TESTS=OFF ./scripts/build sluice sluicectl
 
 # ---- runtime ----
 FROM debian:12-slim
@@ -47,6 +49,11 @@ RUN groupadd --system --gid 10001 sluice \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin sluice
 COPY --from=build /src/build/bin/sluice /src/build/bin/sluicectl /usr/local/bin/
+# Envoy Gateway runs the image it is given as envoyproxy/ratelimit's: the command /bin/ratelimit
+# with no arguments (so neither ENTRYPOINT nor CMD below), settings in envoyproxy/ratelimit's
+# environment variables, which Sluice reads when it has no flags. /bin is /usr/bin on Debian 12.
+# Sluice writes no file: it runs with a read-only root filesystem, as any uid.
+RUN ln -s /usr/local/bin/sluice /usr/bin/ratelimit
 # The example config, so that the image serves something on its own; mount your own directory
 # (a Kubernetes ConfigMap, a compose volume) over /etc/sluice/config.
 COPY examples/config/ /etc/sluice/config/

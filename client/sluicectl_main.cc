@@ -1,23 +1,75 @@
 // sluicectl: asks an RLS v3 server for a decision and prints it as a table.
-//   sluicectl --server=HOST:PORT check DOMAIN key=value[,key=value...] [...] [--hits=N]
+//   sluicectl --server=HOST:PORT [--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM]]
+//             check DOMAIN key=value[,key=value...] [...] [--hits=N]
 // Exit status: 0 all OK, 2 OVER_LIMIT, 1 any error.
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/rls_client.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "server/common/flag_file.h"
 
 ABSL_FLAG(std::string, server, "localhost:8081", "RLS server address, HOST:PORT");
 ABSL_FLAG(uint32_t, hits, 0, "hits this request adds (0: the server's default of 1)");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "deadline of the call");
+ABSL_FLAG(std::string, tls_ca, "",
+          "TLS to the server: the PEM bundle its certificate must chain to (empty: plaintext)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "mutual TLS: this client's certificate chain (PEM); needs --tls_key and --tls_ca");
+ABSL_FLAG(std::string, tls_key, "", "mutual TLS: the private key of --tls_cert (PEM)");
+
+namespace {
+
+// Plaintext without --tls_ca; TLS trusting --tls_ca with it, presenting --tls_cert when given.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() {
+  const std::string ca = absl::GetFlag(FLAGS_tls_ca);
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together: give both or neither");
+  }
+  if (ca.empty()) {
+    if (!cert.empty()) {
+      return absl::InvalidArgumentError("--tls_cert needs --tls_ca (the server's CA)");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  grpc::SslCredentialsOptions options;
+  absl::StatusOr<std::string> roots = sluice::ReadFlagFile("tls_ca", ca);
+  if (!roots.ok()) {
+    return roots.status();
+  }
+  options.pem_root_certs = *std::move(roots);
+  if (!cert.empty()) {
+    absl::StatusOr<std::string> chain = sluice::ReadFlagFile("tls_cert", cert);
+    if (!chain.ok()) {
+      return chain.status();
+    }
+    absl::StatusOr<std::string> private_key = sluice::ReadFlagFile("tls_key", key);
+    if (!private_key.ok()) {
+      return private_key.status();
+    }
+    options.pem_cert_chain = *std::move(chain);
+    options.pem_private_key = *std::move(private_key);
+  }
+  return grpc::SslCredentials(options);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "sluicectl --server=HOST:PORT check DOMAIN key=value[,key=value...] [...] [--hits=N]\n"
+      "sluicectl --server=HOST:PORT [--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM]]\n"
+      "          check DOMAIN key=value[,key=value...] [...] [--hits=N]\n"
       "Each key=value list is one descriptor. Exit status: 0 OK, 2 OVER_LIMIT, 1 error.");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 4 || std::string(args[1]) != "check") {
@@ -30,7 +82,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sluicectl: %s\n", std::string(request.status().message()).c_str());
     return 1;
   }
-  sluice::RlsClient client(absl::GetFlag(FLAGS_server));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = Credentials();
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "sluicectl: %s\n", std::string(credentials.status().message()).c_str());
+    return 1;
+  }
+  sluice::RlsClient client(grpc::CreateChannel(absl::GetFlag(FLAGS_server), *credentials));
   auto response = client.ShouldRateLimit(*request, absl::GetFlag(FLAGS_timeout));
   if (!response.ok()) {
     std::fprintf(stderr, "sluicectl: %s: %s\n",

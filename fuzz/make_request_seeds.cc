@@ -2,6 +2,7 @@
 // decision-path tests send (every rule of request_fuzz's config, nested descriptors, wildcards,
 // hits, limit overrides, and the refusals: no domain, no entries, empty keys), one file each.
 //   make_request_seeds <directory>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -63,10 +64,17 @@ int main(int argc, char** argv) {
     r.mutable_descriptors(0)->mutable_hits_addend()->set_value(2);
     seeds.push_back(r);
   }
-  {
-    Request r = Make("fuzz", {{{"fw", "huge-hits"}}});
-    r.mutable_descriptors(0)->mutable_hits_addend()->set_value(~0ull);
-    seeds.push_back(r);
+  // Hits no rule can hold, around the edges of what a Lua script (2^53) and INCRBY (2^63)
+  // take, alone, in a rule pair and in a co-located request.
+  for (uint64_t hits : {uint64_t{11}, uint64_t{1} << 53, uint64_t{1} << 63, ~uint64_t{0}}) {
+    for (const char* key : {"tb", "lb", "gcra", "swl", "swc", "fw", "multi", "zero"}) {
+      Request r = Make("fuzz", {{{key, "huge-hits"}}});
+      r.mutable_descriptors(0)->mutable_hits_addend()->set_value(hits);
+      seeds.push_back(r);
+    }
+    Request group = Make("fuzz", {{{"user", "carol"}, {"path", "/api/x"}}, {{"user", "carol"}}});
+    group.mutable_descriptors(1)->mutable_hits_addend()->set_value(hits);
+    seeds.push_back(group);
   }
   for (size_t i = 0; i < seeds.size(); ++i) {
     std::ofstream out(std::string(argv[1]) + "/seed-" + std::to_string(i), std::ios::binary);

@@ -71,6 +71,14 @@ Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits) {
   return decision;
 }
 
+Decision NeverAdmittedDecision(const LimitParams& params) {
+  Decision decision;
+  decision.never = true;
+  decision.retry_after_us = params.period_us;
+  decision.reset_after_us = params.period_us;
+  return decision;
+}
+
 Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_us, uint64_t hits) {
   if (params.limit == 0) {
     return ZeroLimitDecision(params, hits);

@@ -82,11 +82,16 @@ struct Decision {
   // Leaky bucket, allowed: how long the caller should hold this request so that output leaves
   // at the drain rate (the time for the water already queued ahead of it to drain). 0 otherwise.
   int64_t delay_us = 0;
+  // Denied, and no wait can change that: the request asks for more hits than its rule can ever
+  // hold (NeverAdmittedDecision). Only the decision path sets it; the algorithms and the
+  // backends leave it false (their own answer to such a request is described below).
+  bool never = false;
 };
 
-// When a request can never be admitted (hits above the limit for the windows, above the burst
-// for the buckets and GCRA), the decision is a denial with retry_after_us = reset_after_us,
-// since no wait makes it succeed. On a fresh key that is 0: nothing to wait for.
+// When a request can never be admitted (hits above Capacity), each algorithm's own decision is
+// a denial with retry_after_us = reset_after_us, since no wait makes it succeed (on a fresh key
+// that is 0). Sluice's decision path never asks an algorithm or a backend that question: it
+// answers such a request itself with NeverAdmittedDecision, before any backend.
 
 // ---- State per key, one alternative per algorithm. A default-constructed state is a fresh key.
 
@@ -142,5 +147,31 @@ Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_
 // It needs no state, so a backend decides it without reading or writing any (the Redis
 // backend makes no call for it).
 Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits);
+
+// What a rule can hold at once: its limit for the windows, its burst for the buckets and GCRA.
+inline uint64_t Capacity(const LimitParams& params) {
+  switch (params.algorithm) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kLeakyBucket:
+    case Algorithm::kGcra:
+      return params.burst;
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowLog:
+    case Algorithm::kSlidingWindowCounter:
+      break;
+  }
+  return params.limit;
+}
+
+// Whether a request of `hits` could ever be admitted by a rule of `params`, in some state after
+// some wait: hits <= Capacity(params), and hits == 0 when the limit is 0 (nothing replenishes).
+inline bool CanEverAdmit(const LimitParams& params, uint64_t hits) {
+  return hits <= (params.limit == 0 ? 0 : Capacity(params));
+}
+
+// The decision for a request that can never be admitted (!CanEverAdmit), made without reading
+// or writing any state: denied, `never` set, remaining 0, and retry_after and reset_after one
+// period, so that a client that ignores `never` and waits does not spin.
+Decision NeverAdmittedDecision(const LimitParams& params);
 
 }  // namespace sluice

@@ -1,11 +1,12 @@
 #include "server/algorithm/sliding_window_log.h"
 
 #include <cstddef>
+#include <deque>
+#include <utility>
 
 #include "server/algorithm/algorithm_internal.h"
 
 namespace sluice {
-
 
 Decision EvaluateSlidingWindowLog(const LimitParams& params, SlidingWindowLogState& state,
                                   int64_t now_us, uint64_t hits) {
@@ -57,6 +58,29 @@ Decision EvaluateSlidingWindowLog(const LimitParams& params, SlidingWindowLogSta
     }
   }
   return decision;
+}
+
+void CoarsenSlidingWindowLog(SlidingWindowLogState& state, int64_t now_us, int64_t period_us,
+                             int64_t grid_us) {
+  std::deque<std::pair<int64_t, uint64_t>> coarse;
+  uint64_t total = 0;
+  for (const auto& [time_us, hits] : state.entries) {
+    if (time_us + period_us <= now_us) {
+      continue;
+    }
+    int64_t rounded = algorithm_internal::WindowStart(time_us, grid_us);
+    if (rounded < time_us) {
+      rounded += grid_us;
+    }
+    if (!coarse.empty() && coarse.back().first == rounded) {
+      coarse.back().second += hits;
+    } else {
+      coarse.emplace_back(rounded, hits);
+    }
+    total += hits;
+  }
+  state.entries.swap(coarse);
+  state.total = total;
 }
 
 }  // namespace sluice

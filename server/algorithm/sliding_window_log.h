@@ -30,4 +30,17 @@ namespace sluice {
 Decision EvaluateSlidingWindowLog(const LimitParams& params, SlidingWindowLogState& state,
                                   int64_t now_us, uint64_t hits);
 
+// Shrinks a log at the price of precision, for a store that must bound its memory: drops the
+// entries expired at now_us, rounds every other entry's time up to a multiple of grid_us and
+// merges the entries that land on one time (into a newly built log, so the old one's blocks are
+// released). state.total is unchanged. Hits only ever expire later than they would have, so the
+// log never admits more than the exact one would; a request may be denied, and a retry_after or
+// reset_after reported, up to grid_us later than exact. Later admissions within the newest
+// entry's grid step join it (as any admission not after the newest entry does), so the log stays
+// coarse until time passes that entry. Afterwards it holds at most period_us / grid_us + 2
+// entries when none was later than now_us + grid_us.
+// REQUIRES: period_us > 0, grid_us > 0; state as EvaluateSlidingWindowLog leaves it.
+void CoarsenSlidingWindowLog(SlidingWindowLogState& state, int64_t now_us, int64_t period_us,
+                             int64_t grid_us);
+
 }  // namespace sluice

@@ -1,5 +1,6 @@
 #include "server/backend/call_plan.h"
 
+#include "server/backend/script_codec.h"
 #include "server/common/std_view.h"
 #include "server/key/storage_key.h"
 #include "server/redis/cluster/hash_slot.h"
@@ -43,7 +44,7 @@ CallPlan PlanCalls(absl::Span<const LimitCheck> checks, int64_t now_us, CallPlan
       call.kind = PlannedCall::Kind::kFixedWindow;
       call.checks.push_back(static_cast<uint32_t>(i));
       call.params = first.params;
-      call.hits = first.hits;
+      call.hits = WireHits(first.params, first.hits);
       AppendFixedWindowKey(first.key, now_us, first.params.period_us, &call.window_key);
       continue;
     }

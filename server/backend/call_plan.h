@@ -36,7 +36,8 @@ struct PlannedCall {
   // The checks this call decides, by index in the request, in the order of its replies.
   absl::InlinedVector<uint32_t, 4> checks;
   Decision decision;  // kLocal
-  // kFixedWindow: the check's limit and hits, and the key of the window that holds `now`.
+  // kFixedWindow: the check's limit, its hits as sent (WireHits), and the key of the window
+  // that holds `now`.
   LimitParams params;
   uint64_t hits = 0;
   std::string window_key;

@@ -41,7 +41,7 @@ class SplitRequest {
   // One part answered; on OK its decisions are already stored.
   void Finish(absl::Status status);
 
-  std::vector<Decision> decisions;  // by check index; each written by one part
+  absl::InlinedVector<Decision, 2> decisions;  // by check index; each written by one part
 
  private:
   EvaluateCallback done_;

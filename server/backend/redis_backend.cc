@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "lua/lua_scripts.h"
@@ -140,9 +142,9 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
         std::move(batch), deadline,
         [this, now, calls = std::move(plan.calls), total = checks.size(),
          done = std::move(done)](absl::Status status, absl::Span<RedisReply> replies) mutable {
-          std::vector<Decision> decisions(total);
+          absl::InlinedVector<Decision, 2> decisions(total);
           if (status.ok()) {
-            status = DecodeReplies(calls, now, replies, decisions);
+            status = DecodeReplies(calls, now, replies, absl::MakeSpan(decisions));
           }
           if (!status.ok()) {
             std::move(done)(std::move(status), {});
@@ -162,7 +164,7 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
                      [this, now, request, calls = std::move(plan.calls)](
                          absl::Status status, absl::Span<RedisReply> replies) mutable {
                        if (status.ok()) {
-                         status = DecodeReplies(calls, now, replies, request->decisions);
+                         status = DecodeReplies(calls, now, replies, absl::MakeSpan(request->decisions));
                        }
                        request->Finish(std::move(status));
                      });
@@ -175,7 +177,7 @@ CommandBatch RedisBackend::EncodeCalls(absl::Span<const LimitCheck> checks, int6
   CommandBatch batch;
   absl::InlinedVector<std::string, 8> window_keys;  // a group's fixed windows
   absl::InlinedVector<std::string_view, 8> keys;
-  std::string args;
+  thread_local std::string args;  // copied into the batch; reused by this thread
   char hits_text[24];
   char ttl_text[24];
   for (const PlannedCall& call : calls) {
@@ -225,7 +227,7 @@ CommandBatch RedisBackend::EncodeCalls(absl::Span<const LimitCheck> checks, int6
 
 absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, int64_t now,
                                          absl::Span<RedisReply> replies,
-                                         std::vector<Decision>& decisions) {
+                                         absl::Span<Decision> decisions) {
   size_t r = 0;  // the next reply
   for (const PlannedCall& call : calls) {
     switch (call.kind) {
@@ -246,19 +248,25 @@ absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, in
         const RedisReply& count = replies[r];
         const RedisReply& expire = replies[r + 1];
         r += 2;
+        // A counter that INCRBY cannot raise without passing 2^63 - 1 is full, as the memory
+        // backend's saturates: denied, and nothing was added to give back.
+        const bool saturated =
+            count.is_error() && absl::StrContains(count.str(), "would overflow");
         for (const RedisReply* reply : {&count, &expire}) {
-          if (reply->is_error()) {
+          if (reply->is_error() && !(saturated && reply == &count)) {
             return ErrorReplyStatus(*reply);
           }
         }
-        if (!count.is_integer()) {
+        if (!saturated && !count.is_integer()) {
           return absl::InternalError(
               absl::StrCat("redis: unexpected INCRBY reply ", count.DebugString()));
         }
-        const Decision decision = FixedWindowDecision(call.params, now, call.hits, count.integer());
+        const Decision decision =
+            FixedWindowDecision(call.params, now, call.hits,
+                                saturated ? std::numeric_limits<int64_t>::max() : count.integer());
         // INCRBY counted the hits; a denial gives them back unless denied hits are meant to
         // count (--count_denied_hits, envoyproxy/ratelimit's increment-first).
-        if (!decision.allowed && call.hits > 0 && !call.params.count_denied) {
+        if (!decision.allowed && call.hits > 0 && !call.params.count_denied && !saturated) {
           GiveBack(call.window_key, call.hits);
         }
         decisions[call.checks[0]] = decision;
@@ -305,7 +313,9 @@ void RedisBackend::QueueInLanes(absl::Span<const LimitCheck> checks,
 
 void RedisBackend::SendLaneCall(Algorithm algorithm, LaneCall call) {
   absl::InlinedVector<std::string_view, 16> keys;
-  std::string args;
+  // The arguments are copied into the batch: the text is built in a buffer this thread reuses.
+  thread_local std::string args;
+  args.clear();
   args.reserve(call.size() * kScriptCheckBytes);
   // Waiting in the lane is this process' time, not Redis': up to the queue grace of it is not
   // charged, so a short wait leaves the call the whole budget in flight and a long one (the

@@ -97,7 +97,7 @@ class RedisBackend final : public Backend {
                            absl::Span<const PlannedCall> calls);
   // Reads the replies of the request's own batch into decisions[check index].
   absl::Status DecodeReplies(absl::Span<const PlannedCall> calls, int64_t now,
-                             absl::Span<RedisReply> replies, std::vector<Decision>& decisions);
+                             absl::Span<RedisReply> replies, absl::Span<Decision> decisions);
   // Queues the lane checks of `plan`, one algorithm at a time so that a request's checks of
   // one algorithm travel together, and sends what may leave.
   void QueueInLanes(absl::Span<const LimitCheck> checks, absl::Span<const uint32_t> lane_checks,

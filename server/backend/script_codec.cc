@@ -15,6 +15,9 @@ static_assert(std::endian::native == std::endian::little,
               "the scripts read little-endian doubles (struct.unpack \"<d\")");
 
 constexpr double kTwo53 = 9007199254740992.0;
+// A capacity the scripts take (below 2^53) leaves room for Capacity + 1; a larger one is
+// refused by the scripts whatever the hits.
+constexpr uint64_t kMaxWireCapacity = (uint64_t{1} << 53) - 1;
 
 void AppendDouble(double value, std::string* out) {
   char bytes[sizeof(double)];
@@ -43,13 +46,18 @@ bool ToInteger(double value, double min, int64_t* out) {
 
 }  // namespace
 
+uint64_t WireHits(const LimitParams& params, uint64_t hits) {
+  const uint64_t capacity = Capacity(params);
+  return hits > capacity && capacity < kMaxWireCapacity ? capacity + 1 : hits;
+}
+
 void AppendSingleScriptArgs(int64_t now_us, const LimitParams& params, uint64_t hits,
                             std::string* out) {
   AppendDouble(static_cast<double>(now_us), out);
   AppendDouble(AsDouble(params.limit), out);
   AppendDouble(static_cast<double>(params.period_us), out);
   AppendDouble(AsDouble(params.burst), out);
-  AppendDouble(AsDouble(hits), out);
+  AppendDouble(AsDouble(WireHits(params, hits)), out);
 }
 
 void AppendGroupScriptNow(int64_t now_us, std::string* out) {
@@ -61,7 +69,7 @@ void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::strin
   AppendDouble(AsDouble(params.limit), out);
   AppendDouble(static_cast<double>(params.period_us), out);
   AppendDouble(AsDouble(params.burst), out);
-  AppendDouble(AsDouble(hits), out);
+  AppendDouble(AsDouble(WireHits(params, hits)), out);
 }
 
 absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,

@@ -57,6 +57,8 @@ std::string_view FailureReasonName(FailureReason reason) {
       return "cluster_down";
     case FailureReason::kTimeoutSlow:
       return "timeout_slow";
+    case FailureReason::kArgument:
+      return "argument";
     case FailureReason::kOther:
       break;
   }

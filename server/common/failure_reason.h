@@ -24,8 +24,13 @@ enum class FailureReason : unsigned char {
                        // refuses writes for its first two seconds
   kTimeoutSlow,        // written; no reply within the budget, though the node was answering
                        // others meanwhile: slow (overloaded, or this machine starved), not gone
+  kArgument,           // Redis refused a command for its arguments or the data they met (a
+                       // script's argument check, WRONGTYPE, an integer out of range): a bug in
+                       // Sluice or a key written by someone else, never Redis being unavailable.
+                       // The failure policy never answers it: the checks are decided in process
+                       // (RateLimiter), so a request can never turn one into an admission.
 };
-inline constexpr int kFailureReasons = 10;
+inline constexpr int kFailureReasons = 11;
 
 // `status` (not OK) with `reason` attached; replaces an earlier reason.
 absl::Status WithFailureReason(absl::Status status, FailureReason reason);
@@ -35,7 +40,7 @@ absl::Status WithFailureReason(absl::Status status, FailureReason reason);
 FailureReason FailureReasonOf(const absl::Status& status);
 
 // The Prometheus label value: "timeout_before_send", "timeout_in_flight", "connection", "oom",
-// "readonly", "loading", "circuit_open", "cluster_down", "timeout_slow", "other".
+// "readonly", "loading", "circuit_open", "cluster_down", "timeout_slow", "argument", "other".
 std::string_view FailureReasonName(FailureReason reason);
 
 }  // namespace sluice

@@ -74,6 +74,12 @@ LogLevel MinLogLevel() { return static_cast<LogLevel>(g_min_level.load(std::memo
 
 void SetLogFormat(LogFormat format) { g_format.store(static_cast<int>(format)); }
 
+absl::string_view LogLevelName(LogLevel level) { return LevelName(level); }
+
+absl::string_view LogFormatName(LogFormat format) {
+  return format == LogFormat::kJson ? "json" : "text";
+}
+
 bool ParseLogFormat(absl::string_view text, LogFormat* format) {
   if (text == "text") {
     *format = LogFormat::kText;

@@ -23,12 +23,16 @@ void SetMinLogLevel(LogLevel level);
 LogLevel MinLogLevel();
 // Parses "debug", "info", "warning", "error"; returns false on anything else.
 bool ParseLogLevel(absl::string_view text, LogLevel* level);
+// The name ParseLogLevel reads ("fatal" for kFatal, which it does not).
+absl::string_view LogLevelName(LogLevel level);
 
 enum class LogFormat { kText, kJson };
 // Default kText. Set once at start-up, before threads log.
 void SetLogFormat(LogFormat format);
 // Parses "text" or "json"; returns false on anything else.
 bool ParseLogFormat(absl::string_view text, LogFormat* format);
+// The name ParseLogFormat reads.
+absl::string_view LogFormatName(LogFormat format);
 
 namespace logging_internal {
 

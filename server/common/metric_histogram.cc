@@ -1,5 +1,6 @@
 #include "server/common/metric_histogram.h"
 
+#include <cmath>
 #include <cstddef>
 
 #include "absl/strings/str_cat.h"
@@ -36,10 +37,16 @@ void MetricHistogram::AppendSeries(std::string* out, absl::string_view name,
                                     absl::string_view labels, const Snapshot& counts) {
   const absl::string_view comma = labels.empty() ? "" : ",";
   uint64_t cumulative = 0;
+  size_t shown = 0;
   for (size_t i = 0; i <= kBoundsUs.size(); ++i) {
     cumulative += counts.buckets[i];
+    if (i < kBoundsUs.size() &&
+        (shown == kShownBoundsUs.size() || kBoundsUs[i] != kShownBoundsUs[shown])) {
+      continue;  // counted, not shown
+    }
     const std::string le =
         i < kBoundsUs.size() ? absl::StrCat(static_cast<double>(kBoundsUs[i]) / 1e6) : "+Inf";
+    ++shown;
     absl::StrAppend(out, name, "_bucket{", labels, comma, "le=\"", le, "\"} ", cumulative, "\n");
   }
   const absl::string_view open = labels.empty() ? "" : "{";
@@ -47,6 +54,25 @@ void MetricHistogram::AppendSeries(std::string* out, absl::string_view name,
   absl::StrAppend(out, name, "_sum", open, labels, close, " ",
                   static_cast<double>(counts.sum_us) / 1e6, "\n", name, "_count", open, labels,
                   close, " ", cumulative, "\n");
+}
+
+uint64_t MetricHistogram::CountAtMost(const Snapshot& counts, double micros, bool* exact) {
+  uint64_t cumulative = 0;
+  *exact = false;
+  for (size_t i = 0; i < kBoundsUs.size(); ++i) {
+    const auto bound = static_cast<double>(kBoundsUs[i]);
+    // Bounds given in seconds or milliseconds rarely convert to whole microseconds exactly.
+    const bool equal = std::abs(bound - micros) <= 1e-9 * bound;
+    if (bound > micros && !equal) {
+      return cumulative;
+    }
+    cumulative += counts.buckets[i];
+    if (equal) {
+      *exact = true;
+      return cumulative;
+    }
+  }
+  return cumulative;
 }
 
 uint64_t MetricHistogram::count() const {

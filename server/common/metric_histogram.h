@@ -21,11 +21,18 @@ namespace sluice {
 
 class MetricHistogram {
  public:
-  // Upper bounds in microseconds: finer around the default 10 ms Redis budget, where an
-  // operator asks "within budget or not".
-  static constexpr std::array<int64_t, 15> kBoundsUs = {
+  // Upper bounds in microseconds that the text format shows: finer around the default 10 ms
+  // Redis budget, where an operator asks "within budget or not".
+  static constexpr std::array<int64_t, 15> kShownBoundsUs = {
       50,    100,   250,   500,    1000,   2000,   5000,    10000,
       12000, 15000, 25000, 50000, 100000, 250000, 1000000};
+  // The bounds counted: the shown ones, plus those that make Prometheus' default buckets
+  // (.005 .. 10, in seconds or in milliseconds) exact for CountAtMost (envoyproxy/ratelimit's
+  // response_time histogram).
+  static constexpr std::array<int64_t, 23> kBoundsUs = {
+      5,      10,     25,     50,      100,     250,     500,     1000,
+      2000,   2500,   5000,   10000,   12000,   15000,   25000,   50000,
+      100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
 
   // The counts at one moment (not cumulative), to render after the histogram may be gone.
   struct Snapshot {
@@ -49,6 +56,10 @@ class MetricHistogram {
                            const Snapshot& counts);
 
   uint64_t count() const;
+
+  // Observations of at most `micros`, from `counts`: exact when `micros` is one of kBoundsUs
+  // (then *exact is true); otherwise those up to the largest bound below it, an undercount.
+  static uint64_t CountAtMost(const Snapshot& counts, double micros, bool* exact);
 
  private:
   std::array<std::atomic<uint64_t>, kBoundsUs.size() + 1> buckets_{};  // the last is +Inf

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "server/config/config_description.h"
 #include "server/config/wildcard.h"
 
 namespace sluice {
@@ -171,7 +172,7 @@ void DumpRule(const DescriptorNode& node, const RateLimitRule& rule, std::string
   if (node.metadata != nullptr) {
     absl::StrAppend(&out, " metadata=", node.metadata->ShortDebugString());
   }
-  absl::StrAppend(&out, " (", node.file, ":", node.line, ")\n");
+  absl::StrAppend(&out, " (", ConfigLocation(node.file, node.line), ")\n");
 }
 
 void DumpNode(const DescriptorNode& node, std::string& out) {
@@ -236,7 +237,12 @@ const Domain* Config::FindDomain(absl::string_view domain) const {
   return it == domains_.end() ? nullptr : it->second.get();
 }
 
-std::string Config::Dump() const {
+const std::string& Config::Dump() const {
+  std::call_once(dump_once_, [this] { dump_ = BuildDump(); });
+  return dump_;
+}
+
+std::string Config::BuildDump() const {
   std::vector<const Domain*> domains;
   domains.reserve(domains_.size());
   for (const auto& [name, domain] : domains_) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,7 +74,7 @@ struct DescriptorNode {
   // the stat key (envoyproxy/ratelimit's value_to_metric).
   bool value_to_metric = false;
   // Every value matching this node's wildcard shares one counter (and one stat key, the
-  // pattern) instead of one per value. Only on wildcard values; the loader checks it.
+  // pattern) instead of one per value. Only on wildcard values; the validator checks it.
   bool share_threshold = false;
   // `metadata:` of the YAML, returned in the response's dynamic metadata for descriptors that
   // pass, when that is switched on. Null when the node has none.
@@ -84,7 +85,7 @@ struct DescriptorNode {
   int line = 0;
 
   // Children by exact "key_value" and by "key" alone (default); wildcards are tried in
-  // declaration order after the exact map and before the default. The loader refuses two
+  // declaration order after the exact map and before the default. The validator refuses two
   // children whose "key_value" strings coincide (key "a_b" value "c" and key "a" value "b_c"),
   // as envoyproxy/ratelimit does, and Match checks the key of an exact hit.
   absl::flat_hash_map<std::string, std::unique_ptr<DescriptorNode>> exact_children;
@@ -141,7 +142,10 @@ class Config {
   //    key_suffix=tb:1 shadow_mode=false (limits/api.yaml:4)"
   // A domain with its own failure_mode starts with a line of its own:
   //   "api: failure_mode=local (limits/api.yaml:2)"
-  std::string Dump() const;
+  // Built at the first call and kept (a large config's listing takes seconds; the server
+  // builds it while loading, for sluice_config_info's version): call it only once the Config is
+  // complete.
+  const std::string& Dump() const;
 
   // Number of nodes that carry rules, over all domains.
   size_t RuleCount() const;
@@ -153,15 +157,19 @@ class Config {
     return domains_;
   }
 
-  // Things the loader accepted, as envoyproxy/ratelimit does, but that are probably not what
+  // Things the validator accepted, as envoyproxy/ratelimit does, but that are probably not what
   // the author meant ("<file>:<line>: <field>: <what>"), e.g. a rate_limit without
   // requests_per_unit (a limit of 0). Printed by --check_config and logged at each load.
   const std::vector<std::string>& warnings() const { return warnings_; }
   std::vector<std::string>& mutable_warnings() { return warnings_; }
 
  private:
+  std::string BuildDump() const;
+
   absl::flat_hash_map<std::string, std::unique_ptr<Domain>> domains_;
   std::vector<std::string> warnings_;
+  mutable std::once_flag dump_once_;
+  mutable std::string dump_;  // written once, under dump_once_
 };
 
 }  // namespace sluice

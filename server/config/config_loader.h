@@ -1,10 +1,13 @@
-// Builds a Config from YAML: one file, a directory of *.yaml files, or text in memory. Errors
-// are kInvalidArgument with a message naming the file, the line and the field, e.g.
+// Builds a Config from YAML: one file, a directory of *.yaml files, or text in memory. Each file
+// is read into a domain description (yaml_config_reader.h) and checked by the validator every
+// config source shares (config_validator.h), one file after the other. Errors are
+// kInvalidArgument with a message naming the file, the line and the field, e.g.
 //   "limits/api.yaml:12: rate_limit.unit: invalid unit 'fortnight' (expected second, minute,
 //    hour, day, week, month or year)"
 // Stateless functions; safe to call from any thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +33,17 @@ struct ConfigLoadOptions {
   bool recursive = false;
   // With `recursive`: also skip every other name starting with '.' (RUNTIME_IGNOREDOTFILES).
   bool ignore_dot_files = true;
+
+  // Bounds on what a config may cost to load, far above any real config, so that a hostile
+  // or broken one is refused in a fraction of a second instead of taking the memory and time
+  // it asks for (a few hundred bytes of nested YAML aliases can ask for gigabytes).
+  // A file (or a ConfigSource's text) larger than this is refused before it is parsed.
+  int64_t max_file_bytes = int64_t{4} << 20;
+  // YAML nodes (maps, lists, keys and values) over all files, with every alias counted as the
+  // whole content of its anchor each time it is used, as loading visits and copies it.
+  int64_t max_nodes = 1'000'000;
+  // Bytes of scalar text (keys and values) over all files, aliases counted the same way.
+  int64_t max_scalar_bytes = int64_t{32} << 20;
 };
 
 // `path` is a YAML file (any name), or a directory. By default a directory's *.yaml and *.yml
@@ -42,7 +56,8 @@ struct ConfigLoadOptions {
 absl::StatusOr<std::unique_ptr<Config>> LoadConfigPath(const std::string& path,
                                                        const ConfigLoadOptions& options = {});
 
-// Parses one domain file's text. `file_name` is used in error messages only.
+// Parses one domain file's text, with the default ConfigLoadOptions. `file_name` is used in
+// error messages only.
 absl::StatusOr<std::unique_ptr<Config>> LoadConfigText(absl::string_view file_name,
                                                        absl::string_view text);
 

@@ -56,26 +56,37 @@ std::string ConfigWatcher::Fingerprint() const {
   return out;
 }
 
-void ConfigWatcher::Poll(bool force) {
+std::function<void()> ConfigWatcher::Load(bool force) {
   std::string now = Fingerprint();
   if (!force && now == fingerprint_) {
-    return;
+    return nullptr;
   }
   fingerprint_ = std::move(now);
+  SLUICE_LOG(INFO) << "config reload: loading " << path_
+                   << (force ? " (asked for)" : " (files changed)");
   auto loaded = LoadConfigPath(path_, options_);
   if (!loaded.ok()) {
     SLUICE_LOG(ERROR) << "config reload rejected, keeping the running config: "
                       << loaded.status().message();
-    listener_(false, nullptr);
-    return;
+    return [this] { listener_(false, nullptr); };
   }
   std::shared_ptr<const Config> next(std::move(*loaded));
   for (const std::string& warning : next->warnings()) {
     SLUICE_LOG(WARNING) << "config: " << warning;
   }
-  store_.Set(next);
-  SLUICE_LOG(INFO) << "config reloaded from " << path_ << ": " << next->RuleCount() << " rules";
-  listener_(true, next.get());
+  next->Dump();  // built here, off the quick half and off the HTTP thread that serves /config
+  return [this, next = std::move(next)] {
+    store_.Set(next);
+    SLUICE_LOG(INFO) << "config reloaded from " << path_ << ": " << next->RuleCount()
+                     << " rules";
+    listener_(true, next.get());
+  };
+}
+
+void ConfigWatcher::Poll(bool force) {
+  if (std::function<void()> apply = Load(force)) {
+    apply();
+  }
 }
 
 }  // namespace sluice

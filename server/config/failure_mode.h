@@ -1,6 +1,6 @@
 // What answers a descriptor the backend could not decide in its budget (Redis down, hung or
 // slow): the --failure_mode flag, which a domain's `failure_mode:` overrides. Here, not in
-// server/service/, because the config loader reads it and the decision path applies it.
+// server/service/, because the config validator reads it and the decision path applies it.
 // Pure functions; safe from any thread.
 #pragma once
 

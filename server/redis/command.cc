@@ -59,8 +59,8 @@ void AppendRespCommand(absl::Span<const std::string_view> args, std::string* out
   }
 }
 
-void AppendEvalShaCommand(std::string_view sha1, absl::Span<const std::string_view> keys,
-                          absl::Span<const std::string_view> args, std::string* out) {
+size_t AppendEvalShaCommand(std::string_view sha1, absl::Span<const std::string_view> keys,
+                            absl::Span<const std::string_view> args, std::string* out) {
   char numkeys_buffer[24];
   char* numkeys_end =
       std::to_chars(numkeys_buffer, numkeys_buffer + sizeof(numkeys_buffer), keys.size()).ptr;
@@ -81,12 +81,17 @@ void AppendEvalShaCommand(std::string_view sha1, absl::Span<const std::string_vi
   p = WriteBulk(kEvalSha, p);
   p = WriteBulk(sha1, p);
   p = WriteBulk(numkeys, p);
+  size_t first_key = std::string::npos;
+  if (!keys.empty()) {
+    first_key = static_cast<size_t>(p - out->data()) + HeaderSize(keys[0].size());
+  }
   for (std::string_view key : keys) {
     p = WriteBulk(key, p);
   }
   for (std::string_view arg : args) {
     p = WriteBulk(arg, p);
   }
+  return first_key;
 }
 
 RedisCommand RedisCommand::FromArgs(absl::Span<const std::string_view> args) {

@@ -17,8 +17,10 @@ namespace sluice {
 // REQUIRES: !args.empty().
 void AppendRespCommand(absl::Span<const std::string_view> args, std::string* out);
 
-// Appends `EVALSHA sha1 numkeys keys... args...` in RESP form to *out.
-void AppendEvalShaCommand(std::string_view sha1, absl::Span<const std::string_view> keys,
+// Appends `EVALSHA sha1 numkeys keys... args...` in RESP form to *out. Returns where in *out the
+// first key's bytes start (a batch's routing key, known without parsing the command again), or
+// std::string::npos without keys.
+size_t AppendEvalShaCommand(std::string_view sha1, absl::Span<const std::string_view> keys,
                           absl::Span<const std::string_view> args, std::string* out);
 
 // One pre-formatted command, for commands that are built once and sent many times, and for

@@ -20,8 +20,8 @@ CommandBatch& CommandBatch::AddEvalSha(const RedisScript& script,
                                        absl::Span<const std::string_view> keys,
                                        absl::Span<const std::string_view> args) {
   size_t start = buffer_.size();
-  AppendEvalShaCommand(script.sha1(), keys, args, &buffer_);
-  Commit(start, &script);
+  const size_t key_at = AppendEvalShaCommand(script.sha1(), keys, args, &buffer_);
+  CommitWithKey(start, &script, key_at, keys.empty() ? 0 : keys[0].size());
   return *this;
 }
 
@@ -55,6 +55,14 @@ void CommandBatch::Commit(size_t start, const RedisScript* script) {
   std::optional<RoutingKeyPosition> key =
       FindRoutingKey(std::string_view(buffer_).substr(start, length));
   entries_.push_back(Entry{start, length, key ? key->offset : 0, key ? key->length : 0, script});
+}
+
+void CommandBatch::CommitWithKey(size_t start, const RedisScript* script, size_t key_at,
+                                 size_t key_length) {
+  const bool keyed = key_at != std::string::npos;
+  entries_.push_back(Entry{start, buffer_.size() - start,
+                           keyed ? static_cast<uint32_t>(key_at - start) : 0,
+                           keyed ? static_cast<uint32_t>(key_length) : 0, script});
 }
 
 }  // namespace sluice

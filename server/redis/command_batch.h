@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -96,9 +97,11 @@ class CommandBatch {
 
   // Records the command appended to buffer_ since `start`, locating its routing key.
   void Commit(size_t start, const RedisScript* script);
+  // The same when the routing key is known: `key_at` in buffer_ (npos: none), `key_length` long.
+  void CommitWithKey(size_t start, const RedisScript* script, size_t key_at, size_t key_length);
 
   std::string buffer_;
-  std::vector<Entry> entries_;
+  absl::InlinedVector<Entry, 2> entries_;
 };
 
 }  // namespace sluice

@@ -205,7 +205,7 @@ void RedisConnection::OnSocketWritable(redisAsyncContext* ac) {
 // already (from the first read on, it always is), so the loop's event_base is left alone.
 bool RedisConnection::SocketWatchPaused() const {
   mu_.AssertHeld();  // hiredis asks from inside a redisAsync* call, made under mu_
-  return writing_from_caller_;
+  return writing_from_caller_ || writing_from_loop_;
 }
 
 // hiredis makes these callbacks from inside the redisAsync* calls this class makes, all under mu_.
@@ -421,7 +421,7 @@ bool RedisConnection::WriteFromCaller(PendingBatch* batch) {
     return false;
   }
   batch->replies.resize(n);
-  batch->slots = std::make_unique<CommandSlot[]>(n);
+  batch->slots.assign(n, CommandSlot{});
   batch->remaining = n;
   batch->awaiting_loop = true;
   caller_batches_.push_back(batch);
@@ -500,6 +500,10 @@ void RedisConnection::AdoptCallerBatches() {
 
 void RedisConnection::DrainSubmissions() {
   MutexLock lock(mu_);
+  // The drained batches are written right after they are queued, as a caller writes: arming the
+  // write event for them (hiredis asks for it with each command) would cost two epoll_ctl and a
+  // trip through epoll_wait per drain, for a socket that is almost always writable.
+  writing_from_loop_ = true;
   for (PendingBatch* batch = submissions_.TakeAll(); batch != nullptr;) {
     PendingBatch* next = batch->next;
     batch->next = nullptr;
@@ -507,7 +511,25 @@ void RedisConnection::DrainSubmissions() {
     MaybeFree(batch);
     batch = next;
   }
+  writing_from_loop_ = false;
+  WriteQueuedFromLoop();
   FinishLoopWork();
+}
+
+void RedisConnection::WriteQueuedFromLoop() {
+  // Only a ready connection: while connecting, the output buffer holds the handshake, which
+  // hiredis writes once the socket reports the connect done (an early write would fail).
+  if (state_ != State::kReady || ac_ == nullptr) {
+    return;
+  }
+  int done = 0;
+  if (redisBufferWrite(&ac_->c, &done) == REDIS_ERR) {
+    redisAsyncHandleWrite(ac_);  // meets the error again and disconnects, as the event would
+    return;
+  }
+  if (done == 0) {
+    ac_->ev.addWrite(ac_->ev.data);  // a full socket buffer: the write event finishes the rest
+  }
 }
 
 void RedisConnection::Dispatch(PendingBatch* batch) {
@@ -548,7 +570,7 @@ void RedisConnection::Dispatch(PendingBatch* batch) {
     return;
   }
   batch->replies.resize(n);
-  batch->slots = std::make_unique<CommandSlot[]>(n);
+  batch->slots.assign(n, CommandSlot{});
   batch->remaining = n;
   ArmDeadline(batch, remaining_us);
   for (size_t i = 0; i < n; ++i) {
@@ -645,7 +667,7 @@ void RedisConnection::OnCommandReply(redisAsyncContext* ac, void* reply, void* p
   } else if (r == nullptr) {
     self->Complete(batch, self->LostStatus(ac));
   } else {
-    size_t i = static_cast<size_t>(slot - batch->slots.get());
+    size_t i = static_cast<size_t>(slot - batch->slots.data());
     if (batch->commands.script(i) != nullptr && IsNoScript(r)) {
       self->HealNoScript(batch, i);
     } else {
@@ -742,7 +764,7 @@ void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
   }
   // Late replies need only the slots; let the rest go now rather than when they come.
   batch->commands = CommandBatch();
-  batch->replies = std::vector<RedisReply>();
+  batch->replies.clear();  // frees what it holds
 }
 
 void RedisConnection::MaybeFree(PendingBatch* batch) {

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -167,8 +168,9 @@ class RedisConnection : private SocketEventsOwner {
     BatchCallback done;
     int64_t deadline_us = 0;
     int64_t submitted_us = 0;  // when Submit took it (clock_'s monotonic time)
-    std::vector<RedisReply> replies;
-    std::unique_ptr<CommandSlot[]> slots;
+    // Inline room for the common batch of one or two commands: no allocation of their own.
+    absl::InlinedVector<RedisReply, 2> replies;
+    absl::InlinedVector<CommandSlot, 2> slots;  // assigned once; hiredis holds their addresses
     event* timer = nullptr;
     size_t remaining = 0;  // replies still missing
     size_t refs = 0;       // slots hiredis still holds
@@ -219,6 +221,9 @@ class RedisConnection : private SocketEventsOwner {
   void AdoptCallerBatches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnWatchdog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes what DrainSubmissions queued; arms the write event only for what the socket did not
+  // take.
+  void WriteQueuedFromLoop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes command i of `batch` to the output buffer (hiredis flushes it when the socket is
   // writable, together with everything else queued until then).
   bool SendCommand(PendingBatch* batch, size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -270,6 +275,8 @@ class RedisConnection : private SocketEventsOwner {
   WriteHorizon horizon_ ABSL_GUARDED_BY(mu_);
   // A caller is queueing commands: the socket events keep off the loop.
   bool writing_from_caller_ ABSL_GUARDED_BY(mu_) = false;
+  // DrainSubmissions is queueing commands it writes itself right after (WriteQueuedFromLoop).
+  bool writing_from_loop_ ABSL_GUARDED_BY(mu_) = false;
   // Written by callers, not yet seen by the loop.
   std::vector<PendingBatch*> caller_batches_ ABSL_GUARDED_BY(mu_);
   // AdoptCallerBatches' scratch, kept for its capacity.

@@ -87,8 +87,37 @@ bool operator==(const RedisReply& a, const RedisReply& b) {
 
 void PrintTo(const RedisReply& reply, std::ostream* os) { *os << reply.DebugString(); }
 
+bool IsArgumentError(std::string_view error) {
+  const std::string_view code = error.substr(0, error.find(' '));
+  if (code == "WRONGTYPE") {
+    return true;
+  }
+  if (code != "ERR") {
+    return false;
+  }
+  // A Sluice script's own check ("ERR sluice <script>: ..."), a Lua error in a script, and what
+  // a command says of an argument or of the value it met.
+  for (std::string_view prefix :
+       {"ERR sluice ", "ERR user_script:", "ERR wrong number of arguments", "ERR syntax error"}) {
+    if (error.substr(0, prefix.size()) == prefix) {
+      return true;
+    }
+  }
+  for (std::string_view part : {"is not an integer or out of range",
+                                "increment or decrement would overflow", "is not a valid float"}) {
+    if (error.find(part) != std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 absl::Status ErrorReplyStatus(const RedisReply& reply) {
   const std::string& error = reply.str();
+  if (IsArgumentError(error)) {
+    return WithFailureReason(absl::InternalError(absl::StrCat("redis refused: ", error)),
+                             FailureReason::kArgument);
+  }
   absl::Status status = absl::UnavailableError(absl::StrCat("redis: ", error));
   const std::string_view code = std::string_view(error).substr(0, error.find(' '));
   if (code == "OOM") {

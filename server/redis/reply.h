@@ -75,9 +75,16 @@ class RedisReply {
 // For gtest and logs.
 void PrintTo(const RedisReply& reply, std::ostream* os);
 
-// An error reply as a status: kUnavailable, "redis: <error>", with the FailureReason of the
-// errors a node gives when it cannot take a command right now: OOM (maxmemory reached under
-// noeviction), READONLY (a replica, e.g. mid-failover), LOADING (loading its dataset).
+// Whether an error reply refuses a command for its arguments or for the data they met
+// (IsArgumentError): a script's own argument check ("ERR sluice ..."), a Lua error in a script,
+// WRONGTYPE, an integer out of range or overflowing, a wrong argument count or syntax.
+bool IsArgumentError(std::string_view error);
+
+// An error reply as a status. An argument error (IsArgumentError) is kInternal, "redis refused:
+// <error>", with FailureReason::kArgument. Any other is kUnavailable, "redis: <error>", with the
+// FailureReason of the errors a node gives when it cannot take a command right now: OOM
+// (maxmemory reached under noeviction), READONLY (a replica, e.g. mid-failover), LOADING
+// (loading its dataset); else kOther.
 // REQUIRES: reply.is_error().
 absl::Status ErrorReplyStatus(const RedisReply& reply);
 

@@ -53,7 +53,10 @@ void AttachSocketEvents(EventLoop& loop, redisAsyncContext* ac, SocketEventsOwne
   events->owner = &owner;
   events->ac = ac;
   int fd = ac->c.fd;
-  events->read = event_new(loop.base(), fd, EV_READ, &OnReadable, events);
+  // The read event persists: hiredis re-arms reading after every read, and re-adding an event
+  // that is still added costs nothing, where a one-shot event costs two epoll_ctl per reply
+  // (libevent removes it when it fires, hiredis adds it back).
+  events->read = event_new(loop.base(), fd, EV_READ | EV_PERSIST, &OnReadable, events);
   events->write = event_new(loop.base(), fd, EV_WRITE, &OnWritable, events);
   ac->ev.data = events;
   ac->ev.addRead = [](void* privdata) { Watch(privdata, /*read=*/true, /*arm=*/true); };

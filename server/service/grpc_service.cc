@@ -21,34 +21,32 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::ServerUnaryReactor* RateLimitGrpcService::ShouldRateLimit(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  const Clock* clock = &RealClock::Get();
-  const int64_t arrived_us = latency_ != nullptr ? clock->MonotonicMicros() : 0;
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const auto finish = [reactor, latency = latency_, arrived_us, clock](grpc::Status status) {
-    if (latency != nullptr) {
-      latency->Record(clock->MonotonicMicros() - arrived_us);
-    }
-    reactor->Finish(std::move(status));
-  };
   auto call = std::make_unique<GrpcCall>();
+  call->reactor = context->DefaultReactor();
+  call->response_buffer = response;
+  call->arrived_us = latency_ != nullptr ? RealClock::Get().MonotonicMicros() : 0;
   if (!call->ParseRequest(*request)) {
-    finish(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("the request is not a valid ", GrpcCall::Request::descriptor()->full_name(), " (",
-                     request->Length(), " bytes that do not parse as one)")));
-    return reactor;
+    Finish(*call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               absl::StrCat("the request is not a valid ",
+                                            GrpcCall::Request::descriptor()->full_name(), " (",
+                                            request->Length(), " bytes that do not parse as one)")));
+    return call->reactor;
   }
   GrpcCall* raw = call.release();
-  limiter_.ShouldRateLimit(*raw->request(), raw->response(),
-                           [finish, raw, response](absl::Status status) {
-                             std::unique_ptr<GrpcCall> call(raw);
-                             if (!status.ok()) {
-                               finish(ToGrpcStatus(status));
-                               return;
-                             }
-                             finish(call->SerializeResponse(response));
-                           });
+  grpc::ServerUnaryReactor* reactor = raw->reactor;  // `raw` may be gone when the call returns
+  limiter_.ShouldRateLimit(*raw->request(), raw->response(), [this, raw](absl::Status status) {
+    std::unique_ptr<GrpcCall> call(raw);
+    Finish(*call, status.ok() ? call->SerializeResponse(call->response_buffer)
+                              : ToGrpcStatus(status));
+  });
   return reactor;
+}
+
+void RateLimitGrpcService::Finish(GrpcCall& call, grpc::Status status) {
+  if (latency_ != nullptr) {
+    latency_->Record(RealClock::Get().MonotonicMicros() - call.arrived_us);
+  }
+  call.reactor->Finish(std::move(status));
 }
 
 }  // namespace sluice

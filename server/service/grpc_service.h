@@ -14,6 +14,8 @@
 
 namespace sluice {
 
+class GrpcCall;
+
 class RateLimitGrpcService final
     : public envoy::service::ratelimit::v3::RateLimitService::WithRawCallbackMethod_ShouldRateLimit<
           envoy::service::ratelimit::v3::RateLimitService::Service> {
@@ -28,6 +30,9 @@ class RateLimitGrpcService final
                                             grpc::ByteBuffer* response) override;
 
  private:
+  // Records the call's latency and answers it.
+  void Finish(GrpcCall& call, grpc::Status status);
+
   RateLimiter& limiter_;
   MetricHistogram* const latency_;
 };

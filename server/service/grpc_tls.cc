@@ -1,9 +1,15 @@
 #include "server/service/grpc_tls.h"
 
+#include <arpa/inet.h>
+
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/security/tls_certificate_verifier.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 
@@ -24,7 +30,69 @@ absl::Status CheckPemFile(const std::string& flag, const std::string& path) {
   return absl::OkStatus();
 }
 
+// An IP address as bytes (4 or 16), or "" when `text` is not one.
+std::string IpBytes(absl::string_view text) {
+  const std::string address(text);
+  unsigned char bytes[16];
+  if (inet_pton(AF_INET, address.c_str(), bytes) == 1) {
+    return std::string(reinterpret_cast<char*>(bytes), 4);
+  }
+  if (inet_pton(AF_INET6, address.c_str(), bytes) == 1) {
+    return std::string(reinterpret_cast<char*>(bytes), 16);
+  }
+  return "";
+}
+
+// Refuses a client whose certificate does not hold `name` (--tls_client_san); runs after the
+// chain was verified against the client CA.
+class ClientNameVerifier : public grpc::experimental::ExternalCertificateVerifier {
+ public:
+  explicit ClientNameVerifier(std::string name) : name_(std::move(name)) {}
+
+  bool Verify(grpc::experimental::TlsCustomVerificationCheckRequest* request,
+              std::function<void(grpc::Status)>, grpc::Status* sync_status) override {
+    if (ClientCertificateHoldsName(name_, request->dns_names(), request->ip_names())) {
+      *sync_status = grpc::Status::OK;
+    } else {
+      *sync_status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                  absl::StrCat("client certificate does not hold the name ",
+                                               name_, " (--tls_client_san)"));
+    }
+    return true;
+  }
+  void Cancel(grpc::experimental::TlsCustomVerificationCheckRequest*) override {}
+
+ private:
+  const std::string name_;
+};
+
 }  // namespace
+
+bool ClientCertificateHoldsName(absl::string_view name,
+                                const std::vector<grpc::string_ref>& dns_names,
+                                const std::vector<grpc::string_ref>& ip_names) {
+  if (const std::string ip = IpBytes(name); !ip.empty()) {
+    for (const grpc::string_ref& san : ip_names) {
+      if (IpBytes(absl::string_view(san.data(), san.size())) == ip) {
+        return true;
+      }
+    }
+    return false;
+  }
+  for (const grpc::string_ref& ref : dns_names) {
+    const absl::string_view san(ref.data(), ref.size());
+    if (absl::EqualsIgnoreCase(san, name)) {
+      return true;
+    }
+    // "*.example.com" answers for "a.example.com", not for "example.com" or "a.b.example.com".
+    const size_t dot = name.find('.');
+    if (absl::StartsWith(san, "*.") && dot != absl::string_view::npos && dot > 0 &&
+        absl::EqualsIgnoreCase(san.substr(1), name.substr(dot))) {
+      return true;
+    }
+  }
+  return false;
+}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(
     const GrpcTlsSettings& settings) {
@@ -63,6 +131,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(
   if (mutual) {
     options.watch_root_certs();
     options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    if (!settings.client_san.empty()) {
+      options.set_certificate_verifier(
+          grpc::experimental::ExternalCertificateVerifier::Create<ClientNameVerifier>(
+              settings.client_san));
+    }
   } else {
     options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   }

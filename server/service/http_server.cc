@@ -5,28 +5,99 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/thread.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cstring>
+#include <string>
 
-#include "absl/strings/string_view.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/common/clock.h"
 #include "server/common/logging.h"
+#include "server/service/http_status.h"
 
 namespace sluice {
 namespace {
 
+// Every method libevent 2.1 parses. All reach Dispatch, which answers 405 (with Allow) for one
+// a path does not take; libevent itself answers a method it does not know with 501.
+constexpr ev_uint16_t kKnownMethods = EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                      EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                                      EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH;
+
+absl::string_view MethodName(evhttp_cmd_type method) {
+  switch (method) {
+    case EVHTTP_REQ_GET:
+      return "GET";
+    case EVHTTP_REQ_POST:
+      return "POST";
+    case EVHTTP_REQ_HEAD:
+      return "HEAD";
+    case EVHTTP_REQ_PUT:
+      return "PUT";
+    case EVHTTP_REQ_DELETE:
+      return "DELETE";
+    case EVHTTP_REQ_OPTIONS:
+      return "OPTIONS";
+    case EVHTTP_REQ_TRACE:
+      return "TRACE";
+    case EVHTTP_REQ_CONNECT:
+      return "CONNECT";
+    case EVHTTP_REQ_PATCH:
+      return "PATCH";
+  }
+  return "this method";
+}
+
+// libevent's own messages (accept errors, failed connection set-ups) through the project's log,
+// at most once per 10 s each kind: by default libevent writes every one to stderr.
+void LogLibeventMessage(int severity, const char* message) {
+  if (severity >= EVENT_LOG_WARN) {
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 10) << "libevent: " << message;
+  } else if (severity == EVENT_LOG_MSG) {
+    SLUICE_LOG_EVERY_SECONDS(INFO, 10) << "libevent: " << message;
+  } else {
+    SLUICE_LOG(DEBUG) << "libevent: " << message;
+  }
+}
+
+// Sends `body` with its type and length. libevent 2.1 would write a HEAD answer's body if
+// given one, and leaves its Content-Length out: the length is set here, and HEAD gets no body.
+void SendBuffer(evhttp_request* req, int code, absl::string_view reason,
+                absl::string_view content_type, evbuffer* body) {
+  evkeyvalq* headers = evhttp_request_get_output_headers(req);
+  evhttp_add_header(headers, "Content-Type", std::string(content_type).c_str());
+  evhttp_add_header(headers, "Content-Length",
+                    std::to_string(evbuffer_get_length(body)).c_str());
+  if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+    evbuffer_drain(body, evbuffer_get_length(body));
+  }
+  evhttp_send_reply(req, code, std::string(reason).c_str(), body);
+}
+
 void Reply(evhttp_request* req, int code, absl::string_view reason, absl::string_view content_type,
            absl::string_view body) {
-  evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                    std::string(content_type).c_str());
   evbuffer* buf = evbuffer_new();
   evbuffer_add(buf, body.data(), body.size());
-  evhttp_send_reply(req, code, std::string(reason).c_str(), buf);
+  SendBuffer(req, code, reason, content_type, buf);
+  evbuffer_free(buf);
+}
+
+// Sends a /config page without copying it: the buffer refers to the cached text, which it
+// keeps alive until written.
+void SendPage(evhttp_request* req, const ConfigDumpCache::Page& page) {
+  evbuffer* buf = evbuffer_new();
+  if (!page->empty()) {
+    auto* kept = new ConfigDumpCache::Page(page);
+    auto release = [](const void*, size_t, void* held) {
+      delete static_cast<ConfigDumpCache::Page*>(held);
+    };
+    if (evbuffer_add_reference(buf, (*kept)->data(), (*kept)->size(), release, kept) != 0) {
+      delete kept;
+      evbuffer_add(buf, page->data(), page->size());
+    }
+  }
+  SendBuffer(req, 200, "OK", "text/plain", buf);
   evbuffer_free(buf);
 }
 
@@ -51,8 +122,11 @@ void FinishJson(evutil_socket_t, short, void* arg) {
   std::unique_ptr<JsonCall> call(static_cast<JsonCall*>(arg));
   call->latency->Record(RealClock::Get().MonotonicMicros() - call->arrived_us);
   if (!call->status.ok()) {
-    Reply(call->req, call->status.code() == absl::StatusCode::kInvalidArgument ? 400 : 500,
-          "Error", "text/plain", absl::StrCat(call->status.message(), "\n"));
+    // The code a gRPC client would get, as HTTP (UNAVAILABLE while no config is loaded: 503).
+    const HttpStatus status = HttpStatusFromCode(call->status.code());
+    Reply(call->req, status.code, status.reason, "text/plain",
+          absl::StrCat(absl::StatusCodeToString(call->status.code()), ": ",
+                       call->status.message(), "\n"));
     return;
   }
   std::string json;
@@ -70,6 +144,20 @@ void FinishJson(evutil_socket_t, short, void* arg) {
         json + "\n");
 }
 
+enum class Endpoint { kJson, kHealthz, kHealthcheck, kReadyz, kConfig, kMetrics };
+
+struct Route {
+  absl::string_view path;
+  Endpoint endpoint;
+};
+
+constexpr Route kRoutes[] = {
+    {"/json", Endpoint::kJson},       {"/healthz", Endpoint::kHealthz},
+    {"/healthcheck", Endpoint::kHealthcheck}, {"/readyz", Endpoint::kReadyz},
+    {"/config", Endpoint::kConfig},   {"/rlconfig", Endpoint::kConfig},
+    {"/metrics", Endpoint::kMetrics},
+};
+
 }  // namespace
 
 HttpServer::HttpServer(RateLimiter& limiter, const ConfigStore& config, const Backend& backend,
@@ -82,56 +170,38 @@ HttpServer::HttpServer(RateLimiter& limiter, const ConfigStore& config, const Ba
 
 HttpServer::~HttpServer() { Stop(); }
 
-absl::StatusOr<int> HttpServer::Bind(const std::string& address) {
-  size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("HTTP address '", address,
-                                                   "' is not HOST:PORT"));
-  }
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(http_, host.c_str(), port);
-  if (bound == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on HTTP address ", address, ": ",
-                                               std::strerror(errno)));
-  }
-  sockaddr_storage ss;
-  socklen_t len = sizeof(ss);
-  getsockname(evhttp_bound_socket_get_fd(bound), reinterpret_cast<sockaddr*>(&ss), &len);
-  return ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                  : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-}
-
 absl::Status HttpServer::Start(const std::string& address, const std::string& debug_address) {
-  // Decisions complete on other threads and hand their reply to this base.
+  // Decisions and /config pages complete on other threads and hand their reply to this base.
   static const int kThreads = evthread_use_pthreads();
   (void)kThreads;
+  static const bool kLogRouted = (event_set_log_callback(&LogLibeventMessage), true);
+  (void)kLogRouted;
   base_ = event_base_new();
   http_ = evhttp_new(base_);
-  evhttp_set_allowed_methods(http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+  evhttp_set_allowed_methods(http_, kKnownMethods);
   evhttp_set_max_body_size(http_, static_cast<ev_ssize_t>(options_.max_body_bytes));
   evhttp_set_max_headers_size(http_, static_cast<ev_ssize_t>(options_.max_header_bytes));
   evhttp_set_timeout(http_, options_.io_timeout_seconds);
   evhttp_set_gencb(http_, &HttpServer::Dispatch, this);
-  absl::StatusOr<int> port = Bind(address);
+  connections_ = std::make_unique<HttpConnections>(
+      base_, http_, HttpConnectionLimits{options_.max_connections, options_.request_timeout});
+  config_pages_ = std::make_unique<ConfigDumpCache>(options_.config_dump_max_bytes);
+  config_pages_ready_ = event_new(base_, -1, 0, &HttpServer::ReplyConfigPages, this);
+  absl::StatusOr<int> port = connections_->Listen(address, "--http_address");
   absl::StatusOr<int> debug_port = 0;
   if (port.ok() && !debug_address.empty()) {
-    debug_port = Bind(debug_address);
+    debug_port = connections_->Listen(debug_address, "--debug_address");
   }
   if (!port.ok() || !debug_port.ok()) {
-    evhttp_free(http_);
-    event_base_free(base_);
-    http_ = nullptr;
-    base_ = nullptr;
+    Release();
     return port.ok() ? debug_port.status() : port.status();
   }
   port_ = *port;
   debug_port_ = *debug_port;
-  thread_ = std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
+  thread_ = std::thread([this] {
+    connections_->BindToThisThread();
+    event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY);
+  });
   return absl::OkStatus();
 }
 
@@ -139,68 +209,146 @@ void HttpServer::Stop() {
   if (base_ == nullptr) {
     return;
   }
-  event_base_loopbreak(base_);
+  // Not loopbreak: a loop that has not started yet would clear its flag and run on. The exit is
+  // an event, handled whenever the loop runs.
+  event_base_loopexit(base_, nullptr);
   if (thread_.joinable()) {
     thread_.join();
   }
-  evhttp_free(http_);
+  Release();
+}
+
+void HttpServer::Release() {
+  // The renderer first: its callbacks wake config_pages_ready_.
+  config_pages_.reset();
+  connections_->Shutdown();
+  evhttp_free(http_);  // closes every connection; their close callbacks reach connections_
+  connections_.reset();
+  event_free(config_pages_ready_);
+  {
+    MutexLock lock(pages_mu_);
+    ready_pages_.clear();  // their requests went with their connections
+  }
   event_base_free(base_);
+  config_pages_ready_ = nullptr;
   http_ = nullptr;
   base_ = nullptr;
 }
 
 void HttpServer::Dispatch(evhttp_request* req, void* arg) {
   auto* self = static_cast<HttpServer*>(arg);
+  self->connections_->RequestArrived(req);
   const char* uri = evhttp_request_get_uri(req);
   absl::string_view path = uri ? uri : "/";
   path = path.substr(0, path.find('?'));
-  const bool get = evhttp_request_get_command(req) == EVHTTP_REQ_GET;
-  if (path == "/json") {
-    if (get) {
-      Reply(req, 405, "Method Not Allowed", "text/plain", "POST a RateLimitRequest as JSON\n");
-      return;
+  const Route* route = nullptr;
+  for (const Route& candidate : kRoutes) {
+    if (candidate.path == path) {
+      route = &candidate;
     }
-    self->HandleJson(req);
-  } else if (path == "/healthz") {
-    if (self->draining_.load()) {
-      Reply(req, 503, "Service Unavailable", "text/plain", "draining\n");
-    } else {
-      Reply(req, 200, "OK", "text/plain", "OK\n");
-    }
-  } else if (path == "/healthcheck") {
-    // envoyproxy/ratelimit's health check answers 500 when unhealthy; probes written for it
-    // expect exactly that.
-    std::shared_ptr<const Config> config = self->config_.Get();
-    if (self->draining_.load()) {
-      Reply(req, 500, "Internal Server Error", "text/plain", "draining\n");
-    } else if (self->options_.healthy_requires_config &&
-               (config == nullptr || config->domains().empty())) {
-      Reply(req, 500, "Internal Server Error", "text/plain", "no domain loaded\n");
-    } else {
-      Reply(req, 200, "OK", "text/plain", "OK");
-    }
-  } else if (path == "/readyz") {
-    // The body also says how many decisions fell to the failure policy, by reason.
-    const std::string failures = self->metrics_.BackendFailureSummary();
-    const std::string detail =
-        failures.empty() ? "" : absl::StrCat("failure policy decisions: ", failures, "\n");
-    if (self->backend_.Ready() && !self->draining_.load()) {
-      Reply(req, 200, "OK", "text/plain", absl::StrCat("OK\n", detail));
-    } else {
-      Reply(req, 503, "Service Unavailable", "text/plain",
-            absl::StrCat("backend ", self->backend_.Name(), " not ready\n", detail));
-    }
-  } else if (path == "/config" || path == "/rlconfig") {
-    std::shared_ptr<const Config> config = self->config_.Get();
-    Reply(req, 200, "OK", "text/plain", config == nullptr ? std::string() : config->Dump());
-  } else if (path == "/metrics") {
-    std::string text = self->metrics_.Serialize();
-    self->backend_.AppendMetrics(&text);
-    Reply(req, 200, "OK", "text/plain; version=0.0.4", text);
-  } else {
+  }
+  if (route == nullptr) {
     Reply(req, 404, "Not Found", "text/plain",
           "not found; try POST /json, /healthz, /healthcheck, /readyz, /config, /rlconfig or "
           "/metrics\n");
+    return;
+  }
+  const evhttp_cmd_type method = evhttp_request_get_command(req);
+  const bool json = route->endpoint == Endpoint::kJson;
+  const bool allowed =
+      json ? method == EVHTTP_REQ_POST : (method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD);
+  if (!allowed) {
+    const absl::string_view allow = json ? "POST" : "GET, HEAD";
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                      std::string(allow).c_str());
+    Reply(req, 405, "Method Not Allowed", "text/plain",
+          absl::StrCat(MethodName(method), " is not allowed on ", path, "; use ", allow,
+                       json ? " with a RateLimitRequest as JSON" : "", "\n"));
+    return;
+  }
+  switch (route->endpoint) {
+    case Endpoint::kJson:
+      self->HandleJson(req);
+      return;
+    case Endpoint::kHealthz:
+      if (self->draining_.load()) {
+        Reply(req, 503, "Service Unavailable", "text/plain", "draining\n");
+      } else {
+        Reply(req, 200, "OK", "text/plain", "OK\n");
+      }
+      return;
+    case Endpoint::kHealthcheck: {
+      // envoyproxy/ratelimit's health check answers 500 when unhealthy; probes written for it
+      // expect exactly that.
+      std::shared_ptr<const Config> config = self->config_.Get();
+      if (self->draining_.load()) {
+        Reply(req, 500, "Internal Server Error", "text/plain", "draining\n");
+      } else if (self->options_.healthy_requires_config &&
+                 (config == nullptr || config->domains().empty())) {
+        Reply(req, 500, "Internal Server Error", "text/plain", "no domain loaded\n");
+      } else {
+        Reply(req, 200, "OK", "text/plain", "OK");
+      }
+      return;
+    }
+    case Endpoint::kReadyz:
+      self->HandleReadyz(req);
+      return;
+    case Endpoint::kConfig:
+      self->HandleConfig(req);
+      return;
+    case Endpoint::kMetrics: {
+      std::string text = self->metrics_.Serialize();
+      self->backend_.AppendMetrics(&text);
+      self->limiter_.AppendMetrics(&text);
+      self->connections_->AppendMetrics(&text);
+      Reply(req, 200, "OK", "text/plain; version=0.0.4", text);
+      return;
+    }
+  }
+}
+
+void HttpServer::HandleReadyz(evhttp_request* req) {
+  // The body also says how many decisions fell to the failure policy, by reason.
+  const std::string failures = metrics_.BackendFailureSummary();
+  const std::string detail =
+      failures.empty() ? "" : absl::StrCat("failure policy decisions: ", failures, "\n");
+  std::string why;
+  if (draining_.load()) {
+    why = "draining\n";
+  } else if (config_.Get() == nullptr) {
+    why = "no config loaded: every call fails UNAVAILABLE until a valid one is loaded\n";
+  } else if (!backend_.Ready()) {
+    why = absl::StrCat("backend ", backend_.Name(), " not ready\n");
+  }
+  if (why.empty()) {
+    Reply(req, 200, "OK", "text/plain", absl::StrCat("OK\n", detail));
+  } else {
+    Reply(req, 503, "Service Unavailable", "text/plain", absl::StrCat(why, detail));
+  }
+}
+
+void HttpServer::HandleConfig(evhttp_request* req) {
+  // The page comes back on this thread when cached, else on the renderer's: either way it is
+  // sent from the loop, in ReplyConfigPages.
+  config_pages_->Get(config_.Get(), [this, req](ConfigDumpCache::Page page) {
+    {
+      MutexLock lock(pages_mu_);
+      ready_pages_.emplace_back(req, std::move(page));
+    }
+    event_active(config_pages_ready_, EV_TIMEOUT, 0);
+  });
+}
+
+void HttpServer::ReplyConfigPages(evutil_socket_t, short, void* arg) {
+  auto* self = static_cast<HttpServer*>(arg);
+  std::vector<std::pair<evhttp_request*, ConfigDumpCache::Page>> ready;
+  {
+    MutexLock lock(self->pages_mu_);
+    ready.swap(self->ready_pages_);
+  }
+  for (const auto& [req, page] : ready) {
+    SendPage(req, page);
   }
 }
 

@@ -1,27 +1,43 @@
 // The HTTP side of the server, on libevent's evhttp, one thread:
 //   POST /json      the ShouldRateLimit request as JSON (proto3 JSON mapping); answers the
-//                   response as JSON, 200 OK or 429 when over limit, 400 on a bad request
+//                   response as JSON, 200 OK or 429 when over limit; an error as gRPC's code
+//                   maps to HTTP (400 for a bad request, 503 while no config is loaded, ...:
+//                   see http_status.h)
 //   GET  /healthz   200 "OK" while serving, 503 once draining
 //   GET  /healthcheck  envoyproxy/ratelimit's: 200 "OK" while serving, 500 once draining, and
 //                   500 while no domain is loaded if HttpServerOptions::healthy_requires_config
-//   GET  /readyz    200 while the backend can decide (e.g. Redis is connected), else 503
-//   GET  /config    the rules in force, one per line (also /rlconfig, upstream's name)
+//   GET  /readyz    200 while calls can be decided: a config is loaded and the backend can
+//                   decide (e.g. Redis is connected); else 503 saying why
+//   GET  /config    the rules in force, one per line (also /rlconfig, upstream's name),
+//                   rendered off the HTTP thread once per config (config_dump_cache.h)
 //   GET  /metrics   Prometheus text format
+// The GET endpoints answer HEAD too (headers only); another method on a known path is 405 with
+// an Allow header, a method libevent does not know is 501, an unknown path 404.
+// Connections are bounded by count, and a request by the time it may take to arrive
+// (http_connections.h).
 // Start and Stop are called from one thread; the handlers run on the HTTP thread. Decisions
-// that complete on another thread are marshalled back to the HTTP thread before replying.
+// and /config pages that complete on another thread are marshalled back to the HTTP thread
+// before replying.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/common/mutex.h"
 #include "server/config/config_store.h"
+#include "server/service/config_dump_cache.h"
+#include "server/service/http_connections.h"
 #include "server/service/metrics.h"
 #include "server/service/rate_limiter.h"
 
+struct event;
 struct event_base;
 struct evhttp;
 struct evhttp_request;
@@ -32,13 +48,22 @@ struct HttpServerOptions {
   // envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: /healthcheck fails while
   // the configuration in force has no domain.
   bool healthy_requires_config = false;
-  // A connection that sends or reads nothing for this long is closed: a slow or stalled client
-  // cannot hold one open forever.
+  // A connection that sends or reads nothing for this long is closed: an idle keep-alive
+  // connection, or a client that stopped reading its answer.
   int io_timeout_seconds = 10;
+  // A request whose head and body have not all arrived this long after its connection was
+  // accepted (on a keep-alive connection: after the request's first byte) is dropped with its
+  // connection, however steadily it trickles in.
+  absl::Duration request_timeout = absl::Seconds(10);
+  // Most connections open at once; at the cap, the one waiting longest for its request is
+  // closed to make room. The caller keeps it within the descriptor limit (HttpConnectionCap).
+  size_t max_connections = 1024;
   // Largest request head (request line and headers) and body accepted; larger gets an error
   // answer and the connection closed.
   size_t max_header_bytes = 16 << 10;
   size_t max_body_bytes = 4 << 20;
+  // Largest /config page; a longer one is cut at a line boundary, its last line saying so.
+  size_t config_dump_max_bytes = 4 << 20;
 };
 
 class HttpServer {
@@ -50,7 +75,8 @@ class HttpServer {
 
   // Binds `address` ("host:port") and, if not empty, `debug_address` (a second listener with
   // the same endpoints, where envoyproxy/ratelimit's deployments look for /rlconfig and stats),
-  // then starts the HTTP thread.
+  // then starts the HTTP thread. Errors name the flag of the address at fault (--http_address,
+  // --debug_address).
   absl::Status Start(const std::string& address, const std::string& debug_address = "");
   // Answers /healthz with 503 from now on, so load balancers stop sending new work.
   void SetDraining() { draining_.store(true); }
@@ -59,12 +85,17 @@ class HttpServer {
   // The ports actually bound (useful with port 0); debug_port() is 0 without a debug address.
   int port() const { return port_; }
   int debug_port() const { return debug_port_; }
+  // How many times the /config page has been rendered (once per config asked for).
+  int64_t config_renders() const { return config_pages_ ? config_pages_->renders() : 0; }
 
  private:
   static void Dispatch(evhttp_request* req, void* self);
+  static void ReplyConfigPages(int fd, short what, void* self);
   void HandleJson(evhttp_request* req);
-  // Binds one more socket to http_; returns its port.
-  absl::StatusOr<int> Bind(const std::string& address);
+  void HandleConfig(evhttp_request* req);
+  void HandleReadyz(evhttp_request* req);
+  // Frees what Start made. REQUIRES: the HTTP thread is not running.
+  void Release();
 
   RateLimiter& limiter_;
   const ConfigStore& config_;
@@ -73,6 +104,14 @@ class HttpServer {
   const HttpServerOptions options_;
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
+  std::unique_ptr<HttpConnections> connections_;
+  std::unique_ptr<ConfigDumpCache> config_pages_;
+  // /config pages rendered on the cache's thread, waiting to be sent by the HTTP thread, which
+  // config_pages_ready_ wakes.
+  Mutex pages_mu_;
+  std::vector<std::pair<evhttp_request*, ConfigDumpCache::Page>> ready_pages_
+      ABSL_GUARDED_BY(pages_mu_);
+  event* config_pages_ready_ = nullptr;
   std::thread thread_;
   std::atomic<bool> draining_{false};
   int port_ = 0;

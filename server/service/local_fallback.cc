@@ -55,14 +55,24 @@ MemoryBackend& LocalFallback::Store() {
   return *owned_store_;
 }
 
-void LocalFallback::Decide(absl::Span<const LimitCheck> checks,
-                           std::vector<Decision>* decisions) {
+void LocalFallback::Decide(absl::Span<const LimitCheck> checks, absl::Span<Decision> decisions) {
   Store().EvaluateInto(checks, decisions);
 }
 
 size_t LocalFallback::KeyCount() const {
   const MemoryBackend* store = store_.load(std::memory_order_acquire);
   return store == nullptr ? 0 : store->KeyCount();
+}
+
+size_t LocalFallback::BytesUsed() const {
+  const MemoryBackend* store = store_.load(std::memory_order_acquire);
+  return store == nullptr ? 0 : store->BytesUsed();
+}
+
+void LocalFallback::AppendMetrics(std::string* out) const {
+  if (const MemoryBackend* store = store_.load(std::memory_order_acquire)) {
+    store->AppendMetrics(out);
+  }
 }
 
 }  // namespace sluice

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -45,13 +46,18 @@ class LocalFallback {
   // set, else divided by replicas_hint, both rounded up to at least 1 (0 stays 0).
   LimitParams Scale(const LimitParams& params, std::optional<double> local_share) const;
 
-  // Decides `checks` (already scaled with Scale) into *decisions (resized to checks.size()),
+  // Decides `checks` (already scaled with Scale) into `decisions` (one per check),
   // consecutive checks of one group all-or-nothing, as Backend::Evaluate would. Never fails.
   // Allocates nothing beyond what MemoryBackend does, except the store on the first call.
-  void Decide(absl::Span<const LimitCheck> checks, std::vector<Decision>* decisions);
+  void Decide(absl::Span<const LimitCheck> checks, absl::Span<Decision> decisions);
 
   // Keys the store holds; 0 before the first Decide.
   size_t KeyCount() const;
+  // Heap bytes the store holds (MemoryBackend::BytesUsed); 0 before the first Decide.
+  size_t BytesUsed() const;
+  // The store's metrics (MemoryBackend::AppendMetrics, under its options' metric_prefix), once
+  // it exists.
+  void AppendMetrics(std::string* out) const;
 
  private:
   MemoryBackend& Store();

@@ -1,6 +1,7 @@
 #include "server/service/metrics.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/string_view.h"
 #include "absl/hash/hash.h"
@@ -22,7 +23,8 @@ prometheus::Gauge& PlainGauge(prometheus::Registry& registry, const std::string&
 }
 
 constexpr const char* kOutcomeNames[kDecisionOutcomes] = {
-    "within_limit", "over_limit", "over_limit_cached", "shadow_mode", "failure_policy"};
+    "within_limit", "over_limit",     "over_limit_cached",
+    "shadow_mode",  "failure_policy", "never_admitted"};
 
 prometheus::Counter* ModeCounter(prometheus::Family<prometheus::Counter>& family,
                                  FailureMode mode) {
@@ -54,7 +56,8 @@ Metrics::Metrics(size_t max_rule_series)
                               "ShouldRateLimit calls by outcome")),
       backend_failures_(CounterFamily(*registry_, "sluice_backend_failures_total",
                                       "Requests the backend could not decide in budget, "
-                                      "answered by the failure policy, by reason")),
+                                      "answered by the failure policy, by reason (argument: "
+                                      "Redis refused Sluice's arguments; decided in process)")),
       failure_policy_(CounterFamily(*registry_, "sluice_failure_policy_decisions_total",
                                     "Descriptors the backend could not decide, by the failure "
                                     "mode that answered them")),
@@ -97,7 +100,7 @@ Metrics::Metrics(size_t max_rule_series)
   }
 }
 
-RuleCounters& Metrics::ForRule(absl::string_view stat_key) {
+RuleCounters Metrics::ForRule(absl::string_view stat_key) {
   Shard& shard = shards_[absl::HashOf(stat_key) % kShards];
   MutexLock lock(shard.mu);
   auto it = shard.rules.find(stat_key);
@@ -124,16 +127,19 @@ RuleCounters Metrics::RuleCountersFor(const std::string& key) {
   };
 }
 
-void Metrics::CountRequest(absl::string_view outcome) {
-  prometheus::Counter* counter;
-  {
+void Metrics::CountRequest(RequestOutcome outcome) {
+  static constexpr absl::string_view kNames[] = {"ok", "over_limit", "invalid_argument",
+                                                 "unavailable"};
+  static_assert(std::size(kNames) == std::tuple_size_v<decltype(request_counters_)>);
+  const size_t index = static_cast<size_t>(outcome);
+  prometheus::Counter* counter = request_counters_[index].load(std::memory_order_acquire);
+  if (counter == nullptr) {
     MutexLock lock(requests_mu_);
-    auto it = request_counters_.find(outcome);
-    if (it == request_counters_.end()) {
-      std::string name(outcome);
-      it = request_counters_.emplace(name, &requests_.Add({{"outcome", name}})).first;
+    counter = request_counters_[index].load(std::memory_order_relaxed);
+    if (counter == nullptr) {
+      counter = &requests_.Add({{"outcome", std::string(kNames[index])}});
+      request_counters_[index].store(counter, std::memory_order_release);
     }
-    counter = it->second;
   }
   counter->Increment();
 }
@@ -179,6 +185,59 @@ void Metrics::ConfigInForce(size_t rules, absl::string_view version, absl::Time 
 }
 
 void Metrics::CountConfigReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).Increment(); }
+
+void Metrics::XdsConnected(bool connected) {
+  MutexLock lock(config_mu_);
+  if (xds_connected_ == nullptr) {
+    xds_connected_ = &PlainGauge(*registry_, "sluice_xds_connected",
+                                 "1 while the stream to the xDS management server delivers");
+  }
+  xds_connected_->Set(connected ? 1 : 0);
+}
+
+void Metrics::CountXdsSnapshot(bool accepted) {
+  MutexLock lock(config_mu_);
+  if (xds_snapshots_ == nullptr) {
+    xds_snapshots_ = &CounterFamily(*registry_, "sluice_xds_snapshots_total",
+                                    "Snapshots the xDS management server sent, by result");
+  }
+  xds_snapshots_->Add({{"result", accepted ? "accepted" : "rejected"}}).Increment();
+}
+
+std::vector<std::pair<std::string, RuleCounters>> Metrics::RuleSeries() const {
+  std::vector<std::pair<std::string, RuleCounters>> series;
+  for (Shard& shard : shards_) {
+    MutexLock lock(shard.mu);
+    series.insert(series.end(), shard.rules.begin(), shard.rules.end());
+  }
+  return series;
+}
+
+uint64_t Metrics::ConfigsInForce() const {
+  return static_cast<uint64_t>(config_generation_.Value());
+}
+
+uint64_t Metrics::ConfigReloadsRejected() const {
+  return static_cast<uint64_t>(reloads_failed_.Value());
+}
+
+uint64_t Metrics::GlobalShadowModeRequests() const {
+  return static_cast<uint64_t>(global_shadow_mode_.Value());
+}
+
+uint64_t Metrics::BackendFailures() const {
+  uint64_t total = 0;
+  for (const prometheus::Counter* counter : backend_failure_reasons_) {
+    total += static_cast<uint64_t>(counter->Value());
+  }
+  return total;
+}
+
+uint64_t Metrics::Requests(RequestOutcome outcome) const {
+  const prometheus::Counter* counter =
+      request_counters_[static_cast<size_t>(outcome)].load(std::memory_order_acquire);
+  return counter == nullptr ? 0 : static_cast<uint64_t>(counter->Value());
+}
 
 std::string Metrics::Serialize() const {
   prometheus::TextSerializer serializer;

@@ -1,13 +1,17 @@
 // Prometheus metrics of the decision path, served at /metrics. Per-rule counters follow
 // envoyproxy/ratelimit's names and arithmetic (total_hits, over_limit, near_limit,
-// within_limit, shadow_mode, over_limit_with_local_cache) keyed by the rule's stat key. Thread-safe: counters are atomic, and the per-key lookup is a sharded map
-// whose entries live as long as the Metrics object.
+// // within_limit, shadow_mode, over_limit_with_local_cache) keyed by the rule's stat key.
+// Thread-safe: counters are atomic and live as long as the Metrics object; the per-key lookup is
+// a sharded map that hands out copies of its entries (which move when the map grows).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/base/thread_annotations.h"
@@ -44,8 +48,9 @@ enum class DecisionOutcome {
   kOverLimitCached = 2,  // denied by the over-limit cache, without a backend call
   kShadowMode = 3,       // over a shadow-mode rule, answered OK
   kFailurePolicy = 4,    // the backend could not decide; failure_mode answered
+  kNeverAdmitted = 5,    // more hits than the rule can ever hold: denied without a backend
 };
-inline constexpr int kDecisionOutcomes = 5;
+inline constexpr int kDecisionOutcomes = 6;
 inline constexpr int kAlgorithms = 6;
 
 class Metrics {
@@ -59,10 +64,12 @@ class Metrics {
   explicit Metrics(size_t max_rule_series = 10000);
 
   // Counters of one stat key ("domain.key_value.key2"); created on first use.
-  RuleCounters& ForRule(absl::string_view stat_key);
+  RuleCounters ForRule(absl::string_view stat_key);
 
-  // Requests answered, by overall code ("ok", "over_limit") or error ("invalid_argument", ...).
-  void CountRequest(absl::string_view outcome);
+  // Requests answered, by overall code or error: sluice_requests_total{outcome="ok"} and so on,
+  // each series created on first use.
+  enum class RequestOutcome { kOk, kOverLimit, kInvalidArgument, kUnavailable };
+  void CountRequest(RequestOutcome outcome);
   // A request the backend could not decide in its budget, answered by the failure policy.
   void CountBackendFailure(FailureReason reason);
   // "reason=count" of every reason counted so far, space-separated ("" if none), for /readyz.
@@ -83,9 +90,32 @@ class Metrics {
   // loaded at `when`. Bumps sluice_config_generation.
   void ConfigInForce(size_t rules, absl::string_view version, absl::Time when);
   void CountConfigReload(bool ok);
+  // --config_source=xds: whether the stream to the management server is delivering
+  // (sluice_xds_connected), and each snapshot it sent, accepted or rejected
+  // (sluice_xds_snapshots_total{result}). The series exist once first set.
+  void XdsConnected(bool connected);
+  void CountXdsSnapshot(bool accepted);
 
   // The text exposition format of every metric.
   std::string Serialize() const;
+
+  // Read when a scrape renders envoyproxy/ratelimit's names (server/stats/upstream_stats.h);
+  // the request path does no more work for them.
+  // Every stat key with counters of its own (not kFoldedKey), with its counters, copied out
+  // one shard at a time.
+  std::vector<std::pair<std::string, RuleCounters>> RuleSeries() const;
+  // Configs put in force since start (the first included), and reloads rejected.
+  uint64_t ConfigsInForce() const;
+  uint64_t ConfigReloadsRejected() const;
+  // Requests over limit answered OK by the global shadow mode.
+  uint64_t GlobalShadowModeRequests() const;
+  // Requests answered by the failure policy, over every reason.
+  uint64_t BackendFailures() const;
+  // Requests answered with `outcome` so far.
+  uint64_t Requests(RequestOutcome outcome) const;
+  const MetricHistogram& RequestLatency(Transport transport) const {
+    return request_latency_[static_cast<size_t>(transport)];
+  }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -109,6 +139,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& config_info_;
   Mutex config_mu_;
   prometheus::Gauge* config_version_ ABSL_GUARDED_BY(config_mu_) = nullptr;
+  prometheus::Gauge* xds_connected_ ABSL_GUARDED_BY(config_mu_) = nullptr;
+  prometheus::Family<prometheus::Counter>* xds_snapshots_ ABSL_GUARDED_BY(config_mu_) = nullptr;
   // [algorithm][outcome], all created up front.
   prometheus::Family<prometheus::Counter>& decisions_;
   prometheus::Counter* decision_counters_[kAlgorithms][kDecisionOutcomes] = {};
@@ -124,13 +156,13 @@ class Metrics {
     Mutex mu;
     absl::flat_hash_map<std::string, RuleCounters> rules ABSL_GUARDED_BY(mu);
   };
-  Shard shards_[kShards];
+  mutable Shard shards_[kShards];
   const size_t max_rules_per_shard_;
   RuleCounters folded_;
   prometheus::Counter& keys_folded_;
+  // Indexed by RequestOutcome; set once, under requests_mu_, on first use.
   Mutex requests_mu_;
-  absl::flat_hash_map<std::string, prometheus::Counter*> request_counters_
-      ABSL_GUARDED_BY(requests_mu_);
+  std::array<std::atomic<prometheus::Counter*>, 4> request_counters_{};
 };
 
 }  // namespace sluice

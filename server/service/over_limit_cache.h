@@ -10,8 +10,11 @@
 // entry may deny for up to that long after Redis would have admitted. Entries are dropped when
 // the config changes (a new limit may admit what the old one denied).
 //
-// Bounded: at most `capacity` entries; an entry expires at its retry time. Thread-safe: sharded,
-// one mutex per shard.
+// Bounded: at most `capacity` entries and `max_bytes` of heap (BytesUsed: the hash tables, which
+// hold each key's string object and entry, and the keys' characters); an entry expires at its
+// retry time. A new key that does not fit drops expired entries, then live ones (forgetting a
+// denial only costs a backend call); a key too large for a shard's share is not remembered.
+// Thread-safe: sharded, one mutex per shard.
 #pragma once
 
 #include <atomic>
@@ -30,8 +33,12 @@ namespace sluice {
 
 class OverLimitCache {
  public:
-  // `clock` must outlive the cache. REQUIRES: capacity >= 1.
-  OverLimitCache(const Clock& clock, size_t capacity);
+  // max_bytes when not given (--over_limit_cache_max_mib's default).
+  static constexpr size_t kDefaultMaxBytes = size_t{64} << 20;
+
+  // `clock` must outlive the cache. Each of the cache's shards gets an equal share of
+  // `capacity` and of `max_bytes`. REQUIRES: capacity >= 1, max_bytes >= 1.
+  OverLimitCache(const Clock& clock, size_t capacity, size_t max_bytes = kDefaultMaxBytes);
 
   // If `key` is known to deny a request of `hits` right now, returns the remaining wait in
   // microseconds (> 0); otherwise 0.
@@ -43,24 +50,46 @@ class OverLimitCache {
   // Forgets everything (on config reload).
   void Clear();
 
-  size_t size() const;
+  // What the shards hold and have done, summed over them in one pass (each under its lock).
+  struct Usage {
+    size_t keys = 0;  // expired ones not yet dropped included
+    // Heap bytes held, as accounted (server/common/heap_bytes.h); at most max_bytes.
+    size_t bytes = 0;
+    // Live entries dropped to make room for new ones.
+    uint64_t evictions = 0;
+  };
+  Usage TotalUsage() const;
+  size_t size() const { return TotalUsage().keys; }
+  size_t BytesUsed() const { return TotalUsage().bytes; }
+  uint64_t EvictionCount() const { return TotalUsage().evictions; }
   uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  // sluice_over_limit_cache_keys, _bytes, _max_bytes (gauges) and _evictions_total.
+  void AppendMetrics(std::string* out) const;
 
  private:
   struct Entry {
     int64_t until_us;
     uint64_t min_hits;
   };
+  using EntryMap = absl::flat_hash_map<std::string, Entry>;
   struct Shard {
     mutable Mutex mu;
-    absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
+    EntryMap entries ABSL_GUARDED_BY(mu);
+    // Heap bytes of the keys' characters; the table is added from its capacity.
+    size_t key_bytes ABSL_GUARDED_BY(mu) = 0;
+    uint64_t evictions ABSL_GUARDED_BY(mu) = 0;
   };
   static constexpr size_t kShards = 32;
 
   Shard& ShardFor(absl::string_view key) const;
+  static size_t ShardBytes(const Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Whether one more key of `key_bytes` fits, counting the table's growth it may cause.
+  bool Fits(const Shard& shard, size_t key_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const Clock& clock_;
   const size_t capacity_per_shard_;
+  const size_t max_bytes_;
+  const size_t max_bytes_per_shard_;
   std::unique_ptr<Shard[]> shards_;
   mutable std::atomic<uint64_t> hits_{0};
 };

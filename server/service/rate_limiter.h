@@ -1,13 +1,16 @@
-// The decision path of one ShouldRateLimit call, independent of transport: validate the request,
-// resolve each descriptor's rules against the config snapshot in force, ask the backend for one
-// batch of decisions, and build the Envoy RLS v3 response. The gRPC service and the HTTP /json
-// endpoint both call it.
+// The decision path of one ShouldRateLimit call, independent of transport, as named steps:
+// validate the request (request_validation.h), resolve it against the config snapshot in force
+// into a plan of checks (resolve.h), decide what the rule alone decides (decide_by_rule.h), answer
+// what the over-limit cache knows (over_limit_step.h), ask the backend for the rest in one batch,
+// let the failure policy answer what it could not (failure_policy.h), and build the Envoy RLS v3
+// response (respond.h), whose account the metrics count. The gRPC service and the HTTP /json
+// endpoint both call it. docs/internals.md walks one decision through it.
 //
 // Thread-safe: one RateLimiter serves every concurrent call; it holds no per-call state (the
-// failure_mode local store it owns is shared by all calls and safe for concurrent use).
+// failure_mode local store and the over-limit cache are shared by all calls and safe for
+// concurrent use).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <cstdint>
@@ -20,9 +23,13 @@
 #include "server/common/clock.h"
 #include "server/config/config_store.h"
 #include "server/config/failure_mode.h"
-#include "server/service/local_fallback.h"
+#include "server/service/failure_policy.h"
 #include "server/service/metrics.h"
 #include "server/service/over_limit_cache.h"
+#include "server/service/over_limit_step.h"
+#include "server/service/request_validation.h"
+#include "server/service/resolve.h"
+#include "server/service/respond.h"
 
 namespace sluice {
 
@@ -39,30 +46,13 @@ struct RateLimiterOptions {
   // failure_mode local: how many replicas share the backend; each admits on its own a rule's
   // limit and burst divided by this, rounded up (a rule's local_share overrides). REQUIRES: >= 1.
   uint32_t replicas_hint = 1;
-  // failure_mode local: keys the in-process store keeps at most.
+  // failure_mode local: keys and heap bytes the in-process store keeps at most.
   size_t local_max_keys = 1000000;
+  size_t local_max_bytes = size_t{1} << 30;
 
-  // envoyproxy/ratelimit compatibility (its environment settings in brackets).
-  // A rule's hits past this share of its capacity count as near_limit [NEAR_LIMIT_RATIO].
-  double near_limit_ratio = 0.8;
-  // Every request over limit is answered OK; statuses still say OVER_LIMIT [SHADOW_MODE].
-  bool global_shadow_mode = false;
-  // Every descriptor is in quota mode [QUOTA_MODE].
-  bool global_quota_mode = false;
-  // The response's dynamic metadata carries the request (domain, descriptors, hits) and the
-  // `metadata` of the descriptors that passed [RESPONSE_DYNAMIC_METADATA].
-  bool response_dynamic_metadata = false;
-  // RateLimit-Limit / -Remaining / -Reset headers of the descriptor closest to its limit
-  // [LIMIT_RESPONSE_HEADERS_ENABLED, LIMIT_*_HEADER].
-  bool rate_limit_headers = false;
-  std::string limit_header = "RateLimit-Limit";
-  std::string remaining_header = "RateLimit-Remaining";
-  std::string reset_header = "RateLimit-Reset";
-  // RateLimit-Policy and RateLimit headers (draft-ietf-httpapi-ratelimit-headers) of the same
-  // descriptor: `"<rule name or stat key>";q=<limit>;w=<window s>` and `...;r=<remaining>;t=<s>`.
-  bool ietf_rate_limit_headers = false;
-  // Sluice's own: a retry-after header (whole seconds) on OVER_LIMIT.
-  bool retry_after_header = true;
+  // What the response says beyond the decisions (near_limit ratio, shadow and quota modes,
+  // dynamic metadata, rate-limit headers, retry-after): handed to Respond as it is.
+  RespondOptions respond;
   // A denied request's hits still count on a lone fixed-window rule (upstream's default;
   // [STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false]). LimitParams::count_denied.
   bool count_denied_hits = false;
@@ -86,35 +76,32 @@ class RateLimiter {
   // `done` may run inline, on the caller's stack, or later on a backend thread.
   void ShouldRateLimit(const Request& request, Response* response, DoneCallback done);
 
-  // The validation step alone.
-  absl::Status Validate(const Request& request) const;
+  // Appends the metrics of the in-process stores it owns or uses, in the Prometheus text
+  // format: the failure_mode local store (sluice_local_fallback_*, once it exists) and the
+  // over-limit cache (sluice_over_limit_cache_*, if any).
+  void AppendMetrics(std::string* out) const;
 
  private:
+  struct PendingCall;  // one call's state while the backend decides (rate_limiter.cc)
+
+  // Hands the call's undecided checks to the backend; the call finishes when both the backend's
+  // callback and this frame have let go of it (the backend reads the checks until Evaluate
+  // returns, which may be after its callback ran on another thread).
+  void Evaluate(std::unique_ptr<PendingCall> call);
+  // One holder of `call` lets go of it; the last one finishes it with its stored status.
+  void LetGo(PendingCall* call);
+  // After the backend: the failure policy, the cache's lesson, the response and its metrics.
+  void Finish(std::unique_ptr<PendingCall> call, absl::Status status);
+  void Count(const ResponseAccount& account, const Response& response);
+
   const ConfigStore& config_;
   Backend& backend_;
   Metrics& metrics_;
-  struct PendingCall;  // one call's state while the backend decides (rate_limiter.cc)
-
-  // Builds the response from the decisions and completes the call.
-  void Finish(std::unique_ptr<PendingCall> call, absl::Status status);
-  // One holder of `call` lets go of it; the last one finishes it with its stored status.
-  void LetGo(PendingCall* call);
-  // failure_mode local: decides every check the backend did not, in process.
-  void DecideLocally(PendingCall& call);
-  // The descriptor whose limit the headers show (envoyproxy/ratelimit's choice), or -1.
-  int ClosestToLimit(const PendingCall& call, const Response& response) const;
-  // --rate_limit_headers and --ietf_rate_limit_headers, for ClosestToLimit's descriptor.
-  void AddRateLimitHeaders(const PendingCall& call, Response* response) const;
-  // `passed`: indices of the descriptors answered OK.
-  void AddRequestMetadata(PendingCall& call, absl::Span<const size_t> passed,
-                          Response* response) const;
-  static void DescribeRequest(const Request& request, google::protobuf::Struct* out);
-
-  const RateLimiterOptions options_;
-  OverLimitCache* const cache_;
-  LocalFallback local_;
-  // The config the cache's entries were made under.
-  std::atomic<const Config*> seen_config_{nullptr};
+  const RequestLimits limits_;
+  const ResolveOptions resolve_options_;
+  const RespondOptions respond_options_;
+  OverLimitStep over_limit_;
+  FailurePolicy failure_policy_;
 };
 
 }  // namespace sluice

@@ -1,6 +1,7 @@
 #include "server/settings/upstream_env.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -10,12 +11,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/settings/listen_address.h"
 
 namespace sluice {
 namespace {
 
-// What one remembered over-limit key costs, roughly: the key, its entry and the map's share.
-// LOCAL_CACHE_SIZE_IN_BYTES is divided by it to size --over_limit_cache_keys.
+// What one remembered over-limit key costs at least: the key, its entry and the map's share.
+// LOCAL_CACHE_SIZE_IN_BYTES is divided by it to size --over_limit_cache_keys, and sets
+// --over_limit_cache_max_mib, the bound in bytes, which then binds first.
 constexpr int64_t kBytesPerCachedKey = 128;
 
 // The flags one Redis (the main one or the per-second one) is described by.
@@ -50,8 +53,10 @@ constexpr absl::string_view kStartupTuning[] = {"REDIS_STARTUP_INITIAL_INTERVAL"
                                                 "REDIS_STARTUP_MAX_ELAPSED_TIME"};
 constexpr absl::string_view kStatsVariables[] = {
     "STATSD_HOST",        "STATSD_PORT",           "EXTRA_TAGS",
-    "STATS_FLUSH_INTERVAL", "DISABLE_STATS",       "USE_DOG_STATSD_MOGRIFIERS",
-    "PROMETHEUS_ADDR",    "PROMETHEUS_PATH",       "PROMETHEUS_MAPPER_YAML",
+    "STATS_FLUSH_INTERVAL", "DISABLE_STATS",       "USE_DOG_STATSD_MOGRIFIERS"};
+// Read only with USE_PROMETHEUS=true, as upstream reads them.
+constexpr absl::string_view kPrometheusVariables[] = {
+    "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
     "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"};
 
 // Upstream booleans that are Sluice flags of the same meaning.
@@ -81,6 +86,7 @@ class Translator {
     Runtime();
     Backend();
     Limiter();
+    Prometheus();
     NotHonoured();
     return std::move(out_);
   }
@@ -134,6 +140,17 @@ class Translator {
     return value;
   }
 
+  // The names of `names` that are set, joined with ", ".
+  std::string SetNames(std::initializer_list<absl::string_view> names) {
+    std::vector<absl::string_view> set;
+    for (absl::string_view name : names) {
+      if (IsSet(name)) {
+        set.push_back(name);
+      }
+    }
+    return absl::StrJoin(set, ", ");
+  }
+
   // HOST:PORT from a pair of variables; nothing when neither is set.
   void Address(absl::string_view host_var, absl::string_view port_var,
                absl::string_view default_host, int default_port, absl::string_view flag) {
@@ -146,8 +163,7 @@ class Translator {
     if (absl::StrContains(h, ':') && !absl::StartsWith(h, "[")) {
       h = absl::StrCat("[", h, "]");  // an IPv6 literal
     }
-    Set(flag, absl::StrCat(h, ":", port.value_or(default_port)),
-        absl::StrCat(host_var, ", ", port_var));
+    Set(flag, absl::StrCat(h, ":", port.value_or(default_port)), SetNames({host_var, port_var}));
   }
 
   void Listeners() {
@@ -163,10 +179,12 @@ class Translator {
       Set("tls_key", Get("GRPC_SERVER_TLS_KEY").value_or(""), "GRPC_SERVER_TLS_KEY");
       if (std::optional<std::string> ca = Get("GRPC_CLIENT_TLS_CACERT")) {
         Set("tls_client_ca", *ca, "GRPC_CLIENT_TLS_CACERT");
-      }
-      if (IsSet("GRPC_CLIENT_TLS_SAN")) {
-        Fail("GRPC_CLIENT_TLS_SAN: checking a client certificate's SAN is not available in "
-             "Sluice yet; refusing to accept any client the CA signed in its place");
+        if (std::optional<std::string> san = Get("GRPC_CLIENT_TLS_SAN")) {
+          Set("tls_client_san", *san, "GRPC_CLIENT_TLS_SAN");
+        }
+      } else if (IsSet("GRPC_CLIENT_TLS_SAN")) {
+        Warn("GRPC_CLIENT_TLS_SAN: no client certificate is asked for without "
+             "GRPC_CLIENT_TLS_CACERT, so there is no name to check (as upstream)");
       }
     }
     for (absl::string_view name : {"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}) {
@@ -206,13 +224,75 @@ class Translator {
     }
   }
 
+  // "k=v,k2=v2" (sep '=') or "k:v,k2:v2" (sep ':') as upstream reads it, for a Sluice flag of
+  // the same form: items without `sep` are dropped, as upstream drops them, with a warning.
+  std::string Pairs(absl::string_view name, char sep) {
+    const std::string text = Get(name).value_or("");
+    std::vector<absl::string_view> kept;
+    for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+      if (item.find(sep) == absl::string_view::npos || item.front() == sep) {
+        Warn(absl::StrCat(name, ": '", item, "' has no key", std::string(1, sep),
+                          "value; ignored, as envoyproxy/ratelimit ignores it"));
+        continue;
+      }
+      kept.push_back(item);
+    }
+    return absl::StrJoin(kept, ",");
+  }
+
+  // CONFIG_TYPE=GRPC_XDS_SOTW: the config comes from a management server; the CONFIG_GRPC_XDS_*
+  // and XDS_CLIENT_* variables describe it (read only then, as upstream reads them).
+  void Xds() {
+    Set("config_source", "xds", "CONFIG_TYPE");
+    constexpr std::pair<absl::string_view, absl::string_view> kPlain[] = {
+        {"CONFIG_GRPC_XDS_NODE_ID", "xds_node_id"},
+        {"CONFIG_GRPC_XDS_SERVER_URL", "xds_server"},
+        {"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "xds_connect_retry_interval"},
+        {"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "xds_backoff_initial"},
+        {"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "xds_backoff_max"},
+        {"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "xds_backoff_random_factor"},
+        {"XDS_CLIENT_BACKOFF_JITTER", "xds_backoff_jitter"},
+        {"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "xds_max_message_bytes"},
+    };
+    for (const auto& [name, flag] : kPlain) {
+      if (std::optional<std::string> value = Get(name)) {
+        Set(flag, *value, std::string(name));
+      }
+    }
+    if (IsSet("CONFIG_GRPC_XDS_NODE_METADATA")) {
+      Set("xds_node_metadata", Pairs("CONFIG_GRPC_XDS_NODE_METADATA", '='),
+          "CONFIG_GRPC_XDS_NODE_METADATA");
+    }
+    if (IsSet("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")) {
+      Set("xds_headers", Pairs("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ':'),
+          "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS");
+    }
+    if (!Bool("CONFIG_GRPC_XDS_SERVER_USE_TLS").value_or(false)) {
+      return;
+    }
+    Set("xds_tls", "true", "CONFIG_GRPC_XDS_SERVER_USE_TLS");
+    constexpr std::pair<absl::string_view, absl::string_view> kTls[] = {
+        {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "xds_tls_cert"},
+        {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "xds_tls_key"},
+        {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "xds_tls_ca"},
+        {"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "xds_tls_server_name"},
+    };
+    for (const auto& [name, flag] : kTls) {
+      if (std::optional<std::string> value = Get(name)) {
+        Set(flag, *value, std::string(name));
+      }
+    }
+  }
+
   void Runtime() {
     if (std::optional<std::string> type = Get("CONFIG_TYPE")) {
       const std::string upper = absl::AsciiStrToUpper(*type);
       if (upper == "GRPC_XDS_SOTW") {
-        Fail("CONFIG_TYPE=GRPC_XDS_SOTW: the xDS config provider is not supported; serve the "
-             "config as files (CONFIG_TYPE=FILE)");
-      } else if (upper != "FILE") {
+        Xds();
+        // The runtime directory is not read when the config comes over xDS (nor upstream's).
+        return;
+      }
+      if (upper != "FILE") {
         Fail(absl::StrCat("CONFIG_TYPE=", *type, ": not FILE or GRPC_XDS_SOTW"));
       }
     }
@@ -265,7 +345,17 @@ class Translator {
       Fail(absl::StrCat(var("TYPE"), "=", *Get(var("TYPE")), ": not single, cluster or sentinel"));
       return;
     }
-    Set(flags.backend, cluster ? "redis_cluster" : "redis", var("TYPE"));
+    // The variables that chose a Redis: its TYPE when set; otherwise what called for it
+    // (BACKEND_TYPE or REDIS_URL for the main one, REDIS_PERSECOND for the per-second one),
+    // with upstream's default type.
+    std::string chosen_by = var("TYPE");
+    if (!IsSet(var("TYPE"))) {
+      chosen_by = flags.variable_prefix == kMainRedis.variable_prefix
+                      ? SetNames({"BACKEND_TYPE", "REDIS_URL"})
+                      : std::string("REDIS_PERSECOND");
+      absl::StrAppend(&chosen_by, " (", var("TYPE"), " unset: single)");
+    }
+    Set(flags.backend, cluster ? "redis_cluster" : "redis", chosen_by);
 
     std::optional<std::string> auth = Get(var("AUTH"));
     std::string url = Get(var("URL")).value_or(std::string(flags.default_url));
@@ -274,6 +364,7 @@ class Translator {
       Fail(absl::StrCat(var("SOCKET_TYPE"), "=", *Get(var("SOCKET_TYPE")), ": not tcp or unix"));
       return;
     }
+    const bool tcp = socket == "tcp" || cluster;
     std::vector<std::string> addresses;
     for (absl::string_view one : absl::StrSplit(url, ',', absl::SkipWhitespace())) {
       one = absl::StripAsciiWhitespace(one);
@@ -302,10 +393,27 @@ class Translator {
             }
           }
         }
+        if (absl::Status valid = ValidateHostPort(one, 1); !valid.ok()) {
+          // The address only: the URL may hold a password.
+          Fail(absl::StrCat(var("URL"), ": redis:// address ", valid.message()));
+          return;
+        }
         addresses.emplace_back(one);
-      } else if (socket == "unix" && !cluster) {
+      } else if (!tcp) {
         addresses.push_back(absl::StrCat("unix:", one));
       } else {
+        if (one.find('@') != absl::string_view::npos) {
+          // Not quoted: what precedes '@' may be a password.
+          Fail(absl::StrCat(var("URL"), ": credentials (USER:PASSWORD@) need the redis:// form, "
+                                        "redis://[USER[:PASSWORD]@]HOST:PORT[/DB]"));
+          return;
+        }
+        if (absl::Status valid = ValidateHostPort(one, 1); !valid.ok()) {
+          Fail(absl::StrCat(var("URL"), ": ", valid.message(), " (", var("URL"),
+                            " takes HOST:PORT or redis://[USER[:PASSWORD]@]HOST:PORT[/DB]",
+                            cluster ? ", comma-separated" : "", ")"));
+          return;
+        }
         addresses.emplace_back(one);
       }
     }
@@ -318,8 +426,12 @@ class Translator {
                         "=cluster takes several)"));
       return;
     }
-    Set(flags.addresses, absl::StrJoin(addresses, ","),
-        absl::StrCat(var("URL"), ", ", var("SOCKET_TYPE")));
+    std::string addresses_from = SetNames({var("URL"), var("SOCKET_TYPE")});
+    if (!IsSet(var("URL"))) {
+      absl::StrAppend(&addresses_from, addresses_from.empty() ? "" : " and ", "upstream's default ",
+                      var("URL"));
+    }
+    Set(flags.addresses, absl::StrJoin(addresses, ","), addresses_from);
     if (auth.has_value()) {
       // "password", or "user:password" for a Redis 6 ACL user.
       const size_t colon = auth->find(':');
@@ -405,6 +517,11 @@ class Translator {
       Set("over_limit_cache_keys",
           absl::StrCat(*bytes == 0 ? 0 : std::max<int64_t>(1, *bytes / kBytesPerCachedKey)),
           "LOCAL_CACHE_SIZE_IN_BYTES");
+      if (*bytes > 0) {
+        // The bound that holds: the cache's heap, in whole MiB, rounded up.
+        Set("over_limit_cache_max_mib", absl::StrCat((*bytes + (1 << 20) - 1) >> 20),
+            "LOCAL_CACHE_SIZE_IN_BYTES");
+      }
     }
     if (std::optional<std::string> ratio = Get("NEAR_LIMIT_RATIO")) {
       double value = 0;
@@ -416,9 +533,44 @@ class Translator {
     }
   }
 
+  // USE_PROMETHEUS: upstream's metric names on their own listener, as its statsd_exporter sink
+  // serves them.
+  void Prometheus() {
+    if (!Bool("USE_PROMETHEUS").value_or(false)) {
+      std::vector<absl::string_view> unused;
+      for (absl::string_view name : kPrometheusVariables) {
+        if (IsSet(name)) {
+          unused.push_back(name);
+        }
+      }
+      if (!unused.empty()) {
+        Warn(absl::StrCat(absl::StrJoin(unused, ", "), ": no effect without USE_PROMETHEUS=true"));
+      }
+      return;
+    }
+    // Upstream's default, and a Go address with an empty host: every interface.
+    std::string address = Get("PROMETHEUS_ADDR").value_or(":9090");
+    if (absl::StartsWith(address, ":")) {
+      address = absl::StrCat("0.0.0.0", address);
+    }
+    Set("prometheus_address", address,
+        IsSet("PROMETHEUS_ADDR") ? "USE_PROMETHEUS, PROMETHEUS_ADDR"
+                                 : "USE_PROMETHEUS (PROMETHEUS_ADDR unset: :9090)");
+    if (std::optional<std::string> path = Get("PROMETHEUS_PATH")) {
+      Set("prometheus_path", *path, "PROMETHEUS_PATH");
+    }
+    if (std::optional<std::string> mapper = Get("PROMETHEUS_MAPPER_YAML")) {
+      Set("prometheus_mapper", *mapper, "PROMETHEUS_MAPPER_YAML");
+    }
+    if (std::optional<bool> ms = Bool("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")) {
+      Set("prometheus_response_time_ms", *ms ? "true" : "false",
+          "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS");
+    }
+  }
+
   void NotHonoured() {
     std::vector<std::string> stats;
-    for (absl::string_view name : {"USE_STATSD", "USE_DOG_STATSD", "USE_PROMETHEUS"}) {
+    for (absl::string_view name : {"USE_STATSD", "USE_DOG_STATSD"}) {
       if (Bool(name).value_or(false)) {
         stats.push_back(absl::StrCat(name, "=true"));
       }
@@ -432,7 +584,7 @@ class Translator {
       Warn(absl::StrCat(absl::StrJoin(stats, ", "),
                         ": Sluice has no statsd sink; the same per-rule counters are served in "
                         "Prometheus text format at /metrics on the HTTP port (and the debug "
-                        "address)"));
+                        "address), and under upstream's names with USE_PROMETHEUS=true"));
     }
     if (IsSet("EXPIRATION_JITTER_MAX_SECONDS")) {
       Warn("EXPIRATION_JITTER_MAX_SECONDS: no effect; Sluice's keys expire exactly when their "
@@ -454,6 +606,39 @@ class Translator {
 
 UpstreamTranslation TranslateUpstreamEnvironment(const EnvLookup& env) {
   return Translator(env).Run();
+}
+
+std::string UpstreamAssignmentNote(const FlagAssignment& assignment,
+                                   absl::string_view applied_value,
+                                   absl::string_view final_value,
+                                   absl::string_view overridden_by) {
+  const bool secret = absl::StrContains(assignment.flag, "password");
+  auto shown = [secret](absl::string_view value) {
+    return secret ? std::string("(hidden)") : std::string(value);
+  };
+  const std::string given = absl::StrCat("--", assignment.flag, "=", shown(applied_value));
+  if (overridden_by.empty() && final_value == applied_value) {
+    return absl::StrCat(given, " from ", assignment.source);
+  }
+  return absl::StrCat(assignment.source, ": ", given, " overridden by ",
+                      overridden_by.empty() ? "a later setting" : overridden_by, " (--",
+                      assignment.flag, "=", shown(final_value), " in force)");
+}
+
+bool CommandLineNamesFlag(const std::vector<std::string>& args, absl::string_view flag) {
+  for (absl::string_view arg : args) {
+    if (arg == "--") {
+      return false;
+    }
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      continue;
+    }
+    const absl::string_view name = arg.substr(0, arg.find('='));
+    if (name == flag || (absl::StartsWith(name, "no") && name.substr(2) == flag)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace sluice

@@ -39,4 +39,20 @@ using EnvLookup = std::function<std::optional<std::string>(absl::string_view nam
 // own defaults stay. The caller applies `flags` before SLUICE_* variables and the command line.
 UpstreamTranslation TranslateUpstreamEnvironment(const EnvLookup& env);
 
+// The log line about `assignment` once every setting has been applied. `applied_value` is the
+// flag's value right after the assignment, `final_value` its value in force, `overridden_by`
+// the later setting that set the flag too ("SLUICE_HTTP_ADDRESS", "the command line"), or empty.
+// While nothing overrode it: "--http_address=0.0.0.0:9000 from PORT". Otherwise the variable is
+// not credited with what it did not set: "PORT: --http_address=0.0.0.0:9000 overridden by the
+// command line (--http_address=127.0.0.1:8080 in force)". Password values are hidden.
+std::string UpstreamAssignmentNote(const FlagAssignment& assignment,
+                                   absl::string_view applied_value,
+                                   absl::string_view final_value,
+                                   absl::string_view overridden_by);
+
+// Whether the command line `args` (argv without the program name) names `flag` the way
+// absl::ParseCommandLine reads it: -flag or --flag, with "=VALUE", a separate value or none,
+// or --noflag; arguments after "--" are not flags.
+bool CommandLineNamesFlag(const std::vector<std::string>& args, absl::string_view flag);
+
 }  // namespace sluice

@@ -7,11 +7,18 @@
 // Each phase prints one row: decisions, gRPC errors, calls never sent, decisions the failure
 // policy answered (by the reason the backend gave), p99 latency, and the hits admitted against
 // the most the token bucket can admit in that phase. The test fails on
-// - a crash or a stall: a replica that exits, a gRPC error, or a call never sent;
-// - p99 above the budget (--redis_timeout) plus 5 ms in any phase (reported only under
-//   sanitizers, which slow everything several times);
-// - any policy decision in the steady and recovery phases, or more admitted there than the
-//   bound (the limit holds globally across the replicas).
+// - a crash or a stall: a replica that exits, a gRPC error, or calls never sent (more than 1%
+//   of a phase's: a starved machine leaves a few of the last milliseconds' behind);
+// - in a fault phase, p95 above the budget (--redis_timeout) plus 5 ms, or p99 above that plus
+//   30 ms, each on top of what the steady phase measured at that quantile on the same machine in
+//   the same run (a loaded CI machine answers a healthy Redis in 8 ms at p95 where a quiet one
+//   takes 1 ms; a stall is hundreds of milliseconds either way). Reported only under sanitizers,
+//   which slow everything several times;
+// - in the steady and recovery phases: any policy decision for a reason that means a node is not
+//   back (connection, circuit_open, loading, ...), timeouts in more than 0.5% of the decisions
+//   (a starved 2-core machine misses a budget now and then; Redis is back all the same; not
+//   judged under sanitizers), or more admitted than the bound (the limit holds globally across
+//   the replicas: exact).
 //
 // The domain's failure_mode is local, so fault phases degrade to per-replica shares of the limit
 // rather than to no limit; their admitted-vs-bound column shows how far that drifts.
@@ -28,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -49,6 +57,9 @@ using testing::RedisServer;
 using testing::SluiceServer;
 using chaos::LoadSummary;
 using chaos::OpenLoopOptions;
+using chaos::ExpectNoStall;
+using chaos::ExpectRecovered;
+using chaos::kSanitized;
 using chaos::PolicyCounters;
 using chaos::RunOpenLoop;
 using chaos::ScrapePolicy;
@@ -71,13 +82,14 @@ descriptors:
       burst: 10
 )";
 constexpr absl::Duration kBudget = absl::Milliseconds(10);
+// Latency is open loop (from each call's intended send time), so a stall of the load generator
+// counts too. In a fault phase 95% of decisions answer within the budget plus kLatencyAllowance
+// plus the steady phase's p95; the slowest 1% within kTailAllowance more (plus the steady p99):
+// a scheduler hiccup on a busy 2-core machine fits in it, waiting for TCP to retransmit (200 ms
+// at the least) or for a reconnect does not.
 constexpr absl::Duration kLatencyAllowance = absl::Milliseconds(5);
+constexpr absl::Duration kTailAllowance = absl::Milliseconds(30);
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 double EnvNumber(const char* name, double fallback) {
   const char* value = std::getenv(name);
@@ -100,6 +112,7 @@ struct PhaseReport {
   uint64_t admitted = 0;
   uint64_t bound = 0;
   PolicyCounters policy;
+  double p95_ms = 0;
   double p99_ms = 0;
   bool replicas_alive = true;
 };
@@ -149,6 +162,7 @@ PhaseReport ChaosTest::RunPhase(const Phase& phase, int index) {
   report.errors = load.errors;
   report.unsent = load.unsent;
   report.admitted = load.admitted;
+  report.p95_ms = load.latency.ValueAtQuantile(0.95) / 1e6;
   report.p99_ms = load.p99_ms();
   report.policy = ScrapePolicy(servers_).Minus(before);
   // The generators start within a few milliseconds of each other and their last calls are
@@ -165,14 +179,15 @@ void ChaosTest::RunAll(const std::string& topology, const std::vector<Phase>& ph
               topology.c_str(), settings_.replicas, settings_.rate,
               absl::FormatDuration(settings_.phase).c_str(),
               absl::FormatDuration(kBudget).c_str());
-  std::printf("%-14s %9s %6s %6s %8s %8s %15s  %s\n", "phase", "decisions", "errors", "unsent",
-              "policy", "p99 ms", "admitted/bound", "policy by reason");
+  std::printf("%-14s %9s %6s %6s %8s %8s %8s %15s  %s\n", "phase", "decisions", "errors",
+              "unsent", "policy", "p95 ms", "p99 ms", "admitted/bound", "policy by reason");
   for (size_t i = 0; i < phases.size(); ++i) {
     PhaseReport r = RunPhase(phases[i], static_cast<int>(i));
-    std::printf("%-14s %9llu %6llu %6llu %8.0f %8.2f %7llu/%-7llu  %s\n", r.name.c_str(),
+    std::printf("%-14s %9llu %6llu %6llu %8.0f %8.2f %8.2f %7llu/%-7llu  %s\n", r.name.c_str(),
                 static_cast<unsigned long long>(r.decisions),
                 static_cast<unsigned long long>(r.errors),
-                static_cast<unsigned long long>(r.unsent), r.policy.policy_decisions, r.p99_ms,
+                static_cast<unsigned long long>(r.unsent), r.policy.policy_decisions, r.p95_ms,
+                r.p99_ms,
                 static_cast<unsigned long long>(r.admitted),
                 static_cast<unsigned long long>(r.bound), r.policy.Reasons().c_str());
     std::fflush(stdout);
@@ -180,7 +195,16 @@ void ChaosTest::RunAll(const std::string& topology, const std::vector<Phase>& ph
     if (!reports.back().replicas_alive) break;
   }
 
-  const double max_p99_ms = absl::ToDoubleMilliseconds(kBudget + kLatencyAllowance);
+  // The first phase is the steady one: the machine's own latency with Redis healthy, the
+  // reference the fault phases are judged against. It is not judged on latency itself: a slow
+  // healthy decision shows as a timeout, which ExpectRecovered counts.
+  ASSERT_TRUE(phases.front().clean && !phases.front().fault) << "the first phase is the reference";
+  const double max_p95_ms =
+      absl::ToDoubleMilliseconds(kBudget + kLatencyAllowance) + reports.front().p95_ms;
+  const double max_p99_ms =
+      absl::ToDoubleMilliseconds(kBudget + kLatencyAllowance + kTailAllowance) +
+      reports.front().p99_ms;
+  std::printf("fault phases: p95 within %.2f ms, p99 within %.2f ms\n", max_p95_ms, max_p99_ms);
   for (size_t i = 0; i < reports.size(); ++i) {
     const PhaseReport& r = reports[i];
     SCOPED_TRACE(topology + " / " + r.name);
@@ -192,17 +216,20 @@ void ChaosTest::RunAll(const std::string& topology, const std::vector<Phase>& ph
                                      }();
     EXPECT_GT(r.decisions, 0u);
     EXPECT_EQ(r.errors, 0u) << "calls failed: with failure_mode local every call is answered";
-    EXPECT_EQ(r.unsent, 0u) << "calls were never sent: the replicas stalled";
-    if (kSanitized) {
-      if (r.p99_ms > max_p99_ms) {
-        std::printf("note: %s p99 %.2f ms over %.0f ms (sanitized build, not checked)\n",
-                    r.name.c_str(), r.p99_ms, max_p99_ms);
+    ExpectNoStall(r.name, r.unsent, r.decisions);
+    if (i == 0) {
+      // The reference.
+    } else if (kSanitized) {
+      if (r.p95_ms > max_p95_ms || r.p99_ms > max_p99_ms) {
+        std::printf("note: %s p95 %.2f ms, p99 %.2f ms (sanitized build, not checked)\n",
+                    r.name.c_str(), r.p95_ms, r.p99_ms);
       }
     } else {
+      EXPECT_LE(r.p95_ms, max_p95_ms);
       EXPECT_LE(r.p99_ms, max_p99_ms);
     }
     if (phases[i].clean) {
-      EXPECT_EQ(r.policy.policy_decisions, 0) << r.policy.Reasons();
+      ExpectRecovered(r.name, r.policy, r.decisions);
       EXPECT_LE(r.admitted, r.bound) << "over-admission across the replicas";
     }
   }

@@ -36,6 +36,8 @@ namespace {
 
 using chaos::LoadSummary;
 using chaos::OpenLoopOptions;
+using chaos::ExpectNoStall;
+using chaos::ExpectRecovered;
 using chaos::PolicyCounters;
 using chaos::RunOpenLoop;
 using chaos::ScrapePolicy;
@@ -183,6 +185,13 @@ void NetworkFaultTest::ExpectAnsweredWithinBudgetThenHealed(const std::string& w
   const double rate = 300;
   const LoadOptions options = OpenLoopOptions("net", 50, 1, absl::Seconds(3));
 
+  // The machine's own latency with the network healthy: the reference the bounds below add to
+  // (a loaded CI machine is several milliseconds slower at p99 than a quiet one; waiting for TCP
+  // to retransmit is hundreds either way).
+  const LoadSummary reference = RunOpenLoop(servers_, options, rate, 3);
+  const double reference_p99_ms = reference.p99_ms();
+  const double reference_max_ms = static_cast<double>(reference.latency.max()) / 1e6;
+
   const PolicyCounters before = ScrapePolicy(servers_);
   absl::Status faults = ns_->SetFaults(delay, loss);
   ASSERT_TRUE(faults.ok()) << faults;
@@ -197,6 +206,8 @@ void NetworkFaultTest::ExpectAnsweredWithinBudgetThenHealed(const std::string& w
   const LoadSummary healed = RunOpenLoop(servers_, options, rate, 2);
   const PolicyCounters after = ScrapePolicy(servers_).Minus(healed_before);
 
+  std::printf("%-22s reference p99 %.2f max %.2f ms\n", what.c_str(), reference_p99_ms,
+              reference_max_ms);
   std::printf("%-22s latency p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f ms\n", what.c_str(),
               faulty.latency.ValueAtQuantile(0.5) / 1e6, faulty.latency.ValueAtQuantile(0.9) / 1e6,
               faulty.latency.ValueAtQuantile(0.99) / 1e6,
@@ -215,21 +226,22 @@ void NetworkFaultTest::ExpectAnsweredWithinBudgetThenHealed(const std::string& w
   for (const LoadSummary* run : {&faulty, &healed}) {
     EXPECT_GT(run->decisions, 0u);
     EXPECT_EQ(run->errors, 0u) << "failure_mode allow answers every call";
-    EXPECT_EQ(run->unsent, 0u) << "Sluice stalled";
+    ExpectNoStall(what, run->unsent, run->decisions);
     // A decision is due within the budget plus the queue grace twice (a lane, then the I/O
     // thread; --redis_queue_grace, 1 ms). Behind a lossy link about 1% of them come back up to
     // 8 ms after that (not yet explained; docs/failure-handling.md), so p99 gets 10 ms of room.
     // What must never happen is waiting for TCP to retransmit (200 ms at the least): the
-    // slowest decision is bounded too. Latency is not judged under sanitizers, which slow
-    // everything several times.
+    // slowest decision is bounded too. Both on top of the reference run's. Latency is not
+    // judged under sanitizers, which slow everything several times.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    EXPECT_LE(run->p99_ms(), absl::ToDoubleMilliseconds(budget + absl::Milliseconds(2 + 10)));
+    EXPECT_LE(run->p99_ms(),
+              absl::ToDoubleMilliseconds(budget + absl::Milliseconds(2 + 10)) + reference_p99_ms);
     EXPECT_LE(static_cast<double>(run->latency.max()) / 1e6,
-              absl::ToDoubleMilliseconds(budget + absl::Milliseconds(50)));
+              absl::ToDoubleMilliseconds(budget + absl::Milliseconds(50)) + reference_max_ms);
 #endif
   }
   EXPECT_GT(during.policy_decisions, 0) << "the fault never reached Sluice";
-  EXPECT_EQ(after.policy_decisions, 0) << after.Reasons();
+  ExpectRecovered(what + ", healed", after, healed.decisions);
   EXPECT_TRUE(servers_.front()->process().running());
 }
 

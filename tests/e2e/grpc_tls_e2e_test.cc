@@ -1,8 +1,6 @@
 // gRPC over TLS and mutual TLS, with certificates made by openssl for each test, and their
 // reload: a rotated server certificate is served to new connections without a restart.
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -13,12 +11,14 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "tests/support/certificates.h"
 #include "tests/support/process.h"
 #include "tests/support/sluice_server.h"
 
 namespace sluice {
 namespace {
 
+using testing::ReadWholeFile;
 using testing::RunCommand;
 using testing::SluiceServer;
 using testing::TempDir;
@@ -27,36 +27,16 @@ using ::testing::HasSubstr;
 constexpr char kConfig[] = "domain: tls\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
                            "requests_per_unit: 100}\n";
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 class GrpcTlsTest : public ::testing::Test {
  protected:
   void SetUp() override { config_ = dir_.WriteFile("tls.yaml", kConfig); }
 
-  // Runs a shell command in the test directory; fails the test if it fails.
-  void Shell(const std::string& command) {
-    auto [code, output] = RunCommand(absl::StrCat("cd ", dir_.path(), " && (", command, ") 2>&1"));
-    ASSERT_EQ(code, 0) << command << "\n" << output;
-  }
   // A CA named `ca` (ca.crt, ca.key).
-  void MakeCa(const std::string& ca) {
-    Shell(absl::StrCat("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-                       "-nodes -days 1 -subj /CN=",
-                       ca, " -keyout ", ca, ".key -out ", ca, ".crt"));
-  }
+  void MakeCa(const std::string& ca) { ASSERT_TRUE(testing::MakeCa(dir_.path(), ca).ok()); }
   // `name`.crt and `name`.key, signed by `ca`, valid for 127.0.0.1.
   void MakeCert(const std::string& name, const std::string& ca) {
-    Shell(absl::StrCat(
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ", name, ".ext && ",
-        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=", name,
-        " -keyout ", name, ".key -out ", name, ".csr && openssl x509 -req -days 1 -in ", name,
-        ".csr -CA ", ca, ".crt -CAkey ", ca, ".key -CAcreateserial -extfile ", name,
-        ".ext -out ", name, ".crt"));
+    absl::Status made = testing::MakeCert(dir_.path(), name, ca);
+    ASSERT_TRUE(made.ok()) << made;
   }
   std::string File(const std::string& name) { return absl::StrCat(dir_.path(), "/", name); }
 
@@ -77,10 +57,10 @@ class GrpcTlsTest : public ::testing::Test {
   std::shared_ptr<grpc::ChannelCredentials> Trusting(const std::string& ca,
                                                      const std::string& client_cert = "") {
     grpc::SslCredentialsOptions options;
-    options.pem_root_certs = Read(File(ca + ".crt"));
+    options.pem_root_certs = ReadWholeFile(File(ca + ".crt"));
     if (!client_cert.empty()) {
-      options.pem_cert_chain = Read(File(client_cert + ".crt"));
-      options.pem_private_key = Read(File(client_cert + ".key"));
+      options.pem_cert_chain = ReadWholeFile(File(client_cert + ".crt"));
+      options.pem_private_key = ReadWholeFile(File(client_cert + ".key"));
     }
     return grpc::SslCredentials(options);
   }
@@ -114,6 +94,54 @@ TEST_F(GrpcTlsTest, MutualTlsRequiresAClientCertificateOfTheCa) {
   EXPECT_NE(Call(Trusting("ca", "stranger")), "OK");
 }
 
+// Verifies --tls_client_san (upstream's GRPC_CLIENT_TLS_SAN): of two clients with
+// certificates of the client CA, only the one whose certificate holds the name is served.
+TEST_F(GrpcTlsTest, MutualTlsChecksTheClientCertificatesName) {
+  MakeCa("ca");
+  MakeCa("clients");
+  MakeCert("server", "ca");
+  ASSERT_TRUE(testing::MakeCert(dir_.path(), "gateway", "clients", "envoy.gateway.local").ok());
+  MakeCert("other", "clients");
+  Serve({"--tls_cert=" + File("server.crt"), "--tls_key=" + File("server.key"),
+         "--tls_client_ca=" + File("clients.crt"), "--tls_client_san=envoy.gateway.local"});
+  EXPECT_EQ(Call(Trusting("ca", "gateway")), "OK");
+  EXPECT_NE(Call(Trusting("ca", "other")), "OK");
+}
+
+// Verifies sluicectl speaks TLS and mutual TLS (--tls_ca, --tls_cert, --tls_key): with the CA and
+// a client certificate it gets a decision; without the certificate, or in plaintext, it is
+// refused (exit 1); bad TLS flags are reported by name before any call.
+TEST_F(GrpcTlsTest, SluicectlSpeaksMutualTls) {
+  MakeCa("ca");
+  MakeCert("server", "ca");
+  MakeCert("client", "ca");
+  Serve({"--tls_cert=" + File("server.crt"), "--tls_key=" + File("server.key"),
+         "--tls_client_ca=" + File("ca.crt")});
+  const std::string ctl = absl::StrCat(SluiceServer::BinaryPath("sluicectl"),
+                                       " --server=", sluice_->grpc_address(), " --timeout=3s");
+  const std::string check = " check tls k=v 2>&1";
+  auto [code, output] = RunCommand(absl::StrCat(ctl, " --tls_ca=", File("ca.crt"), " --tls_cert=",
+                                                File("client.crt"), " --tls_key=",
+                                                File("client.key"), check));
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("overall: OK"));
+  EXPECT_EQ(RunCommand(absl::StrCat(ctl, " --tls_ca=", File("ca.crt"), check)).first, 1);
+  EXPECT_EQ(RunCommand(absl::StrCat(ctl, check)).first, 1);
+
+  auto [missing_code, missing] =
+      RunCommand(absl::StrCat(ctl, " --tls_ca=", File("missing.crt"), check));
+  EXPECT_EQ(missing_code, 1);
+  EXPECT_THAT(missing, HasSubstr("--tls_ca=" + File("missing.crt") + ": cannot read it"));
+  auto [half_code, half] = RunCommand(absl::StrCat(ctl, " --tls_ca=", File("ca.crt"),
+                                                   " --tls_cert=", File("client.crt"), check));
+  EXPECT_EQ(half_code, 1);
+  EXPECT_THAT(half, HasSubstr("--tls_cert and --tls_key go together"));
+  auto [no_ca_code, no_ca] = RunCommand(absl::StrCat(ctl, " --tls_cert=", File("client.crt"),
+                                                     " --tls_key=", File("client.key"), check));
+  EXPECT_EQ(no_ca_code, 1);
+  EXPECT_THAT(no_ca, HasSubstr("--tls_cert needs --tls_ca"));
+}
+
 // Verifies a rotated certificate is served to new connections without a restart.
 TEST_F(GrpcTlsTest, ReloadsARotatedCertificate) {
   MakeCa("ca");
@@ -123,8 +151,10 @@ TEST_F(GrpcTlsTest, ReloadsARotatedCertificate) {
   Serve({"--tls_cert=" + File("server.crt"), "--tls_key=" + File("server.key"),
          "--tls_reload_interval=1s"});
   ASSERT_EQ(Call(Trusting("ca")), "OK");
-  Shell("cp rotated.key server.key.new && cp rotated.crt server.crt.new && "
-        "mv server.key.new server.key && mv server.crt.new server.crt");
+  auto [code, output] = RunCommand(absl::StrCat(
+      "cd ", dir_.path(), " && cp rotated.key server.key.new && cp rotated.crt server.crt.new && "
+      "mv server.key.new server.key && mv server.crt.new server.crt 2>&1"));
+  ASSERT_EQ(code, 0) << output;
   std::string answer;
   for (int i = 0; i < 50 && answer != "OK"; ++i) {
     absl::SleepFor(absl::Milliseconds(200));

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -28,6 +29,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::ChildProcess;
+using testing::HttpGet;
 using testing::RunCommand;
 using testing::SluiceServer;
 using testing::TempDir;
@@ -317,6 +319,51 @@ TEST(ServerEnvironmentTest, FlagsFromEnvironment) {
   auto [bad_status, bad_out] = RunCommand("SLUICE_MAX_ENTRIES=lots " + Bin("sluice"));
   EXPECT_EQ(bad_status, 1);
   EXPECT_THAT(bad_out, HasSubstr("SLUICE_MAX_ENTRIES"));
+}
+
+// The value of an unlabelled sample `name` in a /metrics page, or -1.
+double MetricValue(const std::string& metrics, const std::string& name) {
+  const std::string prefix = "\n" + name + " ";
+  const size_t at = metrics.find(prefix);
+  if (at == std::string::npos) {
+    return -1;
+  }
+  return std::stod(metrics.substr(at + prefix.size()));
+}
+
+// Verifies --memory_max_mib bounds the memory backend in bytes: keys with 1000-byte values are
+// evicted to stay within 1 MiB, and /metrics says so; a bound of 0 is refused by name.
+TEST(ServerMemoryBoundTest, MemoryMaxMibBoundsTheBackend) {
+  TempDir dir;
+  dir.WriteFile("config/e2e.yaml", kConfig);
+  auto started = SluiceServer::Start(dir.path() + "/config", {"--memory_max_mib=1"}, dir.path());
+  ASSERT_TRUE(started.ok()) << started.status();
+  RlsClient client((*started)->grpc_address());
+  // About 1.2 KB each as stored: 1500 of them are well past 1 MiB.
+  for (int i = 0; i < 1500; ++i) {
+    std::string value = absl::StrCat(i, "-");
+    value.resize(1000, 'v');
+    auto request = BuildRequest("e2e", {"user=" + value}, 1);
+    ASSERT_TRUE(request.ok()) << request.status();
+    auto response = client.ShouldRateLimit(*request, absl::Seconds(5));
+    ASSERT_TRUE(response.ok()) << response.status();
+    ASSERT_EQ(response->overall_code(), RlsResponse::OK);
+  }
+  const std::string metrics = HttpGet((*started)->http_port(), "/metrics");
+  EXPECT_EQ(MetricValue(metrics, "sluice_memory_backend_max_bytes"), 1048576) << metrics;
+  EXPECT_LE(MetricValue(metrics, "sluice_memory_backend_bytes"), 1048576);
+  EXPECT_GT(MetricValue(metrics, "sluice_memory_backend_bytes"), 512 * 1024);
+  EXPECT_GT(MetricValue(metrics, "sluice_memory_backend_evictions_total"), 500);
+  EXPECT_LT(MetricValue(metrics, "sluice_memory_backend_keys"), 1000);
+
+  auto [status, out] = RunCommand(absl::StrCat(Bin("sluice"), " --config=", dir.path(),
+                                               "/config --memory_max_mib=0"));
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_THAT(out, HasSubstr("--memory_max_mib: 0 is not between 1 and"));
+  std::tie(status, out) = RunCommand(absl::StrCat(Bin("sluice"), " --config=", dir.path(),
+                                                  "/config --over_limit_cache_max_mib=-5"));
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_THAT(out, HasSubstr("--over_limit_cache_max_mib: -5 is not between 1 and"));
 }
 
 }  // namespace

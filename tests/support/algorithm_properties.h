@@ -35,7 +35,7 @@ struct Admission {
 
 // The most hits one request can ever be admitted with: the limit for windows, the burst for
 // buckets and GCRA, and 0 when the limit is 0.
-inline uint64_t Capacity(const LimitParams& params) {
+inline uint64_t MostAdmittable(const LimitParams& params) {
   if (params.limit == 0) {
     return 0;
   }
@@ -101,7 +101,7 @@ inline Decision EvaluateCopy(const LimitParams& params, const AlgorithmState& st
 // 1, sometimes 0, up to the capacity, or more than it.
 inline std::vector<Request> RandomRequests(const LimitParams& params, uint64_t seed, int count) {
   std::mt19937_64 random(seed);
-  const uint64_t capacity = Capacity(params);
+  const uint64_t capacity = MostAdmittable(params);
   const int64_t period = params.period_us;
   const int64_t step =
       params.limit > 0 ? std::max<int64_t>(1, period / static_cast<int64_t>(params.limit)) : period;
@@ -144,7 +144,7 @@ inline std::vector<Request> RandomRequests(const LimitParams& params, uint64_t s
 // Returns the admitted requests. Failures are reported through gtest with the step's index.
 inline std::vector<Admission> RunAndCheckCommonProperties(const LimitParams& params,
                                                           const std::vector<Request>& requests) {
-  const uint64_t capacity = Capacity(params);
+  const uint64_t capacity = MostAdmittable(params);
   AlgorithmState state = NewState(params.algorithm);
   std::vector<Admission> admitted;
   for (size_t i = 0; i < requests.size(); ++i) {

@@ -55,15 +55,35 @@ bool CanBind(int port) {
   return ok;
 }
 
+// The ports FreePort hands out: below the kernel's ephemeral range, so that an outgoing connection
+// made by any test process (which takes its local port from that range) cannot take a port between
+// the check here and the server's bind. Redis Cluster also needs port + 10000 for its bus, so the
+// window ends 10000 below the ephemeral range.
+std::pair<int, int> PortWindow() {
+  int ephemeral_low = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (range >> low && low > 0) {
+    ephemeral_low = low;
+  }
+  constexpr int kFirst = 10000;
+  const int end = ephemeral_low - 10000;
+  if (end - kFirst < 4000) {
+    return {20000, 55000};  // An unusual ephemeral range: fall back to a wide window and the check.
+  }
+  return {kFirst, end};
+}
+
 }  // namespace
 
 int FreePort() {
-  // Redis Cluster also uses port + 10000 for its bus, so stay below 55535 and check both.
-  static std::atomic<int> next{20000 + (::getpid() * 37) % 30000};
-  for (int attempt = 0; attempt < 20000; ++attempt) {
+  static const std::pair<int, int> window = PortWindow();
+  const auto [first, end] = window;
+  static std::atomic<int> next{first + (::getpid() * 37) % (end - first)};
+  for (int attempt = 0; attempt < 2 * (end - first); ++attempt) {
     int port = next.fetch_add(1);
-    if (port >= 55000) {
-      next.store(20000);
+    if (port >= end) {
+      next.store(first);
       continue;
     }
     if (CanBind(port) && CanBind(port + 10000)) {

@@ -278,8 +278,8 @@ void RedisClusterClient::Dispatch(const std::shared_ptr<Batch>& batch,
     auto sub = std::find_if(subs.begin(), subs.end(),
                             [client](const SubBatch& s) { return s.client == client; });
     if (sub == subs.end()) {
-      subs.push_back(SubBatch{client, {}, {}});
-      sub = subs.end() - 1;
+      sub = subs.emplace(subs.end());
+      sub->client = client;
     }
     if (asking) {
       sub->commands.AddFormatted(kAsking, nullptr);

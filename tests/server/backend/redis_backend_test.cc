@@ -134,6 +134,45 @@ TEST_F(RedisBackendTest, AgreesWithMemoryBackendOnEveryAlgorithm) {
   }
 }
 
+// Verifies a Backend caller may ask any hits, up to 2^64 - 1, in every call shape (a lane, a
+// request's batch, a group, the lone fixed window's INCRBY, with and without count_denied): Redis
+// decides as the memory backend does, and never fails for the arguments (the scripts take
+// hits below 2^53 only, INCRBY below 2^63).
+TEST_F(RedisBackendTest, HugeHitsAreDecidedAsTheMemoryBackendDecidesThem) {
+  MemoryBackend memory(clock_);
+  const uint64_t huge[] = {4, uint64_t{1} << 53, uint64_t{1} << 63, ~uint64_t{0}};
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
+                      Algorithm::kLeakyBucket, Algorithm::kGcra}) {
+    for (bool count_denied : {false, true}) {
+      LimitParams p = Params(a, 3, 1000000, 3);
+      p.count_denied = count_denied;
+      const std::string key = absl::StrCat("{huge}", static_cast<int>(a), ":", count_denied);
+      const std::string other = key + ":other";
+      for (uint64_t hits : huge) {
+        SCOPED_TRACE(absl::StrCat(AlgorithmName(a), " hits ", hits, " count_denied ",
+                                  count_denied));
+        // A lone check, two lone checks of one request, and a group.
+        const std::vector<std::vector<LimitCheck>> shapes = {
+            {LimitCheck{key, p, hits, 0}},
+            {LimitCheck{key, p, 1, 0}, LimitCheck{other, p, hits, 1}},
+            {LimitCheck{key, p, 1, 0}, LimitCheck{other, p, hits, 0}},
+        };
+        for (const auto& checks : shapes) {
+          Outcome redis = Run(*backend_, checks);
+          Outcome mem = Run(memory, checks);
+          ASSERT_TRUE(redis.status.ok()) << redis.status;
+          ASSERT_EQ(redis.decisions.size(), checks.size());
+          for (size_t i = 0; i < checks.size(); ++i) {
+            EXPECT_EQ(FormatDecision(redis.decisions[i]), FormatDecision(mem.decisions[i])) << i;
+          }
+          EXPECT_FALSE(redis.decisions.back().allowed);
+        }
+      }
+    }
+  }
+}
+
 // Verifies a group (the rules of one descriptor) is all-or-nothing on Redis, and that several
 // groups of one batch are decided independently.
 TEST_F(RedisBackendTest, GroupIsAllOrNothing) {

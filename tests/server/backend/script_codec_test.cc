@@ -38,7 +38,7 @@ TEST(ScriptCodecTest, ArgumentLayouts) {
   std::string group;
   AppendGroupScriptNow(-5, &group);
   AppendGroupScriptCheck(p, 0, &group);
-  AppendGroupScriptCheck(LimitParams{Algorithm::kFixedWindow, 1, 2, 0}, 4, &group);
+  AppendGroupScriptCheck(LimitParams{Algorithm::kFixedWindow, 4, 2, 0}, 4, &group);
   ASSERT_EQ(group.size(), 8 + 2 * kScriptCheckBytes);
   EXPECT_EQ(At(group, 0), -5);
   EXPECT_EQ(At(group, 1), 5);  // kGcra
@@ -47,13 +47,33 @@ TEST(ScriptCodecTest, ArgumentLayouts) {
 }
 
 // Verifies a limit at or above 2^53 is not rounded into range: the scripts see >= 2^53 and
-// refuse it.
+// refuse it, whatever the hits.
 TEST(ScriptCodecTest, HugeValuesStayOutOfRange) {
   std::string args;
-  AppendSingleScriptArgs(0, LimitParams{Algorithm::kTokenBucket, (1ull << 53) + 1, 1, 1},
+  AppendSingleScriptArgs(0, LimitParams{Algorithm::kSlidingWindowLog, (1ull << 53) + 1, 1, 1},
                          std::numeric_limits<uint64_t>::max(), &args);
   EXPECT_GE(At(args, 1), 9007199254740992.0);
   EXPECT_GE(At(args, 4), 9007199254740992.0);
+}
+
+// Verifies a request of more hits than the rule can ever hold is sent as its capacity + 1, in
+// every argument form, so that no hits_addend (up to 2^64 - 1) leaves the scripts' range.
+TEST(ScriptCodecTest, HitsBeyondCapacityAreSentAsCapacityPlusOne) {
+  const uint64_t huge = std::numeric_limits<uint64_t>::max();
+  const LimitParams bucket{Algorithm::kTokenBucket, 6, 60'000'000, 3};
+  const LimitParams window{Algorithm::kFixedWindow, 10, 1'000'000, 0};
+  EXPECT_EQ(WireHits(bucket, huge), 4u);  // burst 3
+  EXPECT_EQ(WireHits(bucket, 4), 4u);
+  EXPECT_EQ(WireHits(bucket, 3), 3u);
+  EXPECT_EQ(WireHits(window, uint64_t{1} << 63), 11u);  // limit 10
+  EXPECT_EQ(WireHits(window, 0), 0u);
+  std::string single;
+  AppendSingleScriptArgs(0, bucket, huge, &single);
+  EXPECT_EQ(At(single, 4), 4);
+  std::string group;
+  AppendGroupScriptNow(0, &group);
+  AppendGroupScriptCheck(window, huge, &group);
+  EXPECT_EQ(At(group, 5), 11);
 }
 
 TEST(ScriptCodecTest, DecodesDecisions) {

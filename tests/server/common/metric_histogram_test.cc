@@ -36,6 +36,44 @@ TEST(MetricHistogramTest, BucketsAreCumulativeAndBoundsInclusive) {
   EXPECT_THAT(bare, HasSubstr("y_count 0\n"));
 }
 
+// Verifies the bounds counted only for CountAtMost stay out of the text format, which shows the
+// same buckets as ever.
+TEST(MetricHistogramTest, ShowsOnlyTheShownBounds) {
+  MetricHistogram h;
+  h.Record(3);
+  std::string out;
+  h.AppendSeries(&out, "x", "");
+  size_t buckets = 0;
+  for (size_t at = out.find("x_bucket{"); at != std::string::npos;
+       at = out.find("x_bucket{", at + 1)) {
+    ++buckets;
+  }
+  EXPECT_EQ(buckets, MetricHistogram::kShownBoundsUs.size() + 1);
+  EXPECT_THAT(out, HasSubstr("x_bucket{le=\"5e-05\"} 1\n"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("le=\"5e-06\"")));
+}
+
+// Verifies CountAtMost is exact at Prometheus' default buckets, in seconds and in milliseconds,
+// and an undercount between bounds.
+TEST(MetricHistogramTest, CountAtMostIsExactAtDefaultBuckets) {
+  MetricHistogram h;
+  for (int64_t micros : {4, 5, 6, 2400, 2500, 2600, 499999, 500000, 500001}) {
+    h.Record(micros);
+  }
+  const MetricHistogram::Snapshot counts = h.snapshot();
+  bool exact = false;
+  EXPECT_EQ(MetricHistogram::CountAtMost(counts, 0.005 * 1000, &exact), 2u);  // 0.005 ms
+  EXPECT_TRUE(exact);
+  EXPECT_EQ(MetricHistogram::CountAtMost(counts, 2.5 * 1000, &exact), 5u);  // 2.5 ms
+  EXPECT_TRUE(exact);
+  EXPECT_EQ(MetricHistogram::CountAtMost(counts, 0.5 * 1e6, &exact), 8u);  // 0.5 s
+  EXPECT_TRUE(exact);
+  // 2600 us is at most 3000 but past the bound below it, 2500: not counted.
+  EXPECT_EQ(MetricHistogram::CountAtMost(counts, 3000, &exact), 5u);
+  EXPECT_FALSE(exact);
+  EXPECT_EQ(MetricHistogram::CountAtMost(counts, 1e12, &exact), 9u);
+}
+
 // Verifies observations from several threads are all counted.
 TEST(MetricHistogramTest, CountsEveryObservationAcrossThreads) {
   MetricHistogram h;

@@ -421,8 +421,8 @@ TEST_F(ConfigLoaderTest, StrayCommaIsAnErrorNotAHang) {
   EXPECT_THAT(LoadError(",domain: depth\ndescriptors:\n  - key: tier\n"),
               ::testing::StartsWith("test.yaml:1: "));
   EXPECT_EQ(LoadError("domain: a\n---\n,\n---\ndomain: b\n"),
-            "test.yaml:3: YAML syntax error: the parser finds no end to the documents here (a "
-            "stray ','?)");
+            "test.yaml:3: YAML syntax error: the parser cannot get past this point (a stray "
+            "','?)");
 }
 
 // ---- Errors: domain.
@@ -1160,6 +1160,127 @@ TEST_F(ConfigLoaderTest, RejectsBadUnitMultiplier) {
             "32-bit integer, got '-2'");
 }
 
+// ---- Limits: what a config may cost to load.
+
+// The 495-byte file of the report (issue 29): seven levels of ten aliases under metadata, 10^8
+// scalars once expanded (gigabytes and half a minute before the budget existed).
+std::string AliasBomb() {
+  std::string text =
+      "domain: bomb\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+      "requests_per_unit: 1}\n    metadata:\n      x0: &a0 [lol, lol, lol, lol, lol, lol, lol, "
+      "lol, lol, lol]\n";
+  for (int level = 1; level <= 7; ++level) {
+    absl::StrAppend(&text, "      x", level, ": &a", level, " [");
+    for (int i = 0; i < 10; ++i) {
+      absl::StrAppend(&text, i == 0 ? "" : ", ", "*a", level - 1);
+    }
+    absl::StrAppend(&text, "]\n");
+  }
+  return text;
+}
+
+// Verifies nested aliases under metadata are refused at the node budget, naming the file, the
+// line and field of the alias that passed it, the anchor it repeats and the limit.
+TEST_F(ConfigLoaderTest, RefusesAliasBombInMetadata) {
+  EXPECT_EQ(LoadError(AliasBomb()),
+            "test.yaml:11: descriptors[0].metadata.x5[7]: the configuration grows past 1000000 "
+            "YAML nodes (--config_max_nodes), counted over all files with every alias expanded "
+            "each time it is used; this alias repeats the anchor at line 10 (111111 nodes, "
+            "300000 bytes)");
+}
+
+// Counting an alias at each use, exactly, is tested in config_metadata_test.cc: its example
+// loads metadata, which builds protobuf maps (no TSan there).
+
+// Verifies aliased descriptor lists count too: each level of the tree repeats the one below.
+TEST_F(ConfigLoaderTest, CountsAliasedDescriptors) {
+  std::string text = "domain: a\ndescriptors:\n  - key: l0\n    descriptors: &d0\n"
+                     "      - {key: k, rate_limit: {unit: second, requests_per_unit: 1}}\n";
+  for (int level = 1; level <= 20; ++level) {
+    absl::StrAppend(&text, "  - key: l", level, "\n    descriptors: &d", level,
+                    "\n      - {key: a, descriptors: *d", level - 1,
+                    "}\n      - {key: b, descriptors: *d", level - 1, "}\n");
+  }
+  EXPECT_THAT(LoadError(text), HasSubstr("grows past 1000000 YAML nodes"));
+}
+
+// Verifies a text larger than the file cap is refused before it is parsed.
+TEST_F(ConfigLoaderTest, RefusesTextLargerThanFileCap) {
+  ConfigLoadOptions options;
+  options.max_file_bytes = 16;
+  EXPECT_TRUE(LoadConfigSources({{"a.yaml", "domain: sixteen\n"}}, options).ok());
+  absl::StatusOr<std::unique_ptr<Config>> config =
+      LoadConfigSources({{"a.yaml", "domain: seventeen\n"}}, options);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "a.yaml: file is larger than 16 bytes (--config_max_file_bytes); not parsed");
+}
+
+// Verifies YAML nested past the scanner's limit is refused naming the limit, the line and the
+// field, whatever the parser's own (much deeper) limit would have said ("bad file").
+TEST_F(ConfigLoaderTest, RefusesDeepNestingNamingTheLimit) {
+  const std::string text = absl::StrCat("domain: a\ndescriptors:\n  - key: k\n    metadata:\n"
+                                        "      deep: ",
+                                        std::string(3000, '['), std::string(3000, ']'), "\n");
+  EXPECT_EQ(LoadError(text),
+            "test.yaml:5: descriptors[0].metadata.deep[0][0][0][0][0][0][0][0][0][0][0][0][...]"
+            "[0][0][0][0][0][0][0][0]: nested more than 256 levels deep");
+}
+
+// Verifies many documents are named as such, with the number read, not as a syntax error.
+TEST_F(ConfigLoaderTest, RefusesMoreDocumentsThanAreRead) {
+  std::string text = "domain: a\n";
+  for (int i = 0; i < 70; ++i) {
+    text += "---\n";
+  }
+  EXPECT_EQ(LoadError(text),
+            "test.yaml:65: more than 64 YAML documents in the file (at most 64 are read: one "
+            "holding the domain, the rest empty)");
+  // Empty documents up to the limit are harmless.
+  EXPECT_EQ(LoadError("domain: a\n---\n---\n"), "");
+}
+
+// Verifies a sliding_window_log rule whose key could pass 1 MiB in Redis is warned about, with
+// the estimate and what to use instead; one just below is not.
+TEST_F(ConfigLoaderTest, WarnsOfLargeSlidingWindowLogKeys) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: a
+descriptors:
+  - key: small
+    rate_limit: {algorithm: sliding_window_log, unit: hour, requests_per_unit: 8738}
+  - key: large
+    rate_limits:
+      - {algorithm: sliding_window_counter, unit: second, requests_per_unit: 1000000}
+      - {algorithm: sliding_window_log, unit: minute, requests_per_unit: 1000000}
+)");
+  ASSERT_EQ(config->warnings().size(), 1u);
+  EXPECT_EQ(config->warnings()[0],
+            "test.yaml:8: descriptors[1].rate_limits[1]: sliding_window_log keeps one entry per "
+            "admitted request, so one key can grow to 1000000 entries, about 114 MiB in Redis "
+            "(~120 bytes each; warned above 1 MiB); sliding_window_counter keeps two counters "
+            "per key, or use a shorter unit with a proportionally smaller requests_per_unit");
+  EXPECT_EQ(Load("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: "
+                 "sliding_window_log, unit: hour, requests_per_unit: 8739}\n")
+                ->warnings()
+                .size(),
+            1u);
+}
+
+// Verifies merging a domain's files still refuses a wildcard descriptor defined in both.
+TEST_F(ConfigLoaderTest, MergeRefusesWildcardDefinedInBothFiles) {
+  ConfigLoadOptions merge;
+  merge.merge_domains = true;
+  absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigSources(
+      {{"a.yaml", "domain: x\ndescriptors:\n  - key: w\n    value: 'p*'\n"},
+       {"b.yaml", "domain: x\ndescriptors:\n  - key: w\n    value: 'q*'\n"
+                  "  - key: w\n    value: 'p*'\n"}},
+      merge);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "b.yaml:5: duplicate descriptor: key 'w' value 'p*' of domain 'x' is already "
+            "defined at a.yaml:3");
+}
+
 // ---- Loading from the file system.
 
 class ConfigLoaderPathTest : public ::testing::Test {
@@ -1322,6 +1443,21 @@ TEST_F(ConfigLoaderPathTest, RejectsDanglingSymlink) {
   absl::StatusOr<std::unique_ptr<Config>> config = LoadConfigPath(dir_.string());
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(), HasSubstr((dir_ / "b.yaml").string()));
+}
+
+// Verifies a file larger than --config_max_file_bytes is refused by name without being parsed.
+TEST_F(ConfigLoaderPathTest, RefusesFileLargerThanCap) {
+  Write("a.yaml", absl::StrCat("domain: a\n# ", std::string(200, 'x'), "\n"));
+  ConfigLoadOptions options;
+  options.max_file_bytes = 100;
+  absl::StatusOr<std::unique_ptr<Config>> config =
+      LoadConfigPath((dir_ / "a.yaml").string(), options);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            absl::StrCat((dir_ / "a.yaml").string(),
+                         ": file is larger than 100 bytes (--config_max_file_bytes); not parsed"));
+  options.max_file_bytes = 213;
+  EXPECT_TRUE(LoadConfigPath((dir_ / "a.yaml").string(), options).ok());
 }
 
 }  // namespace

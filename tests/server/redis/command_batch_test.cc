@@ -1,10 +1,12 @@
 #include "server/redis/command_batch.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "gtest/gtest.h"
 #include "server/redis/command.h"
+#include "server/redis/routing_key.h"
 #include "server/redis/script_cache.h"
 
 namespace sluice {
@@ -30,6 +32,28 @@ TEST(CommandBatchTest, RecordsEachCommandsRoutingKey) {
   EXPECT_EQ(batch.routing_key(3), "c");
   EXPECT_FALSE(batch.has_routing_key(4));
   EXPECT_EQ(batch.routing_key(5), "z");
+}
+
+// Verifies AddEvalSha, which knows where it wrote the first key, records the same routing key as
+// parsing the command finds, for keys whose length headers take one to three digits and for
+// batches that already hold commands.
+TEST(CommandBatchTest, EvalShaRoutingKeyMatchesTheParsedCommand) {
+  ScriptCache scripts;
+  const RedisScript* script = *scripts.Register("s", "return 1");
+  CommandBatch batch;
+  batch.Add({"PING"});
+  for (size_t length : {0, 1, 9, 10, 99, 100, 300}) {
+    const std::string key(length, 'k');
+    const std::string other = "{tag}" + key;
+    batch.AddEvalSha(*script, {key, other}, {"1", std::string(length, 'a')});
+  }
+  ASSERT_EQ(batch.size(), 8u);
+  for (size_t i = 1; i < batch.size(); ++i) {
+    const std::optional<RoutingKeyPosition> parsed = FindRoutingKey(batch.resp(i));
+    ASSERT_TRUE(parsed.has_value()) << i;
+    EXPECT_TRUE(batch.has_routing_key(i)) << i;
+    EXPECT_EQ(batch.routing_key(i), batch.resp(i).substr(parsed->offset, parsed->length)) << i;
+  }
 }
 
 // Verifies AddFrom copies a command's bytes, script and routing key into another batch.

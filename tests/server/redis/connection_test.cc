@@ -271,6 +271,37 @@ TEST_F(RedisConnectionTest, BatchDueBeforeTheHorizonGoesThroughTheLoop) {
   EXPECT_EQ(connection_->stats().caller_writes, 0u);
 }
 
+// Verifies that a batch the loop writes which the socket cannot take at once (Redis paused, a
+// value larger than the socket buffers) is finished by the write event once Redis reads again:
+// the loop writes what it drained itself and arms the write event only for the rest.
+TEST_F(RedisConnectionTest, LoopWriteLargerThanTheSocketBuffersFinishesLater) {
+  StartConnection({.caller_write_horizon_us = 0}, RealClock::Get());  // every write by the loop
+  ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
+  const std::string value(32 << 20, 'v');
+  server_->Pause();
+  auto outcome = std::make_shared<Outcome>();
+  auto done = std::make_shared<Notification>();
+  connection_->Submit(CommandBatch().Add({"SET", "big", value}).Add({"STRLEN", "big"}),
+                      RealClock::Get().MonotonicMicros() + 60'000'000,
+                      [outcome, done](absl::Status status, absl::Span<RedisReply> replies) {
+                        outcome->status = std::move(status);
+                        outcome->replies.assign(replies.begin(), replies.end());
+                        done->Notify();
+                      });
+  EXPECT_FALSE(done->WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  server_->Resume();
+  ASSERT_TRUE(done->WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(outcome->status.ok()) << outcome->status;
+  ASSERT_EQ(outcome->replies.size(), 2u);
+  EXPECT_EQ(outcome->replies[0].str(), "OK");
+  EXPECT_EQ(outcome->replies[1].integer(), int64_t{32} << 20);
+  // The connection goes on as before.
+  Outcome next = SubmitAndWait(*connection_, CommandBatch().Add({"PING"}),
+                               RealClock::Get().MonotonicMicros() + 5'000'000);
+  ASSERT_TRUE(next.status.ok()) << next.status;
+  EXPECT_EQ(next.replies[0].str(), "PONG");
+}
+
 // Verifies that one thread's batches reach Redis in the order submitted although some are
 // written by the thread and the rest by the loop: INCR replies count up in submission order.
 TEST_F(RedisConnectionTest, CallerAndLoopWritesKeepSubmissionOrder) {

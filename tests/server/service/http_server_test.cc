@@ -1,15 +1,25 @@
 #include "server/service/http_server.h"
 
 #include <arpa/inet.h>
+#include <event2/util.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/backend/memory_backend.h"
@@ -20,7 +30,39 @@
 namespace sluice {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::HttpGet;
+using testing::RunCommand;
+
+// A backend that holds every decision until the test releases it: a /json request stays
+// "being answered" meanwhile.
+class HeldBackend : public Backend {
+ public:
+  void Evaluate(absl::Span<const LimitCheck> /*checks*/, EvaluateCallback done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.push_back(std::move(done));
+  }
+  absl::string_view Name() const override { return "held"; }
+  size_t held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.size();
+  }
+  // Answers every held decision with `status` (the failure policy then allows).
+  void Release(absl::Status status) {
+    std::vector<EvaluateCallback> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held.swap(held_);
+    }
+    for (EvaluateCallback& done : held) {
+      std::move(done)(status, {});
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<EvaluateCallback> held_;
+};
 
 class HttpServerTest : public ::testing::Test {
  protected:
@@ -28,8 +70,8 @@ class HttpServerTest : public ::testing::Test {
              const std::string& debug_address = "") {
     store_ = std::make_unique<ConfigStore>(std::move(config));
     limiter_ =
-        std::make_unique<RateLimiter>(*store_, backend_, clock_, metrics_, RateLimiterOptions());
-    http_ = std::make_unique<HttpServer>(*limiter_, *store_, backend_, metrics_, options);
+        std::make_unique<RateLimiter>(*store_, *serving_, clock_, metrics_, RateLimiterOptions());
+    http_ = std::make_unique<HttpServer>(*limiter_, *store_, *serving_, metrics_, options);
     ASSERT_TRUE(http_->Start("127.0.0.1:0", debug_address).ok());
   }
 
@@ -41,6 +83,8 @@ class HttpServerTest : public ::testing::Test {
 
   FakeClock clock_{1700006400000000};
   MemoryBackend backend_{clock_};
+  HeldBackend held_;
+  Backend* serving_ = &backend_;  // the backend Serve uses
   Metrics metrics_;
   std::unique_ptr<ConfigStore> store_;
   std::unique_ptr<RateLimiter> limiter_;
@@ -143,7 +187,7 @@ TEST_F(HttpServerTest, DebugAddressServesTheSameEndpoints) {
   EXPECT_THAT(HttpGet(http_->debug_port(), "/metrics"), ::testing::HasSubstr("sluice_config"));
 }
 
-// Verifies a bad debug address fails Start with a message naming it.
+// Verifies a bad debug address fails Start with a message naming it and its flag.
 TEST_F(HttpServerTest, RejectsBadDebugAddress) {
   store_ = std::make_unique<ConfigStore>(Load("domain: h\n"));
   limiter_ =
@@ -151,7 +195,352 @@ TEST_F(HttpServerTest, RejectsBadDebugAddress) {
   HttpServer http(*limiter_, *store_, backend_, metrics_);
   absl::Status status = http.Start("127.0.0.1:0", "nowhere");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("'nowhere'"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("--debug_address: 'nowhere'"));
+}
+
+// Verifies a debug address whose port is taken is reported as --debug_address's, not as the
+// HTTP address's.
+TEST_F(HttpServerTest, DebugAddressInUseNamesItsFlag) {
+  Serve(Load("domain: h\n"), {});
+  const std::string taken = absl::StrCat("127.0.0.1:", http_->port());
+  HttpServer second(*limiter_, *store_, backend_, metrics_);
+  absl::Status status = second.Start("127.0.0.1:0", taken);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr(absl::StrCat("--debug_address=", taken, ": cannot listen: ")));
+  status = second.Start(taken);
+  EXPECT_THAT(std::string(status.message()), HasSubstr(absl::StrCat("--http_address=", taken)));
+}
+
+// Opens a TCP connection to 127.0.0.1:port; returns the socket.
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+// One whole answer (head, and a body of its Content-Length) read from `fd`, within 10 s.
+std::string ReadResponse(int fd) {
+  std::string out;
+  char c;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  size_t body = std::string::npos;
+  while (absl::Now() < deadline && (body == std::string::npos || out.size() < body)) {
+    pollfd ready{fd, POLLIN, 0};
+    if (poll(&ready, 1, 100) <= 0) {
+      continue;
+    }
+    if (recv(fd, &c, 1, 0) != 1) {
+      break;
+    }
+    out.push_back(c);
+    if (body == std::string::npos && absl::EndsWith(out, "\r\n\r\n")) {
+      size_t length = 0;
+      const size_t at = out.find("Content-Length: ");
+      if (at != std::string::npos) {
+        length = std::stoul(out.substr(at + 16));
+      }
+      body = out.size() + length;
+    }
+  }
+  return out;
+}
+
+// True if the server closes `fd` within `timeout` (what it sends meanwhile is read and
+// dropped).
+bool ClosedWithin(int fd, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  char buffer[4096];
+  while (absl::Now() < deadline) {
+    pollfd ready{fd, POLLIN, 0};
+    if (poll(&ready, 1, 50) > 0 && recv(fd, buffer, sizeof(buffer), 0) <= 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Sends `piece` every 200 ms, as a slow client does, until the server closes the connection;
+// true if it did within `limit`.
+bool TrickleUntilClosed(int fd, const std::string& piece, absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (absl::Now() < deadline) {
+    if (send(fd, piece.data(), piece.size(), MSG_NOSIGNAL) < 0 ||
+        ClosedWithin(fd, absl::Milliseconds(200))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr char kGetHealthz[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+
+// Verifies a request head that trickles in, one header line every 200 ms, is cut at the
+// request timeout, although every line restarts the I/O timeout.
+TEST_F(HttpServerTest, TricklingRequestHeadIsCutAtTheRequestTimeout) {
+  HttpServerOptions options;
+  options.request_timeout = absl::Seconds(1);
+  options.io_timeout_seconds = 10;
+  Serve(Load("domain: h\n"), options);
+  int fd = SendRaw(http_->port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n");
+  EXPECT_TRUE(TrickleUntilClosed(fd, "X-Slow: 1\r\n", absl::Seconds(8)));
+  close(fd);
+  EXPECT_THAT(HttpGet(http_->port(), "/metrics"),
+              HasSubstr("sluice_http_connections_closed_total{reason=\"request_timeout\"} 1\n"));
+}
+
+// Verifies a request body that trickles in is cut at the request timeout too.
+TEST_F(HttpServerTest, TricklingRequestBodyIsCutAtTheRequestTimeout) {
+  HttpServerOptions options;
+  options.request_timeout = absl::Seconds(1);
+  Serve(Load("domain: h\n"), options);
+  int fd = SendRaw(http_->port(),
+                   "POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{");
+  EXPECT_TRUE(TrickleUntilClosed(fd, " ", absl::Seconds(8)));
+  close(fd);
+}
+
+// Verifies an idle keep-alive connection is not cut at the request timeout (the I/O timeout
+// governs it), and that the next request on it is timed from its first byte.
+TEST_F(HttpServerTest, KeepAliveRequestIsTimedFromItsFirstByte) {
+  HttpServerOptions options;
+  options.request_timeout = absl::Seconds(1);
+  options.io_timeout_seconds = 4;
+  Serve(Load("domain: h\n"), options);
+  int fd = SendRaw(http_->port(), kGetHealthz);
+  EXPECT_THAT(ReadResponse(fd), HasSubstr("HTTP/1.1 200 OK"));
+  absl::SleepFor(absl::Milliseconds(1500));  // idle past the request timeout, not the I/O one
+  ASSERT_EQ(send(fd, kGetHealthz, strlen(kGetHealthz), MSG_NOSIGNAL),
+            static_cast<ssize_t>(strlen(kGetHealthz)));
+  EXPECT_THAT(ReadResponse(fd), HasSubstr("HTTP/1.1 200 OK"));
+  EXPECT_TRUE(TrickleUntilClosed(fd, "G", absl::Seconds(3)));
+  close(fd);
+}
+
+// Verifies HEAD answers the headers of GET, Content-Length included, without a body, so the
+// next answer on the connection is not corrupted.
+TEST_F(HttpServerTest, HeadAnswersHeadersOnly) {
+  Serve(Load("domain: h\n"), {});
+  int fd = SendRaw(http_->port(), absl::StrCat("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+                                               "GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                                               "Connection: close\r\n\r\n"));
+  const std::string out = ReadUntilClosed(fd);
+  const std::vector<std::string> answers =
+      absl::StrSplit(out, "HTTP/1.1 200 OK\r\n", absl::SkipEmpty());
+  ASSERT_EQ(answers.size(), 2u) << out;
+  EXPECT_THAT(answers[0], HasSubstr("Content-Length: 3\r\n"));
+  EXPECT_TRUE(absl::EndsWith(answers[0], "\r\n\r\n")) << out;  // no body
+  EXPECT_TRUE(absl::EndsWith(answers[1], "\r\n\r\nOK\n")) << out;
+}
+
+// `curl -X method` of http://127.0.0.1:port/path: the answer's head, body and status code.
+std::string Request(int port, const std::string& method, const std::string& path) {
+  return RunCommand(absl::StrCat("curl -s -D - -o - -w '%{http_code}' -X ", method,
+                                 " http://127.0.0.1:", port, path))
+      .second;
+}
+
+// Verifies a method a known path does not take is 405 with Allow naming what it takes, and an
+// unknown path stays 404 whatever the method.
+TEST_F(HttpServerTest, OtherMethodsAre405WithAllow) {
+  Serve(Load("domain: h\n"), {});
+  const std::string post_healthz = Request(http_->port(), "POST", "/healthz");
+  EXPECT_THAT(post_healthz, HasSubstr("HTTP/1.1 405 Method Not Allowed\r\n"));
+  EXPECT_THAT(post_healthz, HasSubstr("Allow: GET, HEAD\r\n"));
+  EXPECT_THAT(post_healthz, HasSubstr("POST is not allowed on /healthz; use GET, HEAD\n"));
+  for (const char* path : {"/healthcheck", "/readyz", "/config", "/rlconfig", "/metrics"}) {
+    EXPECT_THAT(Request(http_->port(), "PUT", path), HasSubstr("Allow: GET, HEAD\r\n")) << path;
+  }
+  const std::string get_json = Request(http_->port(), "GET", "/json");
+  EXPECT_THAT(get_json, HasSubstr("Allow: POST\r\n"));
+  EXPECT_TRUE(absl::EndsWith(get_json, "405")) << get_json;
+  EXPECT_TRUE(absl::EndsWith(Request(http_->port(), "DELETE", "/nowhere"), "404"));
+}
+
+// Verifies that with no config loaded /json answers 503 as gRPC answers UNAVAILABLE, and
+// /readyz is 503 saying why.
+TEST_F(HttpServerTest, NoConfigIsServiceUnavailable) {
+  Serve(nullptr, {});
+  const std::string json = RunCommand(absl::StrCat(
+      "curl -s -D - -o - -w '%{http_code}' -X POST http://127.0.0.1:", http_->port(),
+      "/json --data '{\"domain\":\"h\",\"descriptors\":[{\"entries\":[{\"key\":\"k\","
+      "\"value\":\"v\"}]}]}'")).second;
+  EXPECT_THAT(json, HasSubstr("HTTP/1.1 503 Service Unavailable\r\n"));
+  EXPECT_THAT(json, HasSubstr("UNAVAILABLE: no rate limit configuration loaded yet\n503"));
+  EXPECT_EQ(HttpGet(http_->port(), "/readyz"),
+            "no config loaded: every call fails UNAVAILABLE until a valid one is loaded\n\n503");
+  store_->Set(Load("domain: h\n"));
+  EXPECT_EQ(HttpGet(http_->port(), "/readyz"), "OK\n\n200");
+}
+
+// Verifies /config is rendered once per config and follows a swap.
+TEST_F(HttpServerTest, ConfigPageIsRenderedOncePerConfig) {
+  const std::string rule = "    rate_limit: {unit: second, requests_per_unit: 1}\n";
+  Serve(Load("domain: h\ndescriptors:\n  - key: a\n" + rule), {});
+  EXPECT_THAT(HttpGet(http_->port(), "/config"), HasSubstr("h.a: "));
+  EXPECT_THAT(HttpGet(http_->port(), "/rlconfig"), HasSubstr("h.a: "));
+  EXPECT_EQ(http_->config_renders(), 1);
+  store_->Set(Load("domain: h\ndescriptors:\n  - key: b\n" + rule));
+  const std::string swapped = HttpGet(http_->port(), "/config");
+  EXPECT_THAT(swapped, HasSubstr("h.b: "));
+  EXPECT_THAT(swapped, ::testing::Not(HasSubstr("h.a: ")));
+  EXPECT_EQ(http_->config_renders(), 2);
+}
+
+// Verifies a /config page over its cap is cut at a line boundary, its last line saying so.
+TEST_F(HttpServerTest, ConfigPageIsCutAtItsCap) {
+  HttpServerOptions options;
+  options.config_dump_max_bytes = 300;
+  std::string yaml = "domain: h\ndescriptors:\n";
+  for (int i = 0; i < 20; ++i) {
+    absl::StrAppend(&yaml, "  - key: k", i,
+                    "\n    rate_limit: {unit: second, requests_per_unit: 1}\n");
+  }
+  Serve(Load(yaml), options);
+  const std::string page = HttpGet(http_->port(), "/config");
+  std::vector<std::string> lines = absl::StrSplit(page, '\n');
+  ASSERT_GE(lines.size(), 4u) << page;
+  EXPECT_EQ(lines.back(), "200");
+  const std::string& last = lines[lines.size() - 3];  // before the empty line and the code
+  EXPECT_TRUE(absl::StartsWith(last, "... truncated: ")) << page;
+  EXPECT_THAT(last, HasSubstr("raise --config_dump_max_bytes"));
+  EXPECT_LE(page.find("... truncated"), 300u);
+  for (size_t i = 0; i + 3 < lines.size(); ++i) {
+    EXPECT_THAT(lines[i], HasSubstr("(h.yaml:")) << "cut mid-line: " << lines[i];
+  }
+}
+
+// Verifies the connection cap: a newcomer at the cap closes the connection that has waited
+// longest for its request, and the others keep serving.
+TEST_F(HttpServerTest, ConnectionCapClosesTheLongestWaiting) {
+  HttpServerOptions options;
+  options.max_connections = 3;
+  Serve(Load("domain: h\n"), options);
+  int idle[3];
+  for (int& fd : idle) {
+    fd = SendRaw(http_->port(), kGetHealthz);
+    ASSERT_THAT(ReadResponse(fd), HasSubstr("HTTP/1.1 200 OK"));  // now idle, keep-alive
+  }
+  EXPECT_EQ(HttpGet(http_->port(), "/healthz"), "OK\n\n200");
+  EXPECT_TRUE(ClosedWithin(idle[0], absl::Seconds(5)));
+  for (int fd : {idle[1], idle[2]}) {
+    ASSERT_EQ(send(fd, kGetHealthz, strlen(kGetHealthz), MSG_NOSIGNAL),
+              static_cast<ssize_t>(strlen(kGetHealthz)));
+    EXPECT_THAT(ReadResponse(fd), HasSubstr("HTTP/1.1 200 OK"));
+  }
+  for (int fd : idle) {
+    close(fd);
+  }
+}
+
+// Verifies that at the cap with every connection being answered the newcomer gets a 503 naming
+// the flag, and accepting resumes once a connection can make room.
+TEST_F(HttpServerTest, ConnectionCapRefusesWhenEveryConnectionIsBusy) {
+  HttpServerOptions options;
+  options.max_connections = 1;
+  serving_ = &held_;
+  Serve(Load("domain: h\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+             "requests_per_unit: 1}\n"),
+        options);
+  const std::string body =
+      R"({"domain":"h","descriptors":[{"entries":[{"key":"k","value":"v"}]}]})";
+  int busy = SendRaw(http_->port(), absl::StrCat("POST /json HTTP/1.1\r\nHost: x\r\n"
+                                                 "Content-Length: ",
+                                                 body.size(), "\r\n\r\n", body));
+  for (int i = 0; i < 500 && held_.held() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(held_.held(), 1u);
+  const std::string refused = ReadUntilClosed(Connect(http_->port()));
+  EXPECT_THAT(refused, HasSubstr("HTTP/1.1 503 Service Unavailable\r\n"));
+  EXPECT_THAT(refused, HasSubstr("too many HTTP connections (--http_max_connections=1)"));
+  held_.Release(absl::UnavailableError("released"));
+  EXPECT_THAT(ReadResponse(busy), HasSubstr("HTTP/1.1 200 OK"));
+  // The answered connection is idle now, so a newcomer is accepted and makes room.
+  EXPECT_EQ(HttpGet(http_->port(), "/healthz"), "OK\n\n200");
+  EXPECT_TRUE(ClosedWithin(busy, absl::Seconds(5)));
+  close(busy);
+  const std::string metrics = HttpGet(http_->port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("sluice_http_connections_closed_total{reason=\"refused\"} 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("sluice_http_connections_max 1\n"));
+}
+
+// Lowers this process's descriptor limit and takes every descriptor left, until destroyed.
+class DescriptorsExhausted {
+ public:
+  DescriptorsExhausted() {
+    getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, 1024);
+    setrlimit(RLIMIT_NOFILE, &lowered);
+    for (int fd; (fd = open("/dev/null", O_RDONLY)) >= 0;) {
+      taken_.push_back(fd);
+    }
+  }
+  ~DescriptorsExhausted() {
+    for (int fd : taken_) {
+      close(fd);
+    }
+    setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+
+ private:
+  rlimit saved_{};
+  std::vector<int> taken_;
+};
+
+// Verifies that when accept fails at the descriptor limit the server pauses accepting with
+// back-off instead of retrying in a loop, logs it once, and accepts again once descriptors
+// are free.
+TEST_F(HttpServerTest, AcceptBacksOffAtTheDescriptorLimit) {
+  Serve(Load("domain: h\n"), {});
+  int client = socket(AF_INET, SOCK_STREAM, 0);  // before the table is full
+  ::testing::internal::CaptureStderr();
+  {
+    DescriptorsExhausted exhausted;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(http_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    // Long enough for a retry loop to fail thousands of times; back-off fails a handful.
+    absl::SleepFor(absl::Milliseconds(700));
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(send(client, kGetHealthz, strlen(kGetHealthz), MSG_NOSIGNAL),
+            static_cast<ssize_t>(strlen(kGetHealthz)));
+  EXPECT_THAT(ReadResponse(client), HasSubstr("HTTP/1.1 200 OK"));
+  close(client);
+  const std::string metrics = HttpGet(http_->port(), "/metrics");
+  const std::string name = "\nsluice_http_accept_errors_total ";
+  const size_t at = metrics.find(name);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  const int errors = std::stoi(metrics.substr(at + name.size()));
+  EXPECT_GE(errors, 1);
+  EXPECT_LE(errors, 10);
+  std::vector<std::string> lines = absl::StrSplit(log, '\n', absl::SkipEmpty());
+  EXPECT_EQ(lines.size(), 1u) << log;
+  EXPECT_THAT(log, HasSubstr("HTTP: accept failed: Too many open files"));
+}
+
+// Verifies libevent's own warnings go through the log at most once per interval, instead of a
+// line each to stderr.
+TEST_F(HttpServerTest, LibeventWarningsAreRateLimited) {
+  Serve(Load("domain: h\n"), {});  // routes libevent's log
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 50; ++i) {
+    evutil_make_socket_nonblocking(-1);  // libevent warns "fcntl(-1, F_GETFL)"
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  std::vector<std::string> lines = absl::StrSplit(log, '\n', absl::SkipEmpty());
+  EXPECT_LE(lines.size(), 1u) << log;
+  if (!lines.empty()) {
+    EXPECT_THAT(lines[0], HasSubstr("libevent: fcntl(-1, F_GETFL)"));
+  }
 }
 
 }  // namespace

@@ -76,16 +76,40 @@ TEST_F(LocalFallbackTest, StateIsCreatedOnFirstUseAndPersists) {
   const std::string key = "sluice:{api.user_a}fw:60";
   LimitCheck check{key, fallback.Scale(Params(Algorithm::kFixedWindow, 30, 30), std::nullopt),
                    1, 0};
-  std::vector<Decision> decisions;
+  std::vector<Decision> decisions(1);
   for (int i = 0; i < 10; ++i) {
-    fallback.Decide({&check, 1}, &decisions);
+    fallback.Decide({&check, 1}, absl::MakeSpan(decisions));
     ASSERT_EQ(decisions.size(), 1u);
     EXPECT_TRUE(decisions[0].allowed) << i;
   }
   EXPECT_EQ(fallback.KeyCount(), 1u);
-  fallback.Decide({&check, 1}, &decisions);
+  fallback.Decide({&check, 1}, absl::MakeSpan(decisions));
   EXPECT_FALSE(decisions[0].allowed);
   EXPECT_EQ(decisions[0].retry_after_us, 60'000'000);
+}
+
+// Verifies the store keeps within the bytes its options allow, however many large keys the
+// outage brings, and reports nothing before it exists.
+TEST_F(LocalFallbackTest, StoreIsBoundedInBytes) {
+  LocalFallback fallback(clock_, 1, MemoryBackendOptions{.max_bytes = size_t{2} << 20});
+  EXPECT_EQ(fallback.BytesUsed(), 0u);
+  std::string metrics;
+  fallback.AppendMetrics(&metrics);
+  EXPECT_EQ(metrics, "");
+  const LimitParams params = Params(Algorithm::kTokenBucket, 10, 10);
+  std::vector<Decision> decisions(1);
+  for (int i = 0; i < 5000; ++i) {
+    std::string key = std::to_string(i) + "-";
+    key.resize(1024, 'v');
+    const LimitCheck check{key, params, 1, 0};
+    fallback.Decide({&check, 1}, absl::MakeSpan(decisions));
+    ASSERT_TRUE(decisions[0].allowed);
+  }
+  EXPECT_GT(fallback.BytesUsed(), size_t{1} << 20);
+  EXPECT_LE(fallback.BytesUsed(), size_t{2} << 20);
+  EXPECT_LT(fallback.KeyCount(), 2000u);
+  fallback.AppendMetrics(&metrics);
+  EXPECT_NE(metrics.find("sluice_memory_backend_bytes "), std::string::npos);
 }
 
 }  // namespace

@@ -38,8 +38,9 @@ TEST(MetricsTest, RuleSeriesAreBoundedAndFoldedPastTheCap) {
   EXPECT_EQ(total, 5000);
   EXPECT_THAT(text, Not(HasSubstr("sluice_rule_keys_folded_total 0\n")));
   // A key with its own series keeps it.
-  RuleCounters& first = metrics.ForRule("d.user_0");
-  EXPECT_NE(&first, &metrics.ForRule("d.never_seen_before"));
+  EXPECT_NE(metrics.ForRule("d.user_0").total_hits,
+            metrics.ForRule("d.never_seen_before").total_hits);
+  EXPECT_EQ(metrics.ForRule("d.user_0").total_hits, metrics.ForRule("d.user_0").total_hits);
 }
 
 // Verifies each config put in force bumps the generation, sets its load time, and replaces the

@@ -1,11 +1,26 @@
 #include "server/service/over_limit_cache.h"
 
+#include <algorithm>
+#include <memory>
+#include <string>
+
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/heap_in_use.h"
 
 namespace sluice {
 namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// A storage key as the service builds one for a descriptor value of `value_bytes`.
+std::string BigKey(int i, size_t value_bytes) {
+  std::string key = absl::StrCat("ratelimit_{edge|user_id=", i, "-");
+  key.resize(key.size() + value_bytes, 'v');
+  return key + "}tb:1";
+}
 
 class OverLimitCacheTest : public ::testing::Test {
  protected:
@@ -46,6 +61,94 @@ TEST_F(OverLimitCacheTest, IsBounded) {
     cache_.Remember(absl::StrCat("key", i), 1, 1000000);
   }
   EXPECT_LE(cache_.size(), 64u);
+}
+
+// Verifies many keys with 1 KiB values never take more than max_bytes, the newest are still
+// remembered, and live entries are evicted to make room.
+TEST_F(OverLimitCacheTest, IsBoundedInBytes) {
+  OverLimitCache cache(clock_, 1000000, kMiB);
+  for (int i = 0; i < 20000; ++i) {
+    cache.Remember(BigKey(i, 1024), 1, 1'000'000);
+    if (i % 500 == 499) {
+      ASSERT_LE(cache.BytesUsed(), kMiB) << "after " << i + 1 << " keys";
+    }
+  }
+  // About 1.1 KB a key: several hundred fit, the rest were evicted.
+  EXPECT_GT(cache.size(), 500u);
+  EXPECT_LT(cache.size(), 1000u);
+  EXPECT_EQ(cache.EvictionCount(), 20000u - cache.size());
+  EXPECT_EQ(cache.DeniedFor(BigKey(19999, 1024), 1), 1'000'000);
+}
+
+// Verifies expired entries make room before any live one is evicted.
+TEST_F(OverLimitCacheTest, DropsExpiredEntriesBeforeLiveOnes) {
+  OverLimitCache cache(clock_, 1000000, kMiB);
+  for (int i = 0; i < 5000; ++i) {
+    cache.Remember(BigKey(i, 1024), 1, 1000);
+  }
+  const uint64_t evicted = cache.EvictionCount();
+  clock_.AdvanceMicros(1000);
+  // About 3 new keys a shard, where about 28 fit: room only if the expired entries make it.
+  for (int i = 0; i < 100; ++i) {
+    cache.Remember(BigKey(100000 + i, 1024), 1, 1000);
+  }
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(cache.DeniedFor(BigKey(100000 + i, 1024), 1), 1000) << i;
+  }
+  EXPECT_EQ(cache.EvictionCount(), evicted);
+  EXPECT_LE(cache.BytesUsed(), kMiB);
+}
+
+// Verifies a key too large for a shard's share is not remembered, and evicts nothing.
+TEST_F(OverLimitCacheTest, KeyTooLargeForAShardIsNotRemembered) {
+  OverLimitCache cache(clock_, 1000, kMiB);
+  cache.Remember("small", 1, 1000);
+  const std::string huge(64 * 1024, 'k');  // a shard's share of 1 MiB is 32 KiB
+  cache.Remember(huge, 1, 1000);
+  EXPECT_EQ(cache.DeniedFor(huge, 1), 0);
+  EXPECT_EQ(cache.DeniedFor("small", 1), 1000);
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.EvictionCount(), 0u);
+}
+
+// Verifies the account against what glibc reports, filled and after Clear.
+TEST_F(OverLimitCacheTest, BytesUsedMatchesTheAllocator) {
+  if (!HeapInUse().has_value()) {
+    GTEST_SKIP() << "malloc is not glibc's (sanitizer build): nothing to compare with";
+  }
+  const int64_t before = *HeapInUse();
+  auto cache = std::make_unique<OverLimitCache>(clock_, 1000000, 64 * kMiB);
+  auto expect_close = [&](const char* when) {
+    const double real = static_cast<double>(*HeapInUse() - before);
+    const double counted = static_cast<double>(cache->BytesUsed());
+    EXPECT_NEAR(counted, real, std::max(real * 0.05, 4096.0)) << when;
+    EXPECT_GE(counted, real - std::max(real * 0.01, 4096.0)) << when;
+  };
+  for (int i = 0; i < 20000; ++i) {
+    cache->Remember(BigKey(i, i % 5 == 0 ? 3 : 50 + i % 1500), 1, 1'000'000);
+  }
+  expect_close("filled");
+  cache->Clear();
+  expect_close("cleared");
+}
+
+// Verifies /metrics gets the keys, bytes, bound and evictions.
+TEST_F(OverLimitCacheTest, AppendsItsMetrics) {
+  OverLimitCache cache(clock_, 64, 2 * kMiB);
+  for (int i = 0; i < 100; ++i) {
+    cache.Remember(absl::StrCat("k", i), 1, 1000);
+  }
+  std::string text;
+  cache.AppendMetrics(&text);
+  EXPECT_THAT(text, ::testing::HasSubstr(absl::StrCat("sluice_over_limit_cache_keys ",
+                                                      cache.size(), "\n")));
+  EXPECT_THAT(text, ::testing::HasSubstr(absl::StrCat("sluice_over_limit_cache_bytes ",
+                                                      cache.BytesUsed(), "\n")));
+  EXPECT_THAT(text, ::testing::HasSubstr(absl::StrCat("sluice_over_limit_cache_max_bytes ",
+                                                      2 * kMiB, "\n")));
+  EXPECT_THAT(text, ::testing::HasSubstr(absl::StrCat(
+                        "sluice_over_limit_cache_evictions_total ", cache.EvictionCount(), "\n")));
+  EXPECT_GE(cache.EvictionCount(), 100u - 64u);
 }
 
 }  // namespace

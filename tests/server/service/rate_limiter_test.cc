@@ -1,5 +1,6 @@
 #include "server/service/rate_limiter.h"
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,20 +84,36 @@ class UnavailableBackend final : public Backend {
   absl::string_view Name() const override { return "unavailable"; }
 };
 
-// Counts the checks that reach the backend it wraps.
+// A backend whose every call Redis refused for its arguments (a bug, never an outage).
+class RefusingBackend final : public Backend {
+ public:
+  void Evaluate(absl::Span<const LimitCheck>, EvaluateCallback done) override {
+    std::move(done)(WithFailureReason(absl::InternalError("redis refused: ERR sluice gcra: ..."),
+                                      FailureReason::kArgument),
+                    {});
+  }
+  absl::string_view Name() const override { return "refusing"; }
+};
+
+// Counts the checks that reach the backend it wraps, and keeps the hits of each.
 class CountingBackend final : public Backend {
  public:
   explicit CountingBackend(Backend& inner) : inner_(inner) {}
   void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override {
     checks_ += checks.size();
+    for (const LimitCheck& check : checks) {
+      hits_.push_back(check.hits);
+    }
     inner_.Evaluate(checks, std::move(done));
   }
   absl::string_view Name() const override { return "counting"; }
   size_t checks() const { return checks_; }
+  const std::vector<uint64_t>& hits() const { return hits_; }
 
  private:
   Backend& inner_;
   size_t checks_ = 0;
+  std::vector<uint64_t> hits_;
 };
 
 class RateLimiterTest : public ::testing::Test {
@@ -167,7 +184,7 @@ TEST_F(RateLimiterTest, IetfRateLimitHeadersShowTheDescriptorClosestToItsLimit) 
   };
   EXPECT_EQ(header(MustDecide(MakeRequest({{{"user", "a"}}})), "RateLimit"), "absent");
   RateLimiterOptions options;
-  options.ietf_rate_limit_headers = true;
+  options.respond.ietf_rate_limit_headers = true;
   Rebuild(options);
   clock_.AdvanceMicros(15'500'000);  // 44.5 s left in the minute window
   // After this request user=a has 0 left of 2 (per_user), vip 4 of 5: user=a is the closer.
@@ -321,6 +338,114 @@ TEST_F(RateLimiterTest, CoLocatedDescriptorsAreAllOrNothing) {
   Response again = MustDecide(mixed);
   EXPECT_EQ(again.statuses(1).code(), Response::OVER_LIMIT);
   EXPECT_EQ(again.statuses(0).limit_remaining(), 8u);  // consumed despite the other's denial
+}
+
+// The value of a response header, or "" when absent.
+std::string HeaderOf(const Response& r, absl::string_view key) {
+  for (const auto& h : r.response_headers_to_add()) {
+    if (h.key() == key) {
+      return h.value();
+    }
+  }
+  return "";
+}
+
+// Verifies a request of more hits than its rule can ever hold (up to 2^64 - 1) is denied
+// without asking the backend, says so (no retry-after: no wait helps; the reset is one
+// period, never 0), is counted as never_admitted, and consumes nothing.
+TEST_F(RateLimiterTest, HitsBeyondWhatTheRuleHoldsAreDeniedWithoutTheBackend) {
+  CountingBackend counting(backend_);
+  Rebuild(RateLimiterOptions(), &counting);
+  for (uint64_t hits : {uint64_t{3}, uint64_t{1} << 53, uint64_t{1} << 63,
+                        std::numeric_limits<uint64_t>::max()}) {
+    Request r = MakeRequest({{{"user", "a"}}});
+    r.mutable_descriptors(0)->mutable_hits_addend()->set_value(hits);
+    Response over = MustDecide(r);
+    EXPECT_EQ(over.overall_code(), Response::OVER_LIMIT) << hits;
+    EXPECT_EQ(over.statuses(0).code(), Response::OVER_LIMIT) << hits;
+    EXPECT_EQ(over.statuses(0).limit_remaining(), 0u);
+    EXPECT_EQ(over.statuses(0).current_limit().requests_per_unit(), 2u);
+    EXPECT_EQ(over.statuses(0).duration_until_reset().seconds(), 60);
+    EXPECT_EQ(HeaderOf(over, "retry-after"), "") << hits;
+  }
+  EXPECT_EQ(counting.checks(), 0u);
+  Response fresh = MustDecide(MakeRequest({{{"user", "a"}}}));
+  EXPECT_EQ(fresh.overall_code(), Response::OK);
+  EXPECT_EQ(fresh.statuses(0).limit_remaining(), 1u);  // nothing was consumed before
+  EXPECT_THAT(metrics_.Serialize(),
+              HasSubstr("sluice_decisions_total{algorithm=\"fixed_window\",outcome=\"never_"
+                        "admitted\"} 4"));
+  EXPECT_THAT(metrics_.Serialize(), HasSubstr("sluice_rule_over_limit{key=\"api.user\"}"));
+
+  // A request that can never pass gets no retry-after even beside one that must wait.
+  MustDecide(MakeRequest({{{"user", "b"}}}, 2));
+  Request mixed = MakeRequest({{{"user", "b"}}, {{"user", "c"}}});
+  mixed.mutable_descriptors(1)->mutable_hits_addend()->set_value(5);
+  Response both = MustDecide(mixed);
+  EXPECT_EQ(both.statuses(0).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(both.statuses(1).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(HeaderOf(both, "retry-after"), "");
+  // ... while the same wait alone gets its retry-after.
+  EXPECT_NE(HeaderOf(MustDecide(MakeRequest({{{"user", "b"}}})), "retry-after"), "");
+}
+
+// Verifies a descriptor with several rules, one of which can never hold the request, is denied
+// by that rule; the other rules are asked with 0 hits (they report, consume nothing).
+TEST_F(RateLimiterTest, RuleThatCanNeverHoldTheRequestDeniesItsDescriptorWhole) {
+  CountingBackend counting(backend_);
+  Rebuild(RateLimiterOptions(), &counting);
+  Request r = MakeRequest({{{"both", "n"}}}, 3);  // 2/second can never; 3/hour could
+  Response over = MustDecide(r);
+  EXPECT_EQ(over.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).current_limit().unit(), Response::RateLimit::SECOND);
+  EXPECT_EQ(HeaderOf(over, "retry-after"), "");
+  EXPECT_THAT(counting.hits(), ::testing::ElementsAre(0u));
+  // The hourly log consumed nothing: three single hits still pass it (a second apart for the
+  // per-second rule).
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(MustDecide(MakeRequest({{{"both", "n"}}})).overall_code(), Response::OK) << i;
+    clock_.AdvanceMicros(1'000'000);
+  }
+  EXPECT_EQ(MustDecide(MakeRequest({{{"both", "n"}}})).overall_code(), Response::OVER_LIMIT);
+}
+
+// Verifies a co-located request (all-or-nothing) with one descriptor that can never pass is
+// denied whole and consumes nothing; the other descriptor reports its state.
+TEST_F(RateLimiterTest, CoLocatedRequestWithADescriptorThatCanNeverPassConsumesNothing) {
+  Request both =
+      MakeRequest({{{"tenant", "t9"}, {"calls", "x"}}, {{"tenant", "t9"}, {"uploads", "x"}}});
+  both.mutable_descriptors(1)->mutable_hits_addend()->set_value(~uint64_t{0});
+  Response over = MustDecide(both);
+  EXPECT_EQ(over.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(over.statuses(0).code(), Response::OK);
+  EXPECT_EQ(over.statuses(0).limit_remaining(), 10u);  // asked with 0 hits
+  EXPECT_EQ(over.statuses(1).code(), Response::OVER_LIMIT);
+  Response calls = MustDecide(MakeRequest({{{"tenant", "t9"}, {"calls", "x"}}}));
+  EXPECT_EQ(calls.statuses(0).limit_remaining(), 9u);
+
+  // The denial stands when the backend cannot answer for the others, whatever the policy.
+  UnavailableBackend down;
+  Rebuild(RateLimiterOptions(), &down);
+  Response outage = MustDecide(both);
+  EXPECT_EQ(outage.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(outage.statuses(0).code(), Response::OK);  // failure_mode allow
+  EXPECT_EQ(outage.statuses(1).code(), Response::OVER_LIMIT);
+}
+
+// Verifies a call Redis refused for its arguments is never answered by the failure policy (allow
+// here, which would admit everything): its checks are decided in process, and it is counted
+// under its own reason.
+TEST_F(RateLimiterTest, ArgumentErrorIsDecidedInProcessNotByTheFailurePolicy) {
+  RefusingBackend refusing;
+  Rebuild(RateLimiterOptions(), &refusing);
+  EXPECT_EQ(MustDecide(MakeRequest({{{"user", "r"}}})).overall_code(), Response::OK);
+  EXPECT_EQ(MustDecide(MakeRequest({{{"user", "r"}}})).overall_code(), Response::OK);
+  Response third = MustDecide(MakeRequest({{{"user", "r"}}}));
+  EXPECT_EQ(third.overall_code(), Response::OVER_LIMIT);  // per_user: 2 a minute
+  EXPECT_NE(HeaderOf(third, "retry-after"), "");
+  const std::string text = metrics_.Serialize();
+  EXPECT_THAT(text, HasSubstr("sluice_backend_failures_total{reason=\"argument\"} 3"));
+  EXPECT_THAT(text, HasSubstr("sluice_failure_policy_decisions_total{mode=\"allow\"} 0"));
 }
 
 // Verifies a request-supplied limit override is used instead of the config.
@@ -675,6 +800,27 @@ TEST_F(RateLimiterFailureModeTest, LocalLeavesTheCacheAndTheSharedStateAlone) {
   outage_.down = false;
   // y's shared state never saw the outage's hits: all 30 are there, none denied by the cache.
   EXPECT_EQ(AdmittedInARow("local", "user", "y"), 30);
+}
+
+// Verifies the limiter reports its in-process stores for /metrics: the local store (bounded by
+// local_max_bytes) once an outage has created it, and the over-limit cache.
+TEST_F(RateLimiterFailureModeTest, AppendsTheMetricsOfItsStores) {
+  OverLimitCache cache(clock_, 1000, 3 << 20);
+  RateLimiterOptions options;
+  options.failure_mode = FailureMode::kLocal;
+  options.local_max_bytes = 5 << 20;
+  limiter_ = std::make_unique<RateLimiter>(store_, outage_, clock_, metrics_, options, &cache);
+  std::string before;
+  limiter_->AppendMetrics(&before);
+  EXPECT_THAT(before, ::testing::Not(HasSubstr("sluice_local_fallback_bytes")));
+  EXPECT_THAT(before, HasSubstr("sluice_over_limit_cache_max_bytes 3145728\n"));
+  ASSERT_EQ(Ask("local", "user", "a").overall_code(), Response::OK);  // decided locally
+  std::string after;
+  limiter_->AppendMetrics(&after);
+  EXPECT_THAT(after, HasSubstr("sluice_local_fallback_keys 1\n"));
+  EXPECT_THAT(after, HasSubstr("sluice_local_fallback_max_bytes 5242880\n"));
+  EXPECT_THAT(after, ::testing::ContainsRegex("sluice_local_fallback_bytes [1-9][0-9]*\n"));
+  EXPECT_THAT(after, HasSubstr("sluice_over_limit_cache_keys 0\n"));
 }
 
 }  // namespace

@@ -206,7 +206,7 @@ TEST_F(UpstreamCompatTest, QuotaModeHoldsOnlyWhenEveryQuotaIsSpent) {
 // Verifies the global quota mode makes every descriptor a quota descriptor.
 TEST_F(UpstreamCompatTest, GlobalQuotaMode) {
   RateLimiterOptions options;
-  options.global_quota_mode = true;
+  options.respond.global_quota_mode = true;
   Rebuild(options);
   Decide({{{"regular", "r"}}});
   Response r = Decide({{{"regular", "r"}}, {{"near", "n"}}});
@@ -222,7 +222,7 @@ TEST_F(UpstreamCompatTest, DynamicMetadataDescribesRequestAndPassedDescriptors) 
   EXPECT_FALSE(off.has_dynamic_metadata());
 
   RateLimiterOptions options;
-  options.response_dynamic_metadata = true;
+  options.respond.response_dynamic_metadata = true;
   Rebuild(options);
   Request request = MakeRequest({{{"quota", "b"}}, {{"regular", "b"}}, {{"files", "img/z"}}}, 1);
   request.mutable_descriptors(1)->mutable_hits_addend()->set_value(2);
@@ -302,7 +302,7 @@ TEST_F(UpstreamCompatTest, NearLimitAccounting) {
   EXPECT_EQ(Metric("sluice_rule_total_hits", "up.near"), "12");
 
   RateLimiterOptions options;
-  options.near_limit_ratio = 0.5;
+  options.respond.near_limit_ratio = 0.5;
   Rebuild(options);
   Decide({{{"near", "m"}}}, 6);
   EXPECT_EQ(Metric("sluice_rule_near_limit", "up.near"), "3");  // 2 + (6 - 5)
@@ -313,7 +313,7 @@ TEST_F(UpstreamCompatTest, NearLimitAccounting) {
 TEST_F(UpstreamCompatTest, RateLimitHeaders) {
   EXPECT_EQ(Header(Decide({{{"near", "h"}}}), "RateLimit-Limit"), "absent");
   RateLimiterOptions options;
-  options.rate_limit_headers = true;
+  options.respond.rate_limit_headers = true;
   Rebuild(options);
   clock_.AdvanceMicros(15'500'000);  // 44.5 s left in the minute window
   Response r = Decide({{{"near", "k"}}, {{"client", "c"}}, {{"nothing", "x"}}});
@@ -321,10 +321,10 @@ TEST_F(UpstreamCompatTest, RateLimitHeaders) {
   EXPECT_EQ(Header(r, "RateLimit-Remaining"), "9");
   EXPECT_EQ(Header(r, "RateLimit-Reset"), "45");
 
-  options.limit_header = "X-Limit";
-  options.remaining_header = "X-Remaining";
-  options.reset_header = "X-Reset";
-  options.retry_after_header = false;
+  options.respond.limit_header = "X-Limit";
+  options.respond.remaining_header = "X-Remaining";
+  options.respond.reset_header = "X-Reset";
+  options.respond.retry_after_header = false;
   Rebuild(options);
   Decide({{{"regular", "h"}}});
   Response over = Decide({{{"near", "h"}}, {{"regular", "h"}}});
@@ -337,7 +337,7 @@ TEST_F(UpstreamCompatTest, RateLimitHeaders) {
 // Verifies the global shadow mode answers OK overall while statuses still say OVER_LIMIT.
 TEST_F(UpstreamCompatTest, GlobalShadowMode) {
   RateLimiterOptions options;
-  options.global_shadow_mode = true;
+  options.respond.global_shadow_mode = true;
   Rebuild(options);
   Decide({{{"regular", "s"}}});
   Response r = Decide({{{"regular", "s"}}});

@@ -69,7 +69,7 @@ TEST_F(UpstreamEnvTest, Listeners) {
       Translate({{"PORT", "9000"}, {"GRPC_HOST", "::1"}, {"DEBUG_HOST", "127.0.0.1"}});
   EXPECT_THAT(Flags(t), ElementsAre("http_address=0.0.0.0:9000", "grpc_address=[::1]:8081",
                                     "debug_address=127.0.0.1:6070"));
-  EXPECT_EQ(t.flags[0].source, "HOST, PORT");
+  EXPECT_EQ(t.flags[0].source, "PORT");  // HOST is not set: not named
 
   t = Translate({{"GRPC_UDS", "/run/rl.sock"}, {"GRPC_PORT", "1"}});
   EXPECT_EQ(Flag(t, "grpc_address"), "unix:/run/rl.sock");
@@ -113,9 +113,46 @@ TEST_F(UpstreamEnvTest, RuntimeDirectory) {
 
   EXPECT_THAT(Translate({{"RUNTIME_WATCH_ROOT", "maybe"}}).errors,
               ElementsAre("RUNTIME_WATCH_ROOT=maybe: not a boolean (true or false)"));
-  EXPECT_THAT(Translate({{"CONFIG_TYPE", "GRPC_XDS_SOTW"}}).errors,
-              ElementsAre(HasSubstr("xDS config provider is not supported")));
   EXPECT_THAT(Translate({{"CONFIG_TYPE", "file"}}).errors, IsEmpty());
+  EXPECT_THAT(Translate({{"CONFIG_TYPE", "yaml"}}).errors,
+              ElementsAre("CONFIG_TYPE=yaml: not FILE or GRPC_XDS_SOTW"));
+}
+
+// Verifies Envoy Gateway's xDS environment: the config source, the server, the node, mutual
+// TLS, and that the runtime directory is not read with it (as upstream does not).
+TEST_F(UpstreamEnvTest, ConfigOverXds) {
+  UpstreamTranslation t = Translate({{"CONFIG_TYPE", "GRPC_XDS_SOTW"},
+                                     {"RUNTIME_ROOT", "/data"},
+                                     {"RUNTIME_SUBDIRECTORY", "ratelimit"},
+                                     {"CONFIG_GRPC_XDS_SERVER_URL", "eg.system:18001"},
+                                     {"CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit"},
+                                     {"CONFIG_GRPC_XDS_NODE_METADATA", "zone=a,bad,team=x"},
+                                     {"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "k:v"},
+                                     {"CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"},
+                                     {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/certs/tls.crt"},
+                                     {"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/certs/tls.key"},
+                                     {"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/certs/ca.crt"},
+                                     {"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "2s"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, ElementsAre(HasSubstr("CONFIG_GRPC_XDS_NODE_METADATA: 'bad'")));
+  EXPECT_EQ(Flag(t, "config_source"), "xds");
+  EXPECT_EQ(Flag(t, "xds_server"), "eg.system:18001");
+  EXPECT_EQ(Flag(t, "xds_node_id"), "envoy-ratelimit");
+  EXPECT_EQ(Flag(t, "xds_node_metadata"), "zone=a,team=x");
+  EXPECT_EQ(Flag(t, "xds_headers"), "k:v");
+  EXPECT_EQ(Flag(t, "xds_tls"), "true");
+  EXPECT_EQ(Flag(t, "xds_tls_cert"), "/certs/tls.crt");
+  EXPECT_EQ(Flag(t, "xds_tls_key"), "/certs/tls.key");
+  EXPECT_EQ(Flag(t, "xds_tls_ca"), "/certs/ca.crt");
+  EXPECT_EQ(Flag(t, "xds_backoff_initial"), "2s");
+  EXPECT_EQ(Flag(t, "config"), "unset");
+
+  // Without CONFIG_GRPC_XDS_SERVER_USE_TLS the TLS files are not read, as upstream.
+  t = Translate({{"CONFIG_TYPE", "grpc_xds_sotw"}, {"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/c"}});
+  EXPECT_THAT(Flags(t), ElementsAre("config_source=xds"));
+  // With CONFIG_TYPE=FILE the xDS variables are not read.
+  t = Translate({{"CONFIG_GRPC_XDS_SERVER_URL", "x:1"}});
+  EXPECT_THAT(Flags(t), IsEmpty());
 }
 
 // Verifies a single Redis over TCP and over upstream's default unix socket, with credentials.
@@ -164,8 +201,17 @@ TEST_F(UpstreamEnvTest, RefusesWhatItCannotHonour) {
   EXPECT_THAT(absl::StrJoin(t.errors, " "), Not(HasSubstr("hunter2")));
   EXPECT_THAT(Translate({{"BACKEND_TYPE", "memcache"}}).errors,
               ElementsAre(HasSubstr("BACKEND_TYPE=memcache")));
-  EXPECT_THAT(Translate({{"GRPC_SERVER_USE_TLS", "true"}, {"GRPC_CLIENT_TLS_SAN", "envoy"}}).errors,
-              ElementsAre(HasSubstr("GRPC_CLIENT_TLS_SAN")));
+  // The client certificate's name is checked with a client CA; without one there is no
+  // certificate to check, as upstream.
+  t = Translate({{"GRPC_SERVER_USE_TLS", "true"},
+                 {"GRPC_CLIENT_TLS_CACERT", "/ca.crt"},
+                 {"GRPC_CLIENT_TLS_SAN", "envoy"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_EQ(Flag(t, "tls_client_san"), "envoy");
+  t = Translate({{"GRPC_SERVER_USE_TLS", "true"}, {"GRPC_CLIENT_TLS_SAN", "envoy"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, ElementsAre(HasSubstr("GRPC_CLIENT_TLS_SAN")));
+  EXPECT_EQ(Flag(t, "tls_client_san"), "unset");
   EXPECT_THAT(Translate({{"GRPC_SERVER_USE_TLS", "false"}}).errors, IsEmpty());
   EXPECT_THAT(Translate({{"REDIS_URL", "a:1,b:2"}, {"REDIS_SOCKET_TYPE", "tcp"}}).errors,
               ElementsAre(HasSubstr("a single Redis takes one address")));
@@ -208,7 +254,7 @@ TEST_F(UpstreamEnvTest, PerSecondRedis) {
 }
 
 // Verifies the limiter settings, including STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT's negation
-// and LOCAL_CACHE_SIZE_IN_BYTES sized into keys.
+// and LOCAL_CACHE_SIZE_IN_BYTES sized into keys and bytes.
 TEST_F(UpstreamEnvTest, LimiterSettings) {
   UpstreamTranslation t = Translate({{"SHADOW_MODE", "1"},
                                      {"QUOTA_MODE", "F"},
@@ -230,12 +276,17 @@ TEST_F(UpstreamEnvTest, LimiterSettings) {
                                     "response_dynamic_metadata=true", "rate_limit_headers=true",
                                     "rate_limit_reset_header=X-Reset", "redis_key_prefix=rl_",
                                     "count_denied_hits=true", "over_limit_cache_keys=8192",
-                                    "near_limit_ratio=0.9"));
+                                    "over_limit_cache_max_mib=1", "near_limit_ratio=0.9"));
   EXPECT_EQ(Flag(Translate({{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}}),
                  "count_denied_hits"),
             "false");
   EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "0"}}), "over_limit_cache_keys"), "0");
   EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "5"}}), "over_limit_cache_keys"), "1");
+  EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "5"}}), "over_limit_cache_max_mib"),
+            "1");
+  EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "104857601"}}),
+                 "over_limit_cache_max_mib"),
+            "101");
   EXPECT_THAT(Translate({{"NEAR_LIMIT_RATIO", "1.5"}}).errors,
               ElementsAre("NEAR_LIMIT_RATIO=1.5: not a number from 0 to 1"));
   EXPECT_THAT(Translate({{"SHADOW_MODE", "yes"}}).errors,
@@ -260,6 +311,123 @@ TEST_F(UpstreamEnvTest, WarnsAboutWhatItIgnores) {
   EXPECT_THAT(all, HasSubstr("REDIS_TIMEOUT: not mapped"));
   EXPECT_THAT(all, HasSubstr("TRACING_ENABLED=true"));
   EXPECT_THAT(Translate({{"USE_STATSD", "false"}}).warnings, IsEmpty());
+}
+
+// Verifies USE_PROMETHEUS turns on upstream's Prometheus surface at PROMETHEUS_ADDR (upstream's
+// ":9090" by default, every interface) with its path, mapping file and millisecond switch; the
+// PROMETHEUS_* variables alone do nothing but warn.
+TEST_F(UpstreamEnvTest, UsePrometheus) {
+  UpstreamTranslation t = Translate({{"USE_PROMETHEUS", "true"}});
+  EXPECT_THAT(Flags(t), ElementsAre("prometheus_address=0.0.0.0:9090"));
+  EXPECT_EQ(t.flags[0].source, "USE_PROMETHEUS (PROMETHEUS_ADDR unset: :9090)");
+  EXPECT_THAT(t.warnings, IsEmpty());
+
+  t = Translate({{"USE_PROMETHEUS", "true"},
+                 {"PROMETHEUS_ADDR", ":19001"},
+                 {"PROMETHEUS_PATH", "/stats"},
+                 {"PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml"},
+                 {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"}});
+  EXPECT_THAT(Flags(t), ElementsAre("prometheus_address=0.0.0.0:19001", "prometheus_path=/stats",
+                                    "prometheus_mapper=/etc/statsd-exporter/conf.yaml",
+                                    "prometheus_response_time_ms=true"));
+  EXPECT_EQ(t.flags[0].source, "USE_PROMETHEUS, PROMETHEUS_ADDR");
+  EXPECT_THAT(Flag(Translate({{"USE_PROMETHEUS", "1"}, {"PROMETHEUS_ADDR", "127.0.0.1:9"}}),
+                   "prometheus_address"),
+              "127.0.0.1:9");
+
+  t = Translate({{"USE_PROMETHEUS", "false"}, {"PROMETHEUS_ADDR", ":19001"}});
+  EXPECT_THAT(t.flags, IsEmpty());
+  EXPECT_THAT(t.warnings, ElementsAre("PROMETHEUS_ADDR: no effect without USE_PROMETHEUS=true"));
+  EXPECT_THAT(Translate({{"USE_PROMETHEUS", "maybe"}}).errors,
+              ElementsAre("USE_PROMETHEUS=maybe: not a boolean (true or false)"));
+}
+
+// Verifies a setting's source names only the variables that were set and chose it, saying
+// when upstream's default filled in the rest.
+TEST_F(UpstreamEnvTest, SourceNamesOnlyVariablesThatWereSet) {
+  UpstreamTranslation t = Translate({{"REDIS_URL", "r:6379"}, {"REDIS_SOCKET_TYPE", "tcp"}});
+  ASSERT_THAT(Flags(t), ElementsAre("backend=redis", "redis_addresses=r:6379"));
+  EXPECT_EQ(t.flags[0].source, "REDIS_URL (REDIS_TYPE unset: single)");
+  EXPECT_EQ(t.flags[1].source, "REDIS_URL, REDIS_SOCKET_TYPE");
+
+  t = Translate({{"BACKEND_TYPE", "redis"}});
+  ASSERT_THAT(t.flags, SizeIs(2));
+  EXPECT_EQ(t.flags[0].source, "BACKEND_TYPE (REDIS_TYPE unset: single)");
+  EXPECT_EQ(t.flags[1].source, "upstream's default REDIS_URL");
+
+  t = Translate({{"REDIS_TYPE", "cluster"}, {"REDIS_URL", "a:1"}});
+  EXPECT_EQ(t.flags[0].source, "REDIS_TYPE");
+  EXPECT_EQ(t.flags[1].source, "REDIS_URL");
+
+  t = Translate({{"REDIS_URL", "/run/r.sock"}, {"REDIS_PERSECOND", "true"}});
+  EXPECT_EQ(Flag(t, "redis_per_second_addresses"),
+            "unix:/var/run/nutcracker/ratelimitpersecond.sock");
+  ASSERT_THAT(t.flags, SizeIs(4));  // backend and addresses of each Redis
+  EXPECT_EQ(t.flags[2].source, "REDIS_PERSECOND (REDIS_PERSECOND_TYPE unset: single)");
+  EXPECT_EQ(t.flags[3].source, "upstream's default REDIS_PERSECOND_URL");
+
+  t = Translate({{"GRPC_HOST", "127.0.0.1"}});
+  EXPECT_THAT(Flags(t), ElementsAre("grpc_address=127.0.0.1:8081"));
+  EXPECT_EQ(t.flags[0].source, "GRPC_HOST");
+}
+
+// Verifies a Redis address that is not HOST:PORT is an error naming the variable, never
+// repeating a password.
+TEST_F(UpstreamEnvTest, RefusesMalformedRedisUrlNamingIt) {
+  EXPECT_THAT(
+      Translate({{"REDIS_URL", "garbage"}, {"REDIS_SOCKET_TYPE", "tcp"}}).errors,
+      ElementsAre("REDIS_URL: 'garbage' is not HOST:PORT (REDIS_URL takes HOST:PORT or "
+                  "redis://[USER[:PASSWORD]@]HOST:PORT[/DB])"));
+  EXPECT_THAT(Translate({{"REDIS_URL", "redis://u:hunter2@garbage/1"}}).errors,
+              ElementsAre("REDIS_URL: redis:// address 'garbage' is not HOST:PORT"));
+  EXPECT_THAT(Translate({{"REDIS_URL", "h:99999"}, {"REDIS_SOCKET_TYPE", "tcp"}}).errors,
+              ElementsAre(HasSubstr("REDIS_URL: 'h:99999': port '99999' is not a number from 1 "
+                                    "to 65535")));
+  UpstreamTranslation t = Translate({{"REDIS_URL", "u:hunter2@h:1"}, {"REDIS_SOCKET_TYPE", "tcp"}});
+  EXPECT_THAT(t.errors, ElementsAre(HasSubstr("REDIS_URL: credentials (USER:PASSWORD@) need "
+                                              "the redis:// form")));
+  EXPECT_THAT(absl::StrJoin(t.errors, " "), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(Translate({{"REDIS_TYPE", "cluster"}, {"REDIS_URL", "a:1,b"}}).errors,
+              ElementsAre(HasSubstr("REDIS_URL: 'b' is not HOST:PORT")));
+  EXPECT_THAT(
+      Translate({{"REDIS_PERSECOND", "true"}, {"REDIS_PERSECOND_URL", "x"},
+                 {"REDIS_PERSECOND_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "/run/r.sock"}})
+          .errors,
+      ElementsAre(HasSubstr("REDIS_PERSECOND_URL: 'x' is not HOST:PORT")));
+}
+
+// Verifies the log line credits a variable only with what is in force: a flag that a later
+// setting changed, or set again, names that setting and the value in force; passwords hidden.
+TEST_F(UpstreamEnvTest, AssignmentNoteSaysWhichSettingWon) {
+  const FlagAssignment port{"http_address", "0.0.0.0:9000", "PORT"};
+  EXPECT_EQ(UpstreamAssignmentNote(port, "0.0.0.0:9000", "0.0.0.0:9000", ""),
+            "--http_address=0.0.0.0:9000 from PORT");
+  EXPECT_EQ(UpstreamAssignmentNote(port, "0.0.0.0:9000", "127.0.0.1:1", "the command line"),
+            "PORT: --http_address=0.0.0.0:9000 overridden by the command line "
+            "(--http_address=127.0.0.1:1 in force)");
+  // Set again to the same value: still not the variable's doing.
+  EXPECT_EQ(UpstreamAssignmentNote(port, "0.0.0.0:9000", "0.0.0.0:9000", "SLUICE_HTTP_ADDRESS"),
+            "PORT: --http_address=0.0.0.0:9000 overridden by SLUICE_HTTP_ADDRESS "
+            "(--http_address=0.0.0.0:9000 in force)");
+  EXPECT_EQ(UpstreamAssignmentNote(port, "0.0.0.0:9000", "1.2.3.4:5", ""),
+            "PORT: --http_address=0.0.0.0:9000 overridden by a later setting "
+            "(--http_address=1.2.3.4:5 in force)");
+  const FlagAssignment auth{"redis_password", "hunter2", "REDIS_AUTH"};
+  EXPECT_EQ(UpstreamAssignmentNote(auth, "hunter2", "other", "the command line"),
+            "REDIS_AUTH: --redis_password=(hidden) overridden by the command line "
+            "(--redis_password=(hidden) in force)");
+}
+
+// Verifies the command line is read as absl::ParseCommandLine reads flags.
+TEST_F(UpstreamEnvTest, CommandLineNamesFlag) {
+  EXPECT_TRUE(CommandLineNamesFlag({"--http_address=127.0.0.1:1"}, "http_address"));
+  EXPECT_TRUE(CommandLineNamesFlag({"-http_address", "127.0.0.1:1"}, "http_address"));
+  EXPECT_TRUE(CommandLineNamesFlag({"--noshadow_mode"}, "shadow_mode"));
+  EXPECT_TRUE(CommandLineNamesFlag({"--shadow_mode"}, "shadow_mode"));
+  EXPECT_FALSE(CommandLineNamesFlag({"--http_address_x=1"}, "http_address"));
+  EXPECT_FALSE(CommandLineNamesFlag({"http_address=1"}, "http_address"));
+  EXPECT_FALSE(CommandLineNamesFlag({"--", "--http_address=1"}, "http_address"));
+  EXPECT_FALSE(CommandLineNamesFlag({}, "http_address"));
 }
 
 }  // namespace

@@ -1,0 +1,16 @@
+// The whole content of a file a flag names (a certificate, a key, a snapshot), with an error
+// that names the flag. Safe from any thread.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace sluice {
+
+// The content of `path`; kInvalidArgument "--<flag>=<path>: cannot read it" when the file
+// cannot be read or is empty.
+absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag, const std::string& path);
+
+}  // namespace sluice

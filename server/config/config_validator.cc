@@ -1,0 +1,308 @@
+#include "server/config/config_validator.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+#include "server/config/failure_mode.h"
+#include "server/config/rule_validator.h"
+#include "server/config/wildcard.h"
+
+namespace sluice {
+namespace {
+
+constexpr absl::string_view kFailureModeChoices = "allow, deny or local";
+
+// Builds one description's Domain: its name and failure_mode, and its descriptor tree, checked
+// in the order the description gives them.
+class DomainBuilder {
+ public:
+  // Warnings (see Config::warnings) are appended to `warnings`.
+  DomainBuilder(absl::string_view source, std::vector<std::string>& warnings)
+      : source_(source), warnings_(warnings) {}
+
+  absl::StatusOr<std::unique_ptr<Domain>> Build(DomainDescription& description);
+
+ private:
+  absl::Status Error(int line, absl::string_view path, absl::string_view what) const {
+    return ConfigError(source_, line, path, what);
+  }
+
+  absl::Status SetFailureMode(const Field<std::string>& mode, Domain& domain) const;
+  // Adds the descriptors of `list` (at `path`, `depth` levels below the domain) under `parent`.
+  absl::Status AddDescriptors(Field<std::vector<DescriptorDescription>>& list,
+                              const std::string& path, int depth, DescriptorNode& parent);
+  absl::Status AddDescriptor(DescriptorDescription& description, const std::string& path, int depth,
+                             DescriptorNode& parent);
+  // The node's own fields: key, value, flags, metadata.
+  absl::Status SetNodeFields(DescriptorDescription& description, const std::string& path,
+                             DescriptorNode& node) const;
+  // Adds `child` to `parent`, refusing a second descriptor with the same key and value.
+  absl::Status Attach(std::unique_ptr<DescriptorNode> child, const std::string& path,
+                      DescriptorNode& parent, DescriptorNode*& attached);
+
+  const std::string source_;
+  std::vector<std::string>& warnings_;
+  // The line of each wildcard descriptor attached so far, by parent and "key\0value": siblings
+  // are checked for duplicates by hash, not by a scan of all of them.
+  absl::flat_hash_map<std::pair<const DescriptorNode*, std::string>, int> wildcard_lines_;
+};
+
+absl::StatusOr<std::unique_ptr<Domain>> DomainBuilder::Build(DomainDescription& description) {
+  Field<std::string>& name = description.domain;
+  if (!name.given) {
+    return Error(description.line, "domain", "missing (every file needs a non-empty domain)");
+  }
+  RETURN_IF_ERROR(name.read_error);
+  if (name.value.empty()) {
+    return Error(name.line, "domain", "must not be empty");
+  }
+  auto domain = std::make_unique<Domain>();
+  domain->name = std::move(name.value);
+  domain->file = source_;
+  domain->root.full_key = domain->name;
+  domain->root.file = source_;
+  domain->root.line = name.line;
+  RETURN_IF_ERROR(SetFailureMode(description.failure_mode, *domain));
+  if (description.descriptors.given) {
+    RETURN_IF_ERROR(AddDescriptors(description.descriptors, "descriptors", 1, domain->root));
+  }
+  return domain;
+}
+
+absl::Status DomainBuilder::SetFailureMode(const Field<std::string>& mode, Domain& domain) const {
+  if (!mode.given) {
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(mode.read_error);
+  const std::optional<FailureMode> parsed = ParseFailureMode(mode.value);
+  if (!parsed.has_value()) {
+    return Error(mode.line, "failure_mode",
+                 absl::StrCat("invalid failure mode '", mode.value, "' (expected ",
+                              kFailureModeChoices, ")"));
+  }
+  domain.failure_mode = *parsed;
+  domain.failure_mode_at = ConfigLocation(source_, mode.line);
+  return absl::OkStatus();
+}
+
+absl::Status DomainBuilder::AddDescriptors(Field<std::vector<DescriptorDescription>>& list,
+                                           const std::string& path, int depth,
+                                           DescriptorNode& parent) {
+  RETURN_IF_ERROR(list.read_error);
+  if (list.value.empty()) {
+    return absl::OkStatus();
+  }
+  if (depth > kMaxDescriptorDepth) {
+    return Error(
+        list.line, path,
+        absl::StrCat("descriptors nested more than ", kMaxDescriptorDepth, " levels deep"));
+  }
+  for (size_t i = 0; i < list.value.size(); ++i) {
+    RETURN_IF_ERROR(list.value[i].read_error);
+    RETURN_IF_ERROR(AddDescriptor(list.value[i], ItemPath(path, i), depth, parent));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DomainBuilder::AddDescriptor(DescriptorDescription& description,
+                                          const std::string& path, int depth,
+                                          DescriptorNode& parent) {
+  auto node = std::make_unique<DescriptorNode>();
+  node->file = source_;
+  node->line = description.line;
+  RETURN_IF_ERROR(SetNodeFields(description, path, *node));
+  node->full_key = node->value.empty()
+                       ? absl::StrCat(parent.full_key, ".", node->key)
+                       : absl::StrCat(parent.full_key, ".", node->key, "_", node->value);
+  RETURN_IF_ERROR(ValidateDescriptorRules(description, source_, path, warnings_, node->rules));
+  DescriptorNode* attached = nullptr;
+  RETURN_IF_ERROR(Attach(std::move(node), path, parent, attached));
+  if (description.descriptors.given) {
+    RETURN_IF_ERROR(AddDescriptors(description.descriptors, FieldPath(path, "descriptors"),
+                                   depth + 1, *attached));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DomainBuilder::SetNodeFields(DescriptorDescription& description,
+                                          const std::string& path, DescriptorNode& node) const {
+  Field<std::string>& key = description.key;
+  if (!key.given) {
+    return Error(description.line, FieldPath(path, "key"),
+                 "missing (every descriptor needs a key)");
+  }
+  RETURN_IF_ERROR(key.read_error);
+  if (key.value.empty()) {
+    return Error(key.line, FieldPath(path, "key"), "must not be empty");
+  }
+  node.key = std::move(key.value);
+  RETURN_IF_ERROR(description.value.read_error);
+  node.value = std::move(description.value.value);
+  for (auto [field, flag] : {std::pair{&description.shadow_mode, &node.shadow_mode},
+                             std::pair{&description.detailed_metric, &node.detailed_metric},
+                             std::pair{&description.quota_mode, &node.quota_mode},
+                             std::pair{&description.value_to_metric, &node.value_to_metric}}) {
+    RETURN_IF_ERROR(field->read_error);
+    *flag = field->value;
+  }
+  const Field<bool>& share = description.share_threshold;
+  RETURN_IF_ERROR(share.read_error);
+  if (share.value && !IsWildcardPattern(node.value)) {
+    return Error(share.line, FieldPath(path, "share_threshold"),
+                 absl::StrCat("only a wildcard value (one containing '*') can share its "
+                              "threshold, but value is '",
+                              node.value, "'"));
+  }
+  node.share_threshold = share.value;
+  RETURN_IF_ERROR(description.metadata.read_error);
+  if (description.metadata.value != nullptr && !description.metadata.value->fields().empty()) {
+    node.metadata = std::move(description.metadata.value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DomainBuilder::Attach(std::unique_ptr<DescriptorNode> child, const std::string& path,
+                                   DescriptorNode& parent, DescriptorNode*& attached) {
+  DescriptorNode* raw = child.get();
+  if (raw->value.empty()) {
+    auto [it, inserted] = parent.default_children.try_emplace(raw->key, nullptr);
+    if (!inserted) {
+      return Error(raw->line, path,
+                   absl::StrCat("duplicate descriptor: key '", raw->key,
+                                "' without a value is already defined at line ", it->second->line));
+    }
+    it->second = std::move(child);
+  } else if (IsWildcardPattern(raw->value)) {
+    auto [it, inserted] = wildcard_lines_.try_emplace(
+        std::make_pair(&parent, absl::StrCat(raw->key, std::string(1, '\0'), raw->value)),
+        raw->line);
+    if (!inserted) {
+      return Error(raw->line, path,
+                   absl::StrCat("duplicate descriptor: key '", raw->key, "' value '", raw->value,
+                                "' is already defined at line ", it->second));
+    }
+    parent.wildcard_children.push_back(std::move(child));
+  } else {
+    auto [it, inserted] =
+        parent.exact_children.try_emplace(absl::StrCat(raw->key, "_", raw->value), nullptr);
+    if (!inserted) {
+      const DescriptorNode& first = *it->second;
+      if (first.key == raw->key) {
+        return Error(raw->line, path,
+                     absl::StrCat("duplicate descriptor: key '", raw->key, "' value '", raw->value,
+                                  "' is already defined at line ", first.line));
+      }
+      // envoyproxy/ratelimit refuses this too ("duplicate descriptor composite key"): both
+      // would have the same stat key.
+      return Error(raw->line, path,
+                   absl::StrCat("descriptor key '", raw->key, "' value '", raw->value,
+                                "' has the same composite key '", it->first, "' as key '",
+                                first.key, "' value '", first.value, "' at line ", first.line));
+    }
+    it->second = std::move(child);
+  }
+  attached = raw;
+  return absl::OkStatus();
+}
+
+// Moves the descriptors of `from` (a later description's root of the same domain) under
+// `into`, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG patches a domain: a descriptor defined
+// in both is an error naming both places.
+absl::Status MergeChildren(DescriptorNode& from, DescriptorNode& into) {
+  auto duplicate = [](const DescriptorNode& node, const DescriptorNode& first) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ConfigLocation(node.file, node.line), ": duplicate descriptor: key '", node.key, "'",
+        node.value.empty() ? std::string() : absl::StrCat(" value '", node.value, "'"),
+        " of domain '", node.full_key.substr(0, node.full_key.find('.')),
+        "' is already defined at ", ConfigLocation(first.file, first.line)));
+  };
+  for (auto& [name, child] : from.exact_children) {
+    auto [it, inserted] = into.exact_children.try_emplace(name, nullptr);
+    if (!inserted) {
+      return duplicate(*child, *it->second);
+    }
+    it->second = std::move(child);
+  }
+  for (auto& [name, child] : from.default_children) {
+    auto [it, inserted] = into.default_children.try_emplace(name, nullptr);
+    if (!inserted) {
+      return duplicate(*child, *it->second);
+    }
+    it->second = std::move(child);
+  }
+  absl::flat_hash_map<std::pair<std::string, std::string>, const DescriptorNode*> wildcards;
+  for (const auto& sibling : into.wildcard_children) {
+    wildcards.try_emplace(std::make_pair(sibling->key, sibling->value), sibling.get());
+  }
+  for (auto& child : from.wildcard_children) {
+    auto [it, inserted] =
+        wildcards.try_emplace(std::make_pair(child->key, child->value), child.get());
+    if (!inserted) {
+      return duplicate(*child, *it->second);
+    }
+    into.wildcard_children.push_back(std::move(child));
+  }
+  return absl::OkStatus();
+}
+
+// Merges `later`'s failure_mode into `first`'s: one may set it, or both alike.
+absl::Status MergeFailureMode(const Domain& later, Domain& first) {
+  if (!later.failure_mode.has_value()) {
+    return absl::OkStatus();
+  }
+  if (!first.failure_mode.has_value()) {
+    first.failure_mode = later.failure_mode;
+    first.failure_mode_at = later.failure_mode_at;
+  } else if (*first.failure_mode != *later.failure_mode) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        later.failure_mode_at, ": failure_mode: '", FailureModeName(*later.failure_mode),
+        "' conflicts with '", FailureModeName(*first.failure_mode), "' of domain '", first.name,
+        "' at ", first.failure_mode_at));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ConfigValidator::ConfigValidator(const ValidateOptions& options)
+    : options_(options), config_(std::make_unique<Config>()) {}
+
+absl::Status ConfigValidator::AddDomain(DomainDescription description) {
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Domain> domain,
+      DomainBuilder(description.source, config_->mutable_warnings()).Build(description));
+  auto& domains = config_->mutable_domains();
+  auto existing = domains.find(domain->name);
+  if (existing == domains.end()) {
+    std::string name = domain->name;
+    domains.emplace(std::move(name), std::move(domain));
+    return absl::OkStatus();
+  }
+  Domain& first = *existing->second;
+  if (!options_.merge_domains) {
+    return ConfigError(
+        description.source, domain->root.line, "domain",
+        absl::StrCat("duplicate domain '", domain->name, "' (first defined in ", first.file,
+                     "; --merge_domain_config merges files of one domain)"));
+  }
+  RETURN_IF_ERROR(MergeFailureMode(*domain, first));
+  return MergeChildren(domain->root, first.root);
+}
+
+std::unique_ptr<Config> ConfigValidator::Finish() { return std::move(config_); }
+
+absl::StatusOr<std::unique_ptr<Config>> ValidateConfig(ConfigDescription description,
+                                                       const ValidateOptions& options) {
+  ConfigValidator validator(options);
+  for (DomainDescription& domain : description.domains) {
+    RETURN_IF_ERROR(validator.AddDomain(std::move(domain)));
+  }
+  return validator.Finish();
+}
+
+}  // namespace sluice

@@ -1,0 +1,296 @@
+#include "server/process/assembly.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server_builder.h"
+#include "server/backend/memory_backend.h"
+#include "server/backend/per_second_backend.h"
+#include "server/common/logging.h"
+#include "server/common/status_macros.h"
+#include "server/process/part_options.h"
+#include "server/redis/sha1.h"
+#include "server/service/grpc_options.h"
+#include "server/service/grpc_tls.h"
+#include "server/service/http_connections.h"
+#include "server/stats/process_metrics.h"
+#include "server/stats/prometheus_exposition.h"
+#include "server/stats/upstream_stats.h"
+
+namespace sluice {
+namespace {
+
+// A short digest of what the config says (its rules and their files and lines), the same on
+// every replica that loaded the same files: sluice_config_info{version}.
+std::string ConfigVersion(const Config& config) { return Sha1Hex(config.Dump()).substr(0, 12); }
+
+// One Redis backend, connecting; `what` names it in errors and the log ("redis",
+// "per-second redis_cluster").
+absl::StatusOr<std::unique_ptr<RedisBackend>> StartRedis(const Settings& settings,
+                                                         const RedisTargetSettings& target,
+                                                         BackendKind kind, const Clock& clock,
+                                                         const std::string& what) {
+  auto created = RedisBackend::Create(
+      RedisBackendOptionsFrom(settings.backend.shared, target, kind == BackendKind::kRedisCluster),
+      clock);
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat(what, ": ", created.status().message()));
+  }
+  // Serve even if Redis is not up yet: decisions follow --failure_mode until it is.
+  if (!(*created)->WaitUntilReady(absl::Seconds(2))) {
+    SLUICE_LOG(WARNING) << what << " at " << absl::StrJoin(target.addresses, ",")
+                        << " is not reachable yet; answering by --failure_mode="
+                        << FailureModeName(settings.limiter.failure_mode)
+                        << " (or the domain's failure_mode:) until it is";
+  }
+  return created;
+}
+
+// The process's file-descriptor limit (RLIMIT_NOFILE, soft); 0: unlimited or unknown.
+uint64_t FileDescriptorLimit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) {
+    return 0;
+  }
+  return static_cast<uint64_t>(files.rlim_cur);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Assembly>> Assembly::Create(const Settings& settings,
+                                                           std::shared_ptr<const Config> config) {
+  std::unique_ptr<Assembly> assembly(new Assembly(settings, std::move(config)));
+  RETURN_IF_ERROR(assembly->BuildBackend());
+  assembly->BuildLimiter();
+  RETURN_IF_ERROR(assembly->BuildServers());
+  assembly->BuildReloads();
+  return assembly;
+}
+
+Assembly::Assembly(const Settings& settings, std::shared_ptr<const Config> config)
+    : settings_(settings),
+      clock_(RealClock::Get()),
+      metrics_(static_cast<size_t>(std::max<int64_t>(1, settings.limiter.max_rule_metric_series))),
+      store_(config) {
+  if (config != nullptr) {
+    metrics_.ConfigInForce(config->RuleCount(), ConfigVersion(*config), absl::Now());
+  }
+}
+
+absl::Status Assembly::BuildBackend() {
+  const BackendSettings& backend = settings_.backend;
+  if (backend.kind == BackendKind::kMemory) {
+    backend_ = std::make_unique<MemoryBackend>(clock_, MemoryBackendOptionsFrom(backend));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<RedisBackend> main,
+                   StartRedis(settings_, backend.redis, backend.kind, clock_,
+                              std::string(BackendKindName(backend.kind))));
+  redis_backends_.push_back(main.get());
+  backend_ = std::move(main);
+  if (backend.per_second_kind.has_value()) {
+    const BackendKind kind = *backend.per_second_kind;
+    ASSIGN_OR_RETURN(std::unique_ptr<RedisBackend> per_second,
+                     StartRedis(settings_, backend.per_second, kind, clock_,
+                                absl::StrCat("per-second ", BackendKindName(kind))));
+    redis_backends_.push_back(per_second.get());
+    backend_ = std::make_unique<PerSecondBackend>(std::move(backend_), std::move(per_second));
+  }
+  return absl::OkStatus();
+}
+
+void Assembly::BuildLimiter() {
+  const LimiterSettings& limiter = settings_.limiter;
+  // The memory backend is as fast as the cache: only a remote backend gets one.
+  if (!redis_backends_.empty() && limiter.over_limit_cache_keys > 0) {
+    over_limit_cache_ = std::make_unique<OverLimitCache>(
+        clock_, static_cast<size_t>(limiter.over_limit_cache_keys),
+        static_cast<size_t>(limiter.over_limit_cache_max_mib) << 20);
+  }
+  limiter_ =
+      std::make_unique<RateLimiter>(store_, *backend_, clock_, metrics_,
+                                    RateLimiterOptionsFrom(settings_), over_limit_cache_.get());
+}
+
+absl::Status Assembly::BuildServers() {
+  service_ =
+      std::make_unique<RateLimitGrpcService>(*limiter_, &metrics_.RequestLatency(Transport::kGrpc));
+  grpc::EnableDefaultHealthCheckService(true);
+  ASSIGN_OR_RETURN(credentials_, GrpcServerCredentials(GrpcTlsSettingsFrom(settings_.grpc)));
+  HttpServerOptions http_options = HttpServerOptionsFrom(settings_);
+  const size_t requested = http_options.max_connections;
+  const uint64_t fd_limit = FileDescriptorLimit();
+  http_options.max_connections = HttpConnectionCap(requested, fd_limit);
+  if (http_options.max_connections < requested) {
+    SLUICE_LOG(WARNING) << "--http_max_connections=" << requested << " lowered to "
+                        << http_options.max_connections << ", half of the " << fd_limit
+                        << " file descriptors ulimit -n allows (raise it for more)";
+  }
+  http_ = std::make_unique<HttpServer>(*limiter_, store_, *backend_, metrics_, http_options);
+  return BuildPrometheus();
+}
+
+absl::Status Assembly::BuildPrometheus() {
+  const PrometheusSettings& prometheus = settings_.prometheus;
+  if (prometheus.address.empty()) {
+    return absl::OkStatus();
+  }
+  // Each stat key has six names, and a few more are the service's: the mapper's cache holds
+  // them all, so that a scrape maps each name once.
+  const size_t names =
+      6 * static_cast<size_t>(std::max<int64_t>(1, settings_.limiter.max_rule_metric_series)) +
+      64;
+  if (prometheus.mapper.empty()) {
+    ASSIGN_OR_RETURN(prometheus_mapper_,
+                     StatsdMapper::FromYaml(kBuiltinMappingName,
+                                            BuiltinStatsdMapping(prometheus.response_time_ms),
+                                            names));
+  } else {
+    absl::StatusOr<std::unique_ptr<StatsdMapper>> mapper =
+        StatsdMapper::FromFile(prometheus.mapper, names);
+    if (!mapper.ok()) {
+      return absl::Status(mapper.status().code(),
+                          absl::StrCat("--prometheus_mapper: ", mapper.status().message()));
+    }
+    prometheus_mapper_ = std::move(*mapper);
+  }
+  prometheus_ = std::make_unique<PrometheusListener>(
+      prometheus.path, [this] {
+        // Upstream's names, then the process series a Prometheus client library adds (Envoy
+        // Gateway's dashboard plots the memory ones).
+        return RenderPrometheusText(*prometheus_mapper_, UpstreamStatsdSamples(metrics_)) +
+               ProcessMetricsText();
+      });
+  return absl::OkStatus();
+}
+
+void Assembly::BuildReloads() {
+  if (settings_.config.source == ConfigSourceKind::kXds) {
+    xds_ = std::make_unique<XdsConfigClient>(
+        settings_.config.xds, ValidateOptions{.merge_domains = settings_.config.merge_domains},
+        store_,
+        [this](const Config* accepted, const std::string&, const absl::Status& rejected) {
+          OnXdsSnapshot(accepted, rejected);
+        },
+        [this](bool connected) { metrics_.XdsConnected(connected); });
+    xds_->Start();
+    return;
+  }
+  watcher_ = std::make_shared<ConfigWatcher>(
+      settings_.config.path, ConfigLoadOptionsFrom(settings_.config), store_,
+      [this](bool ok, const Config* next) { OnReload(ok, next); });
+  // Loads run on the reloader's thread; the slow half of one touches the watcher only, which
+  // it shares, so it may outlive the assembly (StopReloads).
+  reloader_ = std::make_unique<ConfigReloader>(
+      [watcher = watcher_](bool force) { return watcher->Load(force); });
+}
+
+absl::Status Assembly::StartGrpc() {
+  grpc::ServerBuilder builder;
+  ApplyGrpcServerSettings(GrpcServerSettings{}, builder);
+  builder.AddListeningPort(settings_.grpc.address, credentials_, &grpc_port_);
+  builder.RegisterService(service_.get());
+  grpc_server_ = builder.BuildAndStart();
+  const bool unix_socket = absl::StartsWith(settings_.grpc.address, "unix");
+  if (grpc_server_ == nullptr || (grpc_port_ == 0 && !unix_socket)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on gRPC address ", settings_.grpc.address));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Assembly::StartHttp() {
+  RETURN_IF_ERROR(http_->Start(settings_.http.address, settings_.http.debug_address));
+  if (prometheus_ != nullptr) {
+    RETURN_IF_ERROR(prometheus_->Start(settings_.prometheus.address));
+  }
+  return absl::OkStatus();
+}
+
+void Assembly::SetHealth(bool serving) {
+  grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
+  health->SetServingStatus(serving);
+  for (const char* name : {"ratelimit", "envoy.service.ratelimit.v3.RateLimitService"}) {
+    health->SetServingStatus(name, serving);
+  }
+}
+
+bool Assembly::ConfigHealthy() const { return HealthyWith(store_.Get().get()); }
+
+bool Assembly::HealthyWith(const Config* config) const {
+  return !settings_.healthy_requires_config || (config != nullptr && !config->domains().empty());
+}
+
+std::string Assembly::ServingSummary() const {
+  const bool unix_socket = absl::StartsWith(settings_.grpc.address, "unix");
+  const std::shared_ptr<const Config> config = store_.Get();
+  return absl::StrCat(
+      "gRPC on ", unix_socket ? settings_.grpc.address : absl::StrCat("port ", grpc_port_),
+      ", HTTP on port ", http_->port(),
+      http_->debug_port() != 0 ? absl::StrCat(" and ", http_->debug_port()) : "",
+      prometheus_ != nullptr
+          ? absl::StrCat(", Prometheus (upstream's names) on port ", prometheus_->port(),
+                         settings_.prometheus.path)
+          : "",
+      ", backend ",
+      backend_->Name(), ", ", config != nullptr ? config->RuleCount() : 0, " rules");
+}
+
+void Assembly::RequestReload(bool force) {
+  if (reloader_ != nullptr) {
+    reloader_->Request(force);
+  }
+}
+
+bool Assembly::NeedsFirstConfig() const {
+  return xds_ != nullptr && !settings_.config.force_start_without_initial_config;
+}
+
+bool Assembly::WaitForConfig(absl::Duration timeout) {
+  return xds_ == nullptr || xds_->WaitForConfig(timeout);
+}
+
+bool Assembly::StopReloads() {
+  bool stopped = true;
+  if (xds_ != nullptr) {
+    xds_->Stop();  // quick: cancels the stream
+  } else {
+    stopped = reloader_->Stop();
+  }
+  MutexLock lock(health_mu_);
+  health_follows_config_ = false;
+  return stopped;
+}
+
+void Assembly::FollowConfigHealth() {
+  MutexLock lock(health_mu_);
+  health_follows_config_ = true;
+  SetHealth(ConfigHealthy());
+}
+
+void Assembly::OnXdsSnapshot(const Config* accepted, const absl::Status& rejected) {
+  metrics_.CountXdsSnapshot(rejected.ok());
+  OnReload(rejected.ok(), accepted);
+}
+
+void Assembly::OnReload(bool ok, const Config* next) {
+  metrics_.CountConfigReload(ok);
+  if (next != nullptr) {
+    metrics_.ConfigInForce(next->RuleCount(), ConfigVersion(*next), absl::Now());
+    MutexLock lock(health_mu_);
+    if (health_follows_config_) {
+      SetHealth(HealthyWith(next));
+    }
+  }
+}
+
+}  // namespace sluice

@@ -1,0 +1,141 @@
+// The server's parts, built from Settings and owned together: metrics, the config store, the
+// backend (memory; or Redis, with a per-second Redis behind a PerSecondBackend), the over-limit
+// cache, the rate limiter, the gRPC service and server, the HTTP server, envoyproxy/ratelimit's
+// Prometheus listener (with --prometheus_address), and the config watcher with its reloader
+// (or, with --config_source=xds, the xDS client). This is the one place that builds the real
+// object graph (server/main.cc reaches it through RunProcess); every part receives its
+// collaborators through its constructor. The members are declared in the order they are built, so each part is destroyed
+// before what it uses.
+//
+// When things happen (listening, reloads, the drain) is the lifecycle's (lifecycle.h); the
+// assembly gives it the operations it needs. Not thread-safe: the main thread calls it. The
+// reload listener (metrics, health) runs on the reloader's thread, or the xDS client's.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "server/backend/backend.h"
+#include "server/backend/redis_backend.h"
+#include "server/common/clock.h"
+#include "server/common/mutex.h"
+#include "server/config/config.h"
+#include "server/config/config_reloader.h"
+#include "server/config/config_store.h"
+#include "server/config/config_watcher.h"
+#include "server/service/grpc_service.h"
+#include "server/service/http_server.h"
+#include "server/service/metrics.h"
+#include "server/service/over_limit_cache.h"
+#include "server/service/rate_limiter.h"
+#include "server/settings/settings.h"
+#include "server/stats/prometheus_listener.h"
+#include "server/stats/statsd_mapper.h"
+#include "server/xds/xds_config_client.h"
+
+namespace sluice {
+
+class Assembly {
+ public:
+  // Builds every part, with `config` in force (null: none yet, as
+  // --force_start_without_initial_config allows). A Redis backend starts connecting and is
+  // given 2 s to be ready; one that is not is logged, and its decisions follow the failure mode
+  // until it is. Binds nothing (StartGrpc, StartHttp). Errors, naming what failed: a Redis
+  // backend that cannot be created, TLS files that cannot be read, a --prometheus_mapper file
+  // that cannot be read or is refused (file, line and field).
+  // REQUIRES: ValidateSettings(settings) is empty; the process's signals are taken
+  // (TakeProcessSignals), since parts start threads.
+  static absl::StatusOr<std::unique_ptr<Assembly>> Create(const Settings& settings,
+                                                          std::shared_ptr<const Config> config);
+
+  ~Assembly() = default;
+  Assembly(const Assembly&) = delete;
+  Assembly& operator=(const Assembly&) = delete;
+
+  // Starts the gRPC server on --grpc_address; kUnavailable "cannot listen on gRPC address ..."
+  // if it cannot. REQUIRES: once.
+  absl::Status StartGrpc();
+  // Binds --http_address (and --debug_address) and starts the HTTP thread, then
+  // --prometheus_address if given; errors name the flag. REQUIRES: once.
+  absl::Status StartHttp();
+
+  // gRPC health for the whole server (""), "ratelimit" (what envoyproxy/ratelimit registers)
+  // and the RLS service's full name. REQUIRES: StartGrpc succeeded.
+  void SetHealth(bool serving);
+  // Sets health as the config in force calls for (ConfigHealthy), and from then on after each
+  // config put in force, until StopReloads. Before it, a config put in force (by the xDS
+  // client, which may run ahead of StartGrpc) leaves health alone. REQUIRES: StartGrpc
+  // succeeded.
+  void FollowConfigHealth();
+  // What health the config in force calls for: serving, unless
+  // --healthy_with_at_least_one_config_loaded and it has no domain.
+  bool ConfigHealthy() const;
+  // "gRPC on port 8081, HTTP on port 8080, backend redis, 12 rules": what the start logs.
+  std::string ServingSummary() const;
+
+  // Asks for a config reload (ConfigReloader::Request); nothing with --config_source=xds,
+  // whose server pushes changes. Returns at once.
+  void RequestReload(bool force);
+  // With --config_source=xds and without --force_start_without_initial_config: nothing is to
+  // be served before the management server's first valid snapshot (as upstream).
+  bool NeedsFirstConfig() const;
+  // Waits up to `timeout` for the xDS client's first accepted snapshot; true at once for files.
+  bool WaitForConfig(absl::Duration timeout);
+  // No reload is applied from here on, and reloads no longer touch health. True if no load was
+  // running; false if one was left to finish on its own (ConfigReloader::Stop).
+  bool StopReloads();
+
+  HttpServer& http() { return *http_; }
+  // REQUIRES: StartGrpc succeeded.
+  grpc::Server& grpc_server() { return *grpc_server_; }
+  // The Redis backends (none with the memory backend), to stop before the HTTP server.
+  const std::vector<RedisBackend*>& redis_backends() const { return redis_backends_; }
+
+ private:
+  Assembly(const Settings& settings, std::shared_ptr<const Config> config);
+
+  absl::Status BuildBackend();
+  void BuildLimiter();
+  absl::Status BuildServers();
+  // The mapping and the listener of --prometheus_address, when given.
+  absl::Status BuildPrometheus();
+  void BuildReloads();
+  // The reload listener: metrics, and health unless draining.
+  void OnReload(bool ok, const Config* next);
+  // The xDS client's listener: OnReload, and the snapshot counters.
+  void OnXdsSnapshot(const Config* accepted, const absl::Status& rejected);
+  bool HealthyWith(const Config* config) const;
+
+  const Settings settings_;
+  const Clock& clock_;
+  Metrics metrics_;
+  ConfigStore store_;
+  std::unique_ptr<Backend> backend_;
+  std::vector<RedisBackend*> redis_backends_;         // owned by backend_
+  std::unique_ptr<OverLimitCache> over_limit_cache_;  // only in front of Redis
+  std::unique_ptr<RateLimiter> limiter_;
+  std::unique_ptr<RateLimitGrpcService> service_;
+  std::shared_ptr<grpc::ServerCredentials> credentials_;
+  int grpc_port_ = 0;  // the port bound (0 for a unix socket)
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<HttpServer> http_;
+  // With --prometheus_address: upstream's names, mapped by the mapping file or the built-in one.
+  std::unique_ptr<StatsdMapper> prometheus_mapper_;
+  std::unique_ptr<PrometheusListener> prometheus_;
+  // Whether config changes set health: from FollowConfigHealth until StopReloads.
+  Mutex health_mu_;
+  bool health_follows_config_ ABSL_GUARDED_BY(health_mu_) = false;
+  // Shared with a load that StopReloads left running.
+  std::shared_ptr<ConfigWatcher> watcher_;
+  std::unique_ptr<ConfigReloader> reloader_;
+  // Instead of the watcher and the reloader, with --config_source=xds.
+  std::unique_ptr<XdsConfigClient> xds_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,195 @@
+#include "server/process/lifecycle.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/common/logging.h"
+#include "server/common/status_macros.h"
+
+namespace sluice {
+namespace {
+
+sigset_t ProcessSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  return signals;
+}
+
+// The signal `signal_fd` has ready; nullopt on a short read.
+std::optional<int> ReadSignal(int signal_fd) {
+  signalfd_siginfo info;
+  if (read(signal_fd, &info, sizeof(info)) != static_cast<ssize_t>(sizeof(info))) {
+    return std::nullopt;
+  }
+  return static_cast<int>(info.ssi_signo);
+}
+
+// An update is often several events (a ConfigMap writes a directory, then renames a symlink):
+// waits until the path has been quiet for 50 ms, at most half a second.
+void SettleChanges(ConfigChangeNotifier& notifier) {
+  const absl::Time settle_by = absl::Now() + absl::Milliseconds(500);
+  while (notifier.Drain() && absl::Now() < settle_by) {
+    pollfd quiet = {notifier.fd(), POLLIN, 0};
+    ::poll(&quiet, 1, 50);
+  }
+}
+
+// inotify on --config when --config_watch; polling alone (a warning) when it cannot be had.
+std::unique_ptr<ConfigChangeNotifier> WatchConfig(const ConfigSettings& config) {
+  if (!config.watch) {
+    return nullptr;
+  }
+  auto created = ConfigChangeNotifier::Create(config.path, config.recursive);
+  if (!created.ok()) {
+    SLUICE_LOG(WARNING) << "config changes are seen by polling only: " << created.status();
+    return nullptr;
+  }
+  return *std::move(created);
+}
+
+}  // namespace
+
+void TakeProcessSignals() {
+  signal(SIGPIPE, SIG_IGN);
+  const sigset_t signals = ProcessSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
+absl::StatusOr<int> WaitForStopSignal(absl::Duration poll_interval, ConfigChangeNotifier* notifier,
+                                      const std::function<void(bool force)>& request_reload) {
+  const sigset_t signals = ProcessSignals();
+  const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
+  if (signal_fd < 0) {
+    return absl::InternalError(absl::StrCat("signalfd: ", std::strerror(errno)));
+  }
+  // The poll stays as a fallback for file systems inotify does not see into.
+  const bool polling = poll_interval > absl::ZeroDuration();
+  absl::Time next_poll = absl::Now() + poll_interval;
+  while (true) {
+    pollfd fds[2] = {{signal_fd, POLLIN, 0}, {notifier ? notifier->fd() : -1, POLLIN, 0}};
+    const absl::Duration wait =
+        polling ? std::max(next_poll - absl::Now(), absl::ZeroDuration()) : absl::Hours(1);
+    const int ready = ::poll(fds, 2, static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1);
+    if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
+      const std::optional<int> signal = ReadSignal(signal_fd);
+      if (!signal.has_value()) {
+        continue;
+      }
+      if (*signal == SIGHUP) {
+        request_reload(/*force=*/true);
+        continue;
+      }
+      close(signal_fd);
+      return *signal;
+    }
+    if (ready > 0 && (fds[1].revents & POLLIN) != 0) {
+      SettleChanges(*notifier);
+      request_reload(/*force=*/false);
+      continue;
+    }
+    if (polling && absl::Now() >= next_poll) {
+      request_reload(/*force=*/false);
+      next_poll = absl::Now() + poll_interval;
+    }
+  }
+}
+
+absl::StatusOr<bool> Lifecycle::AwaitFirstConfig() {
+  if (!parts_.NeedsFirstConfig()) {
+    return true;
+  }
+  SLUICE_LOG(INFO) << "waiting for the first config from the xDS server before serving "
+                      "(--force_start_without_initial_config serves without one)";
+  const sigset_t signals = ProcessSignals();
+  const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
+  if (signal_fd < 0) {
+    return absl::InternalError(absl::StrCat("signalfd: ", std::strerror(errno)));
+  }
+  while (!parts_.WaitForConfig(absl::Milliseconds(100))) {
+    pollfd fd = {signal_fd, POLLIN, 0};
+    if (::poll(&fd, 1, 0) > 0) {
+      const std::optional<int> signal = ReadSignal(signal_fd);
+      if (signal.has_value() && *signal != SIGHUP) {
+        SLUICE_LOG(INFO) << "signal " << *signal << " before the first config: stopping";
+        close(signal_fd);
+        return false;
+      }
+    }
+  }
+  close(signal_fd);
+  return true;
+}
+
+absl::Status Lifecycle::Run() {
+  ASSIGN_OR_RETURN(const bool configured, AwaitFirstConfig());
+  if (!configured) {
+    parts_.StopReloads();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Start());
+  std::unique_ptr<ConfigChangeNotifier> notifier =
+      settings_.config.source == ConfigSourceKind::kFiles ? WatchConfig(settings_.config) : nullptr;
+  ASSIGN_OR_RETURN(const int signal,
+                   WaitForStopSignal(settings_.config.source == ConfigSourceKind::kFiles
+                                         ? settings_.config.poll_interval
+                                         : absl::ZeroDuration(),
+                                     notifier.get(),
+                                     [this](bool force) { parts_.RequestReload(force); }));
+  SLUICE_LOG(INFO) << "signal " << signal << ": draining";
+  Stop(Drain());
+  return absl::OkStatus();
+}
+
+absl::Status Lifecycle::Start() {
+  RETURN_IF_ERROR(parts_.StartGrpc());
+  parts_.FollowConfigHealth();
+  RETURN_IF_ERROR(parts_.StartHttp());
+  SLUICE_LOG(INFO) << "sluice serving: " << parts_.ServingSummary();
+  return absl::OkStatus();
+}
+
+bool Lifecycle::Drain() {
+  const bool reloads_stopped = parts_.StopReloads();
+  parts_.http().SetDraining();
+  parts_.SetHealth(false);
+  // Stop accepting, let in-flight calls finish (up to the grace period), then stop.
+  parts_.grpc_server().Shutdown(std::chrono::system_clock::now() +
+                                absl::ToChronoNanoseconds(settings_.shutdown_grace));
+  parts_.grpc_server().Wait();
+  for (RedisBackend* redis : parts_.redis_backends()) {
+    // Completes any /json call still waiting on Redis before the HTTP loop goes away.
+    redis->Stop();
+  }
+  parts_.http().Stop();
+  return reloads_stopped;
+}
+
+void Lifecycle::Stop(bool reloads_stopped) {
+  if (!reloads_stopped) {
+    // A config load is still running on the reloader's thread: exit without waiting for it,
+    // and without running static destructors under it.
+    SLUICE_LOG(INFO) << "stopped (a config reload still loading was abandoned)";
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
+  SLUICE_LOG(INFO) << "stopped";
+}
+
+}  // namespace sluice

@@ -1,0 +1,99 @@
+#include "server/process/part_options.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace sluice {
+namespace {
+
+size_t MibToBytes(int64_t mib) { return static_cast<size_t>(mib) << 20; }
+
+}  // namespace
+
+ConfigLoadOptions ConfigLoadOptionsFrom(const ConfigSettings& config) {
+  ConfigLoadOptions options;
+  options.merge_domains = config.merge_domains;
+  options.recursive = config.recursive;
+  options.ignore_dot_files = config.ignore_dot_files;
+  options.max_file_bytes = config.max_file_bytes;
+  options.max_nodes = config.max_nodes;
+  options.max_scalar_bytes = config.max_scalar_bytes;
+  return options;
+}
+
+MemoryBackendOptions MemoryBackendOptionsFrom(const BackendSettings& backend) {
+  MemoryBackendOptions options;
+  options.max_keys = static_cast<size_t>(std::max<int64_t>(1, backend.memory_max_keys));
+  options.max_bytes = MibToBytes(backend.memory_max_mib);
+  return options;
+}
+
+RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
+                                            const RedisTargetSettings& target, bool cluster) {
+  RedisBackendOptions options;
+  options.cluster = cluster;
+  options.cluster_seeds = target.addresses;
+  options.client.address = target.addresses.front();
+  options.client.username = target.username;
+  options.client.password = target.password;
+  options.client.db = shared.db;
+  options.client.io_threads = shared.io_threads;
+  options.client.connections_per_thread = target.connections;
+  if (!shared.caller_writes) {
+    options.client.caller_write_horizon = absl::ZeroDuration();
+  }
+  options.client.breaker_failures = shared.breaker_failures;
+  options.client.breaker_open = shared.breaker_open;
+  options.client.breaker_open_min = shared.breaker_open_min;
+  options.client.queue_grace = shared.queue_grace;
+  options.timeout = shared.timeout;
+  options.use_caller_clock = shared.clock == RedisClockSource::kLocal;
+  options.max_batch = static_cast<size_t>(shared.max_batch);
+  return options;
+}
+
+RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings) {
+  const LimiterSettings& limiter = settings.limiter;
+  RateLimiterOptions options;
+  options.max_descriptors = static_cast<size_t>(limiter.max_descriptors);
+  options.max_entries = static_cast<size_t>(limiter.max_entries);
+  options.max_key_bytes = static_cast<size_t>(limiter.max_key_bytes);
+  options.key_prefix = limiter.key_prefix;
+  options.failure_mode = limiter.failure_mode;
+  options.replicas_hint = static_cast<uint32_t>(limiter.replicas_hint);
+  const MemoryBackendOptions local = MemoryBackendOptionsFrom(settings.backend);
+  options.local_max_keys = local.max_keys;
+  options.local_max_bytes = local.max_bytes;
+  options.respond.near_limit_ratio = limiter.near_limit_ratio;
+  options.respond.global_shadow_mode = limiter.shadow_mode;
+  options.respond.global_quota_mode = limiter.quota_mode;
+  options.respond.response_dynamic_metadata = limiter.response_dynamic_metadata;
+  options.respond.rate_limit_headers = limiter.rate_limit_headers;
+  options.respond.limit_header = limiter.limit_header;
+  options.respond.remaining_header = limiter.remaining_header;
+  options.respond.reset_header = limiter.reset_header;
+  options.respond.ietf_rate_limit_headers = limiter.ietf_rate_limit_headers;
+  options.respond.retry_after_header = limiter.retry_after_header;
+  options.count_denied_hits = limiter.count_denied_hits;
+  return options;
+}
+
+HttpServerOptions HttpServerOptionsFrom(const Settings& settings) {
+  HttpServerOptions options;
+  options.healthy_requires_config = settings.healthy_requires_config;
+  options.request_timeout = settings.http.request_timeout;
+  options.config_dump_max_bytes = static_cast<size_t>(settings.http.config_dump_max_bytes);
+  options.max_connections = static_cast<size_t>(settings.http.max_connections);
+  return options;
+}
+
+GrpcTlsSettings GrpcTlsSettingsFrom(const GrpcSettings& grpc) {
+  return {
+      .cert_file = grpc.tls_cert,
+      .key_file = grpc.tls_key,
+      .client_ca_file = grpc.tls_client_ca,
+      .client_san = grpc.tls_client_san,
+      .reload_interval_seconds = static_cast<int>(absl::ToInt64Seconds(grpc.tls_reload_interval))};
+}
+
+}  // namespace sluice

@@ -1,0 +1,37 @@
+// The options each part of the server is built with, filled from Settings: one small function
+// per part, so that the assembly (assembly.h) reads as what it builds, and a setting's way into
+// its part can be tested without building anything.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include "server/backend/memory_backend.h"
+#include "server/backend/redis_backend.h"
+#include "server/config/config_loader.h"
+#include "server/service/grpc_tls.h"
+#include "server/service/http_server.h"
+#include "server/service/rate_limiter.h"
+#include "server/settings/settings.h"
+
+namespace sluice {
+
+ConfigLoadOptions ConfigLoadOptionsFrom(const ConfigSettings& config);
+
+// The memory backend's bounds (--memory_max_keys, --memory_max_mib).
+MemoryBackendOptions MemoryBackendOptionsFrom(const BackendSettings& backend);
+
+// One Redis: `target` (the main or the per-second one), a cluster or not, with the settings
+// both share. REQUIRES: `target.addresses` is not empty (ValidateSettings).
+RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
+                                            const RedisTargetSettings& target, bool cluster);
+
+// The limiter's options; its failure_mode local store takes the memory backend's bounds.
+RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings);
+
+// The HTTP server's options, with --http_max_connections as given (the assembly lowers it to
+// the file-descriptor limit's share, HttpConnectionCap).
+HttpServerOptions HttpServerOptionsFrom(const Settings& settings);
+
+GrpcTlsSettings GrpcTlsSettingsFrom(const GrpcSettings& grpc);
+
+}  // namespace sluice

@@ -1,0 +1,56 @@
+#include "server/service/over_limit_step.h"
+
+namespace sluice {
+namespace {
+
+// Whether check `c` is the only undecided check of its group.
+bool LoneOpen(const PlanChecks& checks, const CheckDecisions& decisions, size_t c) {
+  const auto open = [&](size_t o) { return decisions.by[o] == DecidedBy::kNobody; };
+  for (size_t o = c; o-- > 0 && checks[o].group == checks[c].group;) {
+    if (open(o)) {
+      return false;
+    }
+  }
+  for (size_t o = c + 1; o < checks.size() && checks[o].group == checks[c].group; ++o) {
+    if (open(o)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void OverLimitStep::Answer(const RequestPlan& plan, CheckDecisions& decisions) {
+  if (cache_ == nullptr) {
+    return;
+  }
+  if (const Config* seen = seen_config_.exchange(plan.config.get()); seen != plan.config.get()) {
+    cache_->Clear();
+  }
+  const PlanChecks& checks = plan.checks;
+  for (size_t c = 0; c < checks.size(); ++c) {
+    if (decisions.by[c] != DecidedBy::kNobody || !LoneOpen(checks, decisions, c)) {
+      continue;
+    }
+    if (const int64_t wait = cache_->DeniedFor(checks[c].key, checks[c].hits); wait > 0) {
+      decisions.decisions[c] = Decision{false, 0, wait, wait, 0};
+      decisions.by[c] = DecidedBy::kCache;
+    }
+  }
+}
+
+void OverLimitStep::Learn(const RequestPlan& plan, const CheckDecisions& decisions) {
+  if (cache_ == nullptr) {
+    return;
+  }
+  for (const DescriptorPlan& descriptor : plan.descriptors) {
+    const size_t c = descriptor.first_check;
+    if (descriptor.rules.size() == 1 && decisions.by[c] == DecidedBy::kBackend &&
+        !decisions.decisions[c].allowed) {
+      cache_->Remember(plan.keys[c], plan.checks[c].hits, decisions.decisions[c].retry_after_us);
+    }
+  }
+}
+
+}  // namespace sluice

@@ -1,0 +1,296 @@
+#include "server/service/resolve.h"
+
+#include <algorithm>
+#include <string_view>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "server/common/std_view.h"
+#include "server/key/storage_key.h"
+#include "server/redis/cluster/hash_slot.h"
+
+namespace sluice {
+namespace {
+
+using Request = envoy::service::ratelimit::v3::RateLimitRequest;
+using RequestDescriptor = envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+
+// envoyproxy/ratelimit's key of a request-supplied limit: "domain.key_value.key2".
+std::string DescriptorStatKey(absl::string_view domain, const RequestDescriptor& d) {
+  std::string key(domain);
+  for (const auto& e : d.entries()) {
+    absl::StrAppend(&key, ".", e.key());
+    if (!e.value().empty()) {
+      absl::StrAppend(&key, "_", e.value());
+    }
+  }
+  return key;
+}
+
+// The stat key of a matched node, as envoyproxy/ratelimit's GetLimit names it, when it differs
+// from node.full_key (the configured path); empty otherwise. detailed_metric names the
+// request's values ("domain.k_v.k2_v2"); value_to_metric names a level by the request's value
+// instead of the configured pattern or default; a share_threshold level is always named by
+// its pattern.
+std::string MatchedStatKey(absl::string_view domain, const RequestDescriptor& d,
+                           const MatchSteps& steps, const DescriptorPlan& plan) {
+  const DescriptorNode& node = *plan.node;
+  const bool shared = !plan.shared_patterns.empty();
+  std::string key(domain);
+  if (node.detailed_metric) {
+    for (int i = 0; i < d.entries_size(); ++i) {
+      const auto& e = d.entries(i);
+      absl::StrAppend(&key, ".", e.key());
+      if (shared && !plan.shared_patterns[i].empty()) {
+        absl::StrAppend(&key, "_", plan.shared_patterns[i]);
+      } else if (!shared || !e.value().empty()) {
+        // Upstream writes the '_' even for an empty value unless a pattern is shared.
+        absl::StrAppend(&key, "_", e.value());
+      }
+    }
+    return key;
+  }
+  bool differs = shared;
+  for (const MatchStep& step : steps) {
+    differs = differs || step.node->value_to_metric;
+  }
+  if (!differs) {
+    return {};
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& e = d.entries(static_cast<int>(i));
+    const MatchStep& step = steps[i];
+    absl::string_view value;
+    switch (step.how) {
+      case MatchStep::How::kWildcard:
+        value = shared && !plan.shared_patterns[i].empty() ? plan.shared_patterns[i]
+                : step.node->value_to_metric              ? absl::string_view(e.value())
+                                                          : absl::string_view(step.node->value);
+        break;
+      case MatchStep::How::kExact:
+        value = e.value();
+        break;
+      case MatchStep::How::kDefault:
+        value = step.node->value_to_metric ? absl::string_view(e.value()) : absl::string_view();
+        break;
+    }
+    absl::StrAppend(&key, ".", e.key());
+    if (!value.empty()) {
+      absl::StrAppend(&key, "_", value);
+    }
+  }
+  return key == node.full_key ? std::string() : key;
+}
+
+// A limit supplied by the caller replaces the configured one (envoyproxy/ratelimit's override):
+// a fixed window of requests_per_unit per unit, never in shadow mode.
+RateLimitRule OverrideRule(const RequestDescriptor& d) {
+  RateLimitRule rule;
+  rule.requests_per_unit = d.limit().requests_per_unit();
+  rule.unit = static_cast<TimeUnit>(d.limit().unit());
+  rule.params.algorithm = Algorithm::kFixedWindow;
+  rule.params.limit = rule.requests_per_unit;
+  rule.params.period_us = UnitSeconds(rule.unit) * 1000000;
+  rule.params.burst = rule.requests_per_unit;
+  rule.key_suffix = RuleKeySuffix(Algorithm::kFixedWindow, UnitSeconds(rule.unit));
+  return rule;
+}
+
+// Scratch space reused across the descriptors of one request.
+struct Scratch {
+  absl::InlinedVector<DescriptorEntryView, 8> entries;
+  MatchSteps steps;
+  // Names that matched rules replace (unlimited rules' too: envoyproxy/ratelimit collects
+  // replacements before it sets unlimited ones aside).
+  absl::flat_hash_set<absl::string_view> replaced;
+};
+
+// Matches descriptor `d` of a known domain into `out`: its node, rules (before replaces), shared
+// patterns and stat key.
+void MatchDescriptor(const Config& config, absl::string_view domain, const RequestDescriptor& d,
+                     Scratch& scratch, DescriptorPlan& out) {
+  scratch.entries.clear();
+  for (const auto& e : d.entries()) {
+    scratch.entries.push_back({e.key(), e.value()});
+  }
+  const DescriptorNode* node = config.Match(domain, scratch.entries, &scratch.steps);
+  if (node == nullptr) {
+    return;
+  }
+  out.node = node;
+  const MatchSteps& steps = scratch.steps;
+  for (size_t level = 0; level < steps.size(); ++level) {
+    if (steps[level].how == MatchStep::How::kWildcard && steps[level].node->share_threshold) {
+      out.shared_patterns.resize(steps.size());
+      out.shared_patterns[level] = steps[level].node->value;  // lives with the config
+    }
+  }
+  out.owned_stat_key = MatchedStatKey(domain, d, steps, out);
+  out.stat_key = out.owned_stat_key.empty() ? absl::string_view(node->full_key)
+                                            : absl::string_view(out.owned_stat_key);
+  for (const RateLimitRule& rule : node->rules) {
+    for (const std::string& name : rule.replaces) {
+      scratch.replaced.insert(name);
+    }
+    if (rule.unlimited) {
+      out.unlimited = true;
+      continue;
+    }
+    out.rules.push_back(&rule);
+  }
+}
+
+// Drops the replaced rules of `descriptor` and appends one check (and its storage key) per
+// remaining rule.
+void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions& options,
+               absl::string_view domain, Scratch& scratch, DescriptorPlan& descriptor,
+               RequestPlan& plan) {
+  if (!scratch.replaced.empty()) {
+    descriptor.rules.erase(
+        std::remove_if(descriptor.rules.begin(), descriptor.rules.end(),
+                       [&](const RateLimitRule* r) {
+                         return !r->name.empty() && scratch.replaced.contains(r->name);
+                       }),
+        descriptor.rules.end());
+  }
+  descriptor.first_check = plan.checks.size();
+  if (descriptor.rules.empty()) {
+    return;
+  }
+  const auto& shared = descriptor.shared_patterns;
+  scratch.entries.clear();
+  for (int e = 0; e < d.entries_size(); ++e) {
+    const auto& entry = d.entries(e);
+    if (!shared.empty() && !shared[static_cast<size_t>(e)].empty()) {
+      scratch.entries.push_back({entry.key(), shared[static_cast<size_t>(e)],
+                                 /*shared_pattern=*/true});
+    } else {
+      scratch.entries.push_back({entry.key(), entry.value()});
+    }
+  }
+  for (const RateLimitRule* rule : descriptor.rules) {
+    plan.keys.push_back(StorageKey(options.key_prefix, domain, scratch.entries, rule->key_suffix,
+                                   rule->hash_tag));
+    LimitParams params = rule->params;
+    params.count_denied = options.count_denied_hits;
+    plan.checks.push_back(LimitCheck{{}, params, descriptor.hits, index});
+  }
+}
+
+// Co-location: when the keys of every descriptor of the request share one hash tag (rules with
+// the same `hash_tag` entry) and are distinct, the whole request is one group, decided
+// all-or-nothing by one script call. Shadow-mode descriptors never join: their denial must
+// not stop the others from consuming. Otherwise descriptors stay independent, as in
+// envoyproxy/ratelimit.
+void CoLocate(absl::Span<const DescriptorPlan> plans, PlanChecks& checks) {
+  size_t descriptors = 0;
+  bool have_tag = false;
+  std::string_view tag;
+  for (const DescriptorPlan& plan : plans) {
+    if (plan.rules.empty()) {
+      continue;
+    }
+    if (plan.node != nullptr && plan.node->shadow_mode) {
+      return;
+    }
+    ++descriptors;
+    for (size_t c = plan.first_check; c < plan.first_check + plan.rules.size(); ++c) {
+      const std::string_view t = HashTagOf(StdView(checks[c].key));
+      if (!have_tag) {
+        tag = t;
+        have_tag = true;
+      } else if (t != tag) {
+        return;
+      }
+    }
+  }
+  if (descriptors < 2) {
+    return;
+  }
+  absl::flat_hash_set<absl::string_view> keys;
+  for (const LimitCheck& check : checks) {
+    if (!keys.insert(check.key).second) {
+      return;  // the same descriptor twice: each occurrence counts on its own
+    }
+  }
+  for (LimitCheck& check : checks) {
+    check.group = 0;
+  }
+}
+
+void DescribeRequest(const Request& request, google::protobuf::Struct* out) {
+  // envoyproxy/ratelimit's layout: domain, descriptors (entries as "key=value", the limit
+  // override and hits_addend when given) and the request's hitsAddend when not 0.
+  auto& fields = *out->mutable_fields();
+  fields["domain"].set_string_value(request.domain());
+  auto* descriptors = fields["descriptors"].mutable_list_value();
+  for (const auto& d : request.descriptors()) {
+    auto& described = *descriptors->add_values()->mutable_struct_value()->mutable_fields();
+    auto* list = described["entries"].mutable_list_value();
+    for (const auto& e : d.entries()) {
+      list->add_values()->set_string_value(absl::StrCat(e.key(), "=", e.value()));
+    }
+    if (d.has_limit()) {
+      described["limit"].set_string_value(d.limit().ShortDebugString());
+    }
+    if (d.has_hits_addend()) {
+      described["hitsAddend"].set_number_value(static_cast<double>(d.hits_addend().value()));
+    }
+  }
+  if (request.hits_addend() != 0) {
+    fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend()));
+  }
+}
+
+}  // namespace
+
+void Resolve(const Request& request, std::shared_ptr<const Config> config,
+             const ResolveOptions& options, RequestPlan* plan) {
+  plan->config = std::move(config);
+  if (options.describe_request) {
+    DescribeRequest(request, &plan->request_metadata);
+  }
+  const std::string& domain = request.domain();
+  const Domain* configured = plan->config->FindDomain(domain);
+  plan->failure_mode = configured != nullptr && configured->failure_mode.has_value()
+                           ? *configured->failure_mode
+                           : options.failure_mode;
+  const uint64_t request_hits = request.hits_addend() == 0 ? 1 : request.hits_addend();
+  const int n = request.descriptors_size();
+  plan->descriptors.resize(static_cast<size_t>(n));
+  // Descriptor plans point into `overrides`: it must not grow once filled (and most requests
+  // have none, so it allocates only for those that do).
+  const auto with_limit = std::count_if(request.descriptors().begin(),
+                                        request.descriptors().end(),
+                                        [](const RequestDescriptor& d) { return d.has_limit(); });
+  plan->overrides.reserve(static_cast<size_t>(with_limit));
+  Scratch scratch;
+  for (int i = 0; i < n; ++i) {
+    const RequestDescriptor& d = request.descriptors(i);
+    DescriptorPlan& descriptor = plan->descriptors[static_cast<size_t>(i)];
+    descriptor.hits = d.has_hits_addend() ? d.hits_addend().value() : request_hits;
+    if (configured == nullptr) {
+      continue;
+    }
+    if (d.has_limit()) {
+      descriptor.rules.push_back(&plan->overrides.emplace_back(OverrideRule(d)));
+      descriptor.owned_stat_key = DescriptorStatKey(domain, d);
+      descriptor.stat_key = descriptor.owned_stat_key;
+      continue;
+    }
+    MatchDescriptor(*plan->config, domain, d, scratch, descriptor);
+  }
+  for (int i = 0; i < n; ++i) {
+    AddChecks(request.descriptors(i), static_cast<uint32_t>(i), options, domain, scratch,
+              plan->descriptors[static_cast<size_t>(i)], *plan);
+  }
+  for (size_t c = 0; c < plan->checks.size(); ++c) {
+    plan->checks[c].key = plan->keys[c];
+  }
+  CoLocate(plan->descriptors, plan->checks);
+}
+
+}  // namespace sluice

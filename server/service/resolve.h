@@ -1,0 +1,39 @@
+// The resolve step of a decision: a validated request and the config snapshot in force become a
+// RequestPlan. Each descriptor is matched against its domain's tree as envoyproxy/ratelimit
+// matches (exact value, else wildcard in file order, else the key's default; the rule applies
+// only at the last entry's level); a request-supplied limit replaces the configured rules; rules
+// the matched ones name in `replaces` are dropped; each remaining rule makes one check with its
+// storage key; descriptors whose keys all share one hash tag are co-located into one group.
+// Pure (no backend, no clock); thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "server/config/config.h"
+#include "server/config/failure_mode.h"
+#include "server/service/request_plan.h"
+
+namespace sluice {
+
+struct ResolveOptions {
+  // Prepended to every storage key.
+  std::string key_prefix;
+  // What answers a descriptor the backend cannot decide, unless its domain sets its own.
+  FailureMode failure_mode = FailureMode::kAllow;
+  // Every check's LimitParams::count_denied.
+  bool count_denied_hits = false;
+  // Builds RequestPlan::request_metadata (--response_dynamic_metadata).
+  bool describe_request = false;
+};
+
+// Fills *plan from `request` and `config`. An unknown domain, or a descriptor that matches
+// nothing, gets a DescriptorPlan without rules (and no checks).
+// REQUIRES: `request` passed ValidateRequest; `config` is not null; *plan is empty (as
+// default-constructed). `request` need only live for the call: the plan holds no view into it.
+void Resolve(const envoy::service::ratelimit::v3::RateLimitRequest& request,
+             std::shared_ptr<const Config> config, const ResolveOptions& options,
+             RequestPlan* plan);
+
+}  // namespace sluice

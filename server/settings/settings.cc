@@ -1,0 +1,214 @@
+#include "server/settings/settings.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/settings/listen_address.h"
+
+namespace sluice {
+namespace {
+
+// Collects the errors of one validation, in the order they are found.
+class Errors {
+ public:
+  // Records `message` about `flags` (the one at fault first) unless `ok`.
+  void Check(bool ok, std::initializer_list<absl::string_view> flags, std::string message) {
+    if (ok) {
+      return;
+    }
+    SettingError error;
+    for (absl::string_view flag : flags) {
+      error.flags.emplace_back(flag);
+    }
+    error.message = std::move(message);
+    errors_.push_back(std::move(error));
+  }
+  // "--<flag> must be at least 1" unless `value` is.
+  void AtLeastOne(absl::string_view flag, int64_t value) {
+    Check(value >= 1, {flag}, absl::StrCat("--", flag, " must be at least 1"));
+  }
+  // "--<flag>: <value> is not between 1 and kMaxMib (MiB)" unless it is.
+  void Mib(absl::string_view flag, int64_t value) {
+    Check(value >= 1 && value <= kMaxMib, {flag},
+          absl::StrCat("--", flag, ": ", value, " is not between 1 and ", kMaxMib, " (MiB)"));
+  }
+
+  std::vector<SettingError> Take() { return std::move(errors_); }
+
+ private:
+  std::vector<SettingError> errors_;
+};
+
+void CheckXds(const XdsSettings& xds, Errors& errors) {
+  errors.Check(!xds.server.empty(), {"xds_server"},
+               "--xds_server is required with --config_source=xds (HOST:PORT)");
+  errors.Check(!xds.node_id.empty(), {"xds_node_id"}, "--xds_node_id must not be empty");
+  errors.Check(xds.tls_cert.empty() == xds.tls_key.empty(), {"xds_tls_cert", "xds_tls_key"},
+               "--xds_tls_cert and --xds_tls_key go together (mutual TLS to the xDS server)");
+  errors.Check(xds.tls || (xds.tls_cert.empty() && xds.tls_ca.empty() &&
+                           xds.tls_server_name.empty()),
+               {"xds_tls"},
+               "--xds_tls_cert, --xds_tls_key, --xds_tls_ca and --xds_tls_server_name need "
+               "--xds_tls");
+  errors.Check(xds.connect_retry_interval > absl::ZeroDuration(), {"xds_connect_retry_interval"},
+               "--xds_connect_retry_interval must be positive");
+  errors.Check(xds.backoff_initial > absl::ZeroDuration(), {"xds_backoff_initial"},
+               "--xds_backoff_initial must be positive");
+  errors.Check(xds.backoff_max >= xds.backoff_initial, {"xds_backoff_max", "xds_backoff_initial"},
+               "--xds_backoff_max must be at least --xds_backoff_initial");
+  errors.Check(xds.backoff_random_factor >= 0 && xds.backoff_random_factor <= 1,
+               {"xds_backoff_random_factor"},
+               absl::StrCat("--xds_backoff_random_factor: ", xds.backoff_random_factor,
+                            " is not between 0 and 1"));
+  errors.Check(xds.max_message_bytes >= 0 && xds.max_message_bytes <= INT32_MAX,
+               {"xds_max_message_bytes"},
+               absl::StrCat("--xds_max_message_bytes: ", xds.max_message_bytes,
+                            " is not between 0 (gRPC's default) and ", INT32_MAX));
+}
+
+void CheckConfig(const ConfigSettings& config, Errors& errors) {
+  if (config.source == ConfigSourceKind::kXds) {
+    CheckXds(config.xds, errors);
+  } else {
+    errors.Check(!config.path.empty(), {"config"},
+                 "--config is required (a YAML file or a directory of them; or "
+                 "envoyproxy/ratelimit's RUNTIME_ROOT and friends; or --config_source=xds)");
+  }
+  errors.AtLeastOne("config_max_file_bytes", config.max_file_bytes);
+  errors.AtLeastOne("config_max_nodes", config.max_nodes);
+  errors.AtLeastOne("config_max_scalar_bytes", config.max_scalar_bytes);
+}
+
+void CheckLimiter(const LimiterSettings& limiter, Errors& errors) {
+  errors.AtLeastOne("replicas_hint", limiter.replicas_hint);
+  errors.AtLeastOne("max_descriptors", limiter.max_descriptors);
+  errors.AtLeastOne("max_entries", limiter.max_entries);
+  errors.AtLeastOne("max_key_bytes", limiter.max_key_bytes);
+  errors.Mib("over_limit_cache_max_mib", limiter.over_limit_cache_max_mib);
+  const double ratio = limiter.near_limit_ratio;
+  errors.Check(ratio >= 0 && ratio <= 1, {"near_limit_ratio"},
+               absl::StrCat("--near_limit_ratio: ", ratio, " is not between 0 and 1"));
+}
+
+void CheckListeners(const Settings& settings, Errors& errors) {
+  const absl::Status grpc_address = ValidateGrpcListenAddress(settings.grpc.address);
+  errors.Check(grpc_address.ok(), {"grpc_address"},
+               absl::StrCat("--grpc_address: ", grpc_address.message()));
+  const GrpcSettings& grpc = settings.grpc;
+  errors.Check(grpc.tls_cert.empty() == grpc.tls_key.empty(), {"tls_cert", "tls_key"},
+               "--tls_cert and --tls_key go together: give both or neither");
+  errors.Check(!grpc.tls_cert.empty() || grpc.tls_client_ca.empty(), {"tls_client_ca"},
+               "--tls_client_ca needs --tls_cert and --tls_key");
+  errors.Check(grpc.tls_client_san.empty() || !grpc.tls_client_ca.empty(), {"tls_client_san"},
+               "--tls_client_san needs --tls_client_ca (mutual TLS)");
+  // In whole seconds, as the certificate watcher takes it.
+  errors.Check(grpc.tls_cert.empty() || absl::ToInt64Seconds(grpc.tls_reload_interval) >= 1,
+               {"tls_reload_interval"}, "--tls_reload_interval must be at least 1s");
+  errors.AtLeastOne("http_max_connections", settings.http.max_connections);
+  errors.Check(settings.http.request_timeout >= absl::Milliseconds(1), {"http_request_timeout"},
+               "--http_request_timeout must be at least 1ms");
+  errors.AtLeastOne("config_dump_max_bytes", settings.http.config_dump_max_bytes);
+}
+
+void CheckPrometheus(const PrometheusSettings& prometheus, Errors& errors) {
+  if (prometheus.address.empty()) {
+    return;
+  }
+  const absl::Status address = ValidateHostPort(prometheus.address, 0);
+  errors.Check(address.ok(), {"prometheus_address"},
+               absl::StrCat("--prometheus_address: ", address.message()));
+  errors.Check(absl::StartsWith(prometheus.path, "/"), {"prometheus_path"},
+               absl::StrCat("--prometheus_path: '", prometheus.path, "' does not start with '/'"));
+}
+
+// The flags of one Redis, by the prefix of their names ("redis_" or "redis_per_second_").
+void CheckRedisTarget(const RedisTargetSettings& target, bool cluster, absl::string_view prefix,
+                      Errors& errors) {
+  const std::string addresses = absl::StrCat(prefix, "addresses");
+  errors.Check(!target.addresses.empty(), {addresses},
+               absl::StrCat("--", addresses, ": no address"));
+  errors.Check(cluster || target.addresses.size() <= 1, {addresses},
+               absl::StrCat("--", addresses,
+                            ": a standalone Redis takes one HOST:PORT "
+                            "(redis_cluster takes several seed nodes)"));
+  const std::string connections = absl::StrCat(prefix, "connections");
+  errors.AtLeastOne(connections, target.connections);
+  const std::string username = absl::StrCat(prefix, "username");
+  const std::string password = absl::StrCat(prefix, "password");
+  errors.Check(target.username.empty() || !target.password.empty(), {username, password},
+               absl::StrCat("--", username, " needs --", password));
+}
+
+void CheckBackend(const BackendSettings& backend, Errors& errors) {
+  errors.Check(!backend.per_second_kind.has_value() || backend.kind != BackendKind::kMemory,
+               {"redis_per_second_backend", "backend"},
+               "--redis_per_second_backend needs --backend=redis or redis_cluster");
+  const RedisSettings& redis = backend.shared;
+  // Checked whatever the backend, as they always were.
+  errors.Check(redis.timeout > absl::ZeroDuration(), {"redis_timeout"},
+               "--redis_timeout must be positive");
+  errors.AtLeastOne("redis_max_batch", redis.max_batch);
+  errors.Mib("memory_max_mib", backend.memory_max_mib);
+  if (backend.kind == BackendKind::kMemory) {
+    return;
+  }
+  const bool main_cluster = backend.kind == BackendKind::kRedisCluster;
+  errors.Check(
+      redis.db == 0 || (!main_cluster && backend.per_second_kind != BackendKind::kRedisCluster),
+      {"redis_db", main_cluster ? "backend" : "redis_per_second_backend"},
+      "--redis_db: a Redis Cluster has only database 0");
+  errors.AtLeastOne("redis_io_threads", redis.io_threads);
+  errors.Check(redis.queue_grace >= absl::ZeroDuration(), {"redis_queue_grace"},
+               "--redis_queue_grace must not be negative");
+  errors.Check(redis.breaker_failures >= 0, {"redis_breaker_failures"},
+               "--redis_breaker_failures must not be negative");
+  errors.Check(redis.breaker_open > absl::ZeroDuration(), {"redis_breaker_open"},
+               "--redis_breaker_open must be positive");
+  errors.Check(redis.breaker_open_min > absl::ZeroDuration(), {"redis_breaker_open_min"},
+               "--redis_breaker_open_min must be positive");
+  CheckRedisTarget(backend.redis, backend.kind == BackendKind::kRedisCluster, "redis_", errors);
+  if (backend.per_second_kind.has_value()) {
+    CheckRedisTarget(backend.per_second, *backend.per_second_kind == BackendKind::kRedisCluster,
+                     "redis_per_second_", errors);
+  }
+}
+
+}  // namespace
+
+absl::string_view BackendKindName(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kMemory:
+      return "memory";
+    case BackendKind::kRedis:
+      return "redis";
+    case BackendKind::kRedisCluster:
+      return "redis_cluster";
+  }
+  return "memory";  // unreachable for a valid enumerator
+}
+
+absl::string_view ConfigSourceKindName(ConfigSourceKind source) {
+  return source == ConfigSourceKind::kXds ? "xds" : "files";
+}
+
+absl::string_view RedisClockSourceName(RedisClockSource source) {
+  return source == RedisClockSource::kLocal ? "local" : "redis";
+}
+
+std::vector<SettingError> ValidateSettings(const Settings& settings) {
+  Errors errors;
+  CheckConfig(settings.config, errors);
+  errors.Check(!settings.check_config || settings.config.source == ConfigSourceKind::kFiles,
+               {"check_config", "config_source"},
+               "--check_config checks config files (--config), not --config_source=xds");
+  CheckBackend(settings.backend, errors);
+  CheckLimiter(settings.limiter, errors);
+  CheckListeners(settings, errors);
+  CheckPrometheus(settings.prometheus, errors);
+  return errors.Take();
+}
+
+}  // namespace sluice

@@ -1,0 +1,307 @@
+// The process's settings as one plain value: what every part (config loader, backends, rate
+// limiter, gRPC and HTTP servers, lifecycle) is built from. Each field is one flag of
+// server/main.cc, which takes its default from here; the default and the meaning are written
+// beside each field. Where the value came from (upstream's environment, SLUICE_* variables, the
+// command line) is setting_flags.h's business; what is checked before anything starts is
+// ValidateSettings below. server/process/part_options.h turns these into the parts' options.
+//
+// A plain value; ValidateSettings is a pure function, safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/common/logging.h"
+#include "server/config/failure_mode.h"
+
+namespace sluice {
+
+// Where limits are kept (--backend).
+enum class BackendKind {
+  kMemory,        // "memory": in this process
+  kRedis,         // "redis": one standalone Redis, shared by every replica
+  kRedisCluster,  // "redis_cluster": a Redis Cluster, shared by every replica
+};
+// "memory", "redis", "redis_cluster": as written in the flags.
+absl::string_view BackendKindName(BackendKind kind);
+
+// The clock Redis decisions are made on (--redis_clock).
+enum class RedisClockSource {
+  kRedis,  // "redis": Redis' clock, one for all replicas (sampled with TIME every second)
+  kLocal,  // "local": this process's clock; replicas must agree (NTP)
+};
+absl::string_view RedisClockSourceName(RedisClockSource source);
+
+// Where the rules come from (--config_source).
+enum class ConfigSourceKind {
+  kFiles,  // "files": --config, watched for changes
+  kXds,    // "xds": a management server, over an xDS stream (state of the world, ADS)
+};
+absl::string_view ConfigSourceKindName(ConfigSourceKind source);
+
+// The management server of --config_source=xds (envoyproxy/ratelimit's CONFIG_GRPC_XDS_* and
+// XDS_CLIENT_* variables; their defaults are upstream's).
+struct XdsSettings {
+  // --xds_server: HOST:PORT (or any gRPC target) of the management server.
+  std::string server = "localhost:18000";
+  // --xds_node_id: the Node id the server keys its snapshots by.
+  std::string node_id = "default";
+  // --xds_node_metadata: "key=value,key2=value2": string fields of the Node's metadata.
+  std::vector<std::pair<std::string, std::string>> node_metadata;
+  // --xds_headers: "name:value,name2:value2": gRPC metadata sent on the stream.
+  std::vector<std::pair<std::string, std::string>> headers;
+  // --xds_tls: TLS to the server; --xds_tls_ca: the PEM bundle its certificate must chain to
+  // (empty: the system's roots); --xds_tls_cert and --xds_tls_key: this client's certificate
+  // (mutual TLS), both or neither; --xds_tls_server_name: the name the server's certificate
+  // must hold, in place of the host of --xds_server. The files are read at each connection.
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
+  // --xds_connect_retry_interval: the wait between attempts while the server cannot be
+  // reached (randomized by half either way). > 0.
+  absl::Duration connect_retry_interval = absl::Seconds(3);
+  // --xds_backoff_initial, --xds_backoff_max: after an established stream breaks, the first wait
+  // before connecting again, doubling per failure up to the max. > 0, initial <= max.
+  absl::Duration backoff_initial = absl::Seconds(10);
+  absl::Duration backoff_max = absl::Seconds(60);
+  // --xds_backoff_random_factor: with --xds_backoff_jitter, each wait is randomized by this
+  // share either way. 0 to 1.
+  double backoff_random_factor = 0.5;
+  bool backoff_jitter = true;
+  // --xds_max_message_bytes: the largest response accepted (0: gRPC's default, 4 MiB). >= 0.
+  int64_t max_message_bytes = 0;
+};
+
+struct LogSettings {
+  LogLevel level = LogLevel::kInfo;     // --log_level: debug, info, warning or error
+  LogFormat format = LogFormat::kText;  // --log_format: text, or json (one object a line)
+};
+
+// Where the rules come from, what reading them may cost, and how changes are seen.
+struct ConfigSettings {
+  // --config_source.
+  ConfigSourceKind source = ConfigSourceKind::kFiles;
+  // The management server, with --config_source=xds.
+  XdsSettings xds;
+  // --config: a YAML file, or a directory of them (one domain each). Required with
+  // --config_source=files; not read with xds.
+  std::string path;
+  // --config_recursive: read `path` as envoyproxy/ratelimit's runtime directory (every file of
+  // any name below it, ".." names skipped).
+  bool recursive = false;
+  // --config_ignore_dot_files: with `recursive`, also skip names starting with '.'.
+  bool ignore_dot_files = true;
+  // --merge_domain_config: several files may define one domain; their descriptors merge.
+  bool merge_domains = false;
+  // --config_max_file_bytes: a file larger than this is refused before it is parsed. >= 1.
+  int64_t max_file_bytes = int64_t{4} << 20;
+  // --config_max_nodes: YAML nodes over all files, each alias counted as its anchor's whole
+  // content every time it is used. >= 1.
+  int64_t max_nodes = 1'000'000;
+  // --config_max_scalar_bytes: bytes of YAML keys and values, aliases counted the same. >= 1.
+  int64_t max_scalar_bytes = int64_t{32} << 20;
+  // --force_start_without_initial_config: serve even if the config cannot be loaded at start
+  // (calls fail UNAVAILABLE until a valid one is); otherwise a bad config at start is fatal.
+  // With xds: serve at once; otherwise nothing is served until the server's first valid
+  // snapshot.
+  bool force_start_without_initial_config = false;
+  // --config_poll_interval: how often the files are checked for changes (0: never; SIGHUP
+  // and --config_watch still reload).
+  absl::Duration poll_interval = absl::Seconds(5);
+  // --config_watch: reload as soon as inotify sees a change under `path`.
+  bool watch = true;
+};
+
+struct GrpcSettings {
+  // --grpc_address: HOST:PORT (port 0: any free one), unix:PATH or unix-abstract:NAME.
+  std::string address = "0.0.0.0:8081";
+  // --tls_cert, --tls_key: PEM certificate chain and its key; both or neither (plaintext).
+  std::string tls_cert;
+  std::string tls_key;
+  // --tls_client_ca: mutual TLS; clients must present a certificate this PEM bundle signed.
+  std::string tls_client_ca;
+  // --tls_client_san: with mutual TLS, the client certificate must also hold this name among
+  // its subject alternative names (a DNS name, wildcards in the certificate matching one label;
+  // or an IP address), as envoyproxy/ratelimit's GRPC_CLIENT_TLS_SAN. Empty: any name.
+  std::string tls_client_san;
+  // --tls_reload_interval: how often the TLS files are re-read (at least 1s with TLS).
+  absl::Duration tls_reload_interval = absl::Seconds(10);
+};
+
+struct HttpSettings {
+  // --http_address: HOST:PORT of /json, /healthz, /healthcheck, /readyz, /config, /metrics.
+  std::string address = "0.0.0.0:8080";
+  // --debug_address: a second listener with the same endpoints; empty: none.
+  std::string debug_address;
+  // --http_max_connections: most connections at once over both addresses (lowered at start to
+  // half the file-descriptor limit). >= 1.
+  int32_t max_connections = 1024;
+  // --http_request_timeout: a request not whole this long after its connection's accept (or,
+  // keep-alive, its first byte) is dropped. >= 1ms.
+  absl::Duration request_timeout = absl::Seconds(10);
+  // --config_dump_max_bytes: largest /config page; longer ones are cut at a line. >= 1.
+  int64_t config_dump_max_bytes = 4 << 20;
+};
+
+// envoyproxy/ratelimit's Prometheus surface (its USE_PROMETHEUS): upstream's metric names,
+// statsd names mapped by a statsd_exporter mapping, on a listener of their own.
+struct PrometheusSettings {
+  // --prometheus_address: HOST:PORT to serve them on; empty: not served.
+  std::string address;
+  // --prometheus_path: the path served there. Starts with '/'.
+  std::string path = "/metrics";
+  // --prometheus_mapper: a statsd_exporter mapping file; empty: the built-in mapping (the rules
+  // of upstream's default one).
+  std::string mapper;
+  // --prometheus_response_time_ms: the built-in mapping leaves response times in milliseconds
+  // (upstream's PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS); no effect with a mapping file.
+  bool response_time_ms = false;
+};
+
+// One Redis: the main one or the per-second one.
+struct RedisTargetSettings {
+  // --redis_addresses / --redis_per_second_addresses, split at commas: a standalone Redis
+  // takes one HOST:PORT (or unix:PATH); a cluster takes seed nodes.
+  std::vector<std::string> addresses;
+  // --redis_username / --redis_per_second_username: ACL user (needs the password).
+  std::string username;
+  // --redis_password / --redis_per_second_password: AUTH password.
+  std::string password;
+  // --redis_connections / --redis_per_second_connections: per I/O thread. >= 1.
+  int32_t connections = 2;
+};
+
+// What the main and the per-second Redis share.
+struct RedisSettings {
+  // --redis_db: database number; a cluster has only 0.
+  int32_t db = 0;
+  // --redis_timeout: per-decision budget; past it the failure mode answers. > 0.
+  absl::Duration timeout = absl::Milliseconds(10);
+  // --redis_queue_grace: time a decision waits inside Sluice before its call is written that
+  // is not charged to `timeout`, per wait. >= 0.
+  absl::Duration queue_grace = absl::Milliseconds(1);
+  // --redis_clock.
+  RedisClockSource clock = RedisClockSource::kRedis;
+  // --redis_io_threads. >= 1.
+  int32_t io_threads = 1;
+  // --redis_max_batch: standalone Redis: most lone checks of one algorithm one script call
+  // decides (1: each request's checks alone). >= 1.
+  int32_t max_batch = 16;
+  // --redis_caller_writes: a request thread writes its commands itself onto an idle
+  // connection (false: the I/O thread writes every command).
+  bool caller_writes = true;
+  // --redis_breaker_failures: failed calls in a row to one node that open its circuit
+  // breaker (0: no breaker). >= 0.
+  int32_t breaker_failures = 5;
+  // --redis_breaker_open: the longest wait between probes of a node whose breaker is open. > 0.
+  absl::Duration breaker_open = absl::Seconds(1);
+  // --redis_breaker_open_min: the wait before the first probe. > 0.
+  absl::Duration breaker_open_min = absl::Milliseconds(50);
+};
+
+struct BackendSettings {
+  // The main Redis's defaults: --redis_addresses=127.0.0.1:6379.
+  static RedisTargetSettings DefaultRedis() {
+    RedisTargetSettings redis;
+    redis.addresses = {"127.0.0.1:6379"};
+    return redis;
+  }
+
+  // --backend.
+  BackendKind kind = BackendKind::kMemory;
+  // The main Redis (kind redis or redis_cluster).
+  RedisTargetSettings redis = DefaultRedis();
+  // --redis_per_second_backend: a second Redis (redis or redis_cluster, never memory) for
+  // rules with a one-second period; nullopt (the flag empty): none. Needs a Redis `kind`.
+  std::optional<BackendKind> per_second_kind;
+  RedisTargetSettings per_second;
+  RedisSettings shared;
+  // --memory_max_keys: memory backend, and the failure_mode local store: most keys kept
+  // (values below 1 count as 1).
+  int64_t memory_max_keys = 1'000'000;
+  // --memory_max_mib: the same two stores (each): most heap, in MiB. 1 to kMaxMib.
+  int64_t memory_max_mib = 1024;
+};
+
+struct LimiterSettings {
+  // --max_descriptors, --max_entries, --max_key_bytes: what one request may hold. >= 1 each.
+  int32_t max_descriptors = 64;
+  int32_t max_entries = 32;
+  int32_t max_key_bytes = 1024;
+  // --redis_key_prefix: prefix of every storage key.
+  std::string key_prefix = "sluice:";
+  // --failure_mode: what answers when the backend cannot in budget (a domain's overrides).
+  FailureMode failure_mode = FailureMode::kAllow;
+  // --replicas_hint: failure_mode local: replicas sharing the backend. >= 1.
+  int32_t replicas_hint = 1;
+  // --over_limit_cache_keys: Redis backends: keys remembered as over limit (0 disables).
+  int64_t over_limit_cache_keys = 100'000;
+  // --over_limit_cache_max_mib: the cache's heap bound, in MiB. 1 to kMaxMib.
+  int64_t over_limit_cache_max_mib = 64;
+  // --max_rule_metric_series: stat keys with counters of their own (values below 1 count
+  // as 1).
+  int64_t max_rule_metric_series = 10'000;
+  // --near_limit_ratio: share of a rule's capacity past which hits count as near_limit.
+  // 0 to 1.
+  double near_limit_ratio = 0.8;
+  // --shadow_mode: every request over limit is answered OK (statuses still say OVER_LIMIT).
+  bool shadow_mode = false;
+  // --quota_mode: every descriptor is in quota mode.
+  bool quota_mode = false;
+  // --response_dynamic_metadata: the response's dynamic metadata describes the request.
+  bool response_dynamic_metadata = false;
+  // --rate_limit_headers and the three header names.
+  bool rate_limit_headers = false;
+  std::string limit_header = "RateLimit-Limit";
+  std::string remaining_header = "RateLimit-Remaining";
+  std::string reset_header = "RateLimit-Reset";
+  // --ietf_rate_limit_headers: RateLimit-Policy and RateLimit (IETF draft).
+  bool ietf_rate_limit_headers = false;
+  // --retry_after_header: retry-after on OVER_LIMIT answers.
+  bool retry_after_header = true;
+  // --count_denied_hits: a denied request's hits still count on a lone fixed-window rule.
+  bool count_denied_hits = false;
+};
+
+struct Settings {
+  // --check_config: load and validate the config, print it, exit 0 or 1; serve nothing.
+  bool check_config = false;
+  // --healthy_with_at_least_one_config_loaded: health (gRPC and /healthcheck) answers
+  // unhealthy while the config in force has no domain.
+  bool healthy_requires_config = false;
+  // --shutdown_grace: on SIGTERM/SIGINT, how long in-flight calls may take.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+  LogSettings log;
+  ConfigSettings config;
+  GrpcSettings grpc;
+  HttpSettings http;
+  PrometheusSettings prometheus;
+  BackendSettings backend;
+  LimiterSettings limiter;
+};
+
+// The largest --memory_max_mib and --over_limit_cache_max_mib: 1 TiB, far above any machine's
+// share for them and far from overflowing when turned into bytes.
+inline constexpr int64_t kMaxMib = int64_t{1} << 20;
+
+// One thing wrong with the settings.
+struct SettingError {
+  // The flags the error is about, without dashes; the first is the one at fault.
+  std::vector<std::string> flags;
+  // What is wrong, naming the flag(s): "--replicas_hint must be at least 1".
+  std::string message;
+};
+
+// Everything wrong with `settings`, in a fixed order (empty: nothing). Checks values only: it
+// opens no file, resolves no name and binds nothing (files, addresses in use and Redis are the
+// parts' to report when they start).
+std::vector<SettingError> ValidateSettings(const Settings& settings);
+
+}  // namespace sluice

@@ -1,0 +1,311 @@
+#include "server/xds/xds_config_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/struct.pb.h"
+
+namespace sluice {
+namespace {
+
+namespace rls = ::ratelimit::config::ratelimit::v3;
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+// What a Struct value is, for messages: "a string", "a number", ...
+const char* Describe(const Value& value) {
+  switch (value.kind_case()) {
+    case Value::kNullValue:
+      return "null";
+    case Value::kNumberValue:
+      return "a number";
+    case Value::kStringValue:
+      return "a string";
+    case Value::kBoolValue:
+      return "a boolean";
+    case Value::kStructValue:
+      return "a map";
+    case Value::kListValue:
+      return "a list";
+    default:
+      return "nothing";
+  }
+}
+
+template <typename T>
+void Given(Field<T>& field, T value) {
+  field.given = true;
+  field.value = std::move(value);
+}
+
+// Reads the "sluice" metadata of one descriptor into its description.
+class SluiceKeys {
+ public:
+  SluiceKeys(const std::string& source, std::string path)
+      : source_(source), path_(std::move(path)) {}
+
+  void String(const Value& value, absl::string_view key, Field<std::string>& out) const {
+    if (value.kind_case() != Value::kStringValue) {
+      Fail(key, "a string", value, out);
+      return;
+    }
+    Given(out, value.string_value());
+  }
+
+  void Bool(const Value& value, absl::string_view key, Field<bool>& out) const {
+    if (value.kind_case() != Value::kBoolValue) {
+      Fail(key, "a boolean", value, out);
+      return;
+    }
+    Given(out, value.bool_value());
+  }
+
+  void Uint32(const Value& value, absl::string_view key, Field<uint32_t>& out) const {
+    const double number = value.number_value();
+    if (value.kind_case() != Value::kNumberValue || !(number >= 0) || number > UINT32_MAX ||
+        std::floor(number) != number) {
+      Fail(key, "a whole number from 0 to 4294967295", value, out);
+      return;
+    }
+    Given(out, static_cast<uint32_t>(number));
+  }
+
+  void Number(const Value& value, absl::string_view key, Field<double>& out) const {
+    if (value.kind_case() != Value::kNumberValue) {
+      Fail(key, "a number", value, out);
+      return;
+    }
+    Given(out, value.number_value());
+  }
+
+  std::string Path(absl::string_view key) const {
+    return FieldPath(FieldPath(FieldPath(path_, "metadata"), kSluiceMetadataKey), key);
+  }
+
+ private:
+  template <typename T>
+  void Fail(absl::string_view key, absl::string_view expected, const Value& got,
+            Field<T>& out) const {
+    out.given = true;
+    out.read_error = ConfigError(source_, 0, Path(key),
+                                 absl::StrCat("expected ", expected, ", got ", Describe(got)));
+  }
+
+  const std::string& source_;
+  const std::string path_;
+};
+
+class DomainReader {
+ public:
+  explicit DomainReader(DomainDescription& domain) : domain_(domain) {}
+
+  void ReadList(const google::protobuf::RepeatedPtrField<rls::RateLimitDescriptor>& list,
+                const std::string& path, int depth,
+                Field<std::vector<DescriptorDescription>>& out) {
+    if (list.empty()) {
+      return;
+    }
+    out.given = true;
+    if (depth > kMaxDescriptorDepth) {
+      out.read_error = ConfigError(
+          domain_.source, 0, path,
+          absl::StrCat("descriptors nested more than ", kMaxDescriptorDepth, " levels deep"));
+      return;
+    }
+    out.value.reserve(list.size());
+    for (int i = 0; i < list.size(); ++i) {
+      DescriptorDescription& item = out.value.emplace_back();
+      if (!ReadDescriptor(list[i], ItemPath(path, i), depth, item)) {
+        return;
+      }
+    }
+  }
+
+ private:
+  // False when reading stops here (a problem the validator is to report).
+  bool ReadDescriptor(const rls::RateLimitDescriptor& in, const std::string& path, int depth,
+                      DescriptorDescription& out) {
+    Given(out.key, in.key());
+    if (!in.value().empty()) {
+      Given(out.value, in.value());
+    }
+    if (in.shadow_mode()) {
+      Given(out.shadow_mode, true);
+    }
+    if (in.detailed_metric()) {
+      Given(out.detailed_metric, true);
+    }
+    if (in.quota_mode()) {
+      Given(out.quota_mode, true);
+    }
+    if (in.has_rate_limit()) {
+      ReadRule(in.rate_limit(), out.rate_limit.emplace());
+    }
+    if (in.has_metadata() && !ReadMetadata(in.metadata(), path, depth, out)) {
+      return false;
+    }
+    ReadList(in.descriptors(), FieldPath(path, "descriptors"), depth + 1, out.descriptors);
+    return out.descriptors.read_error.ok();
+  }
+
+  static void ReadRule(const rls::RateLimitPolicy& in, RuleDescription& out) {
+    if (in.unit() != rls::UNKNOWN) {
+      Given(out.unit, rls::RateLimitUnit_Name(in.unit()));
+    }
+    Given(out.requests_per_unit, in.requests_per_unit());
+    if (in.unlimited()) {
+      Given(out.unlimited, true);
+    }
+    if (!in.name().empty()) {
+      Given(out.name, in.name());
+    }
+    if (!in.replaces().empty()) {
+      out.replaces.given = true;
+      for (const rls::RateLimitReplace& replace : in.replaces()) {
+        Given(out.replaces.value.emplace_back().name, replace.name());
+      }
+    }
+  }
+
+  // The metadata without the "sluice" entry, and that entry's keys. False when an unknown key
+  // stops the reading of this descriptor.
+  bool ReadMetadata(const Struct& metadata, const std::string& path, int depth,
+                    DescriptorDescription& out) {
+    auto rest = std::make_shared<Struct>(metadata);
+    auto sluice = rest->mutable_fields()->find(std::string(kSluiceMetadataKey));
+    if (sluice == rest->mutable_fields()->end()) {
+      Given<std::shared_ptr<const Struct>>(out.metadata, std::move(rest));
+      return true;
+    }
+    const Value own = std::move(sluice->second);
+    rest->mutable_fields()->erase(sluice);
+    if (!rest->fields().empty()) {
+      Given<std::shared_ptr<const Struct>>(out.metadata, std::move(rest));
+    }
+    SluiceKeys keys(domain_.source, path);
+    if (own.kind_case() != Value::kStructValue) {
+      out.read_error = ConfigError(
+          domain_.source, 0, FieldPath(FieldPath(path, "metadata"), kSluiceMetadataKey),
+          absl::StrCat("expected a map of Sluice's rule keys, got ", Describe(own)));
+      return false;
+    }
+    RuleDescription* rule = out.rate_limit.has_value() ? &*out.rate_limit : nullptr;
+    // In key order: a protobuf map's own order is unspecified, and the first problem reported
+    // must not change from one reading to the next.
+    std::vector<std::pair<std::string, const Value*>> entries;
+    for (const auto& [key, value] : own.struct_value().fields()) {
+      entries.emplace_back(key, &value);
+    }
+    std::sort(entries.begin(), entries.end());
+    for (const auto& [key, value_ptr] : entries) {
+      const Value& value = *value_ptr;
+      if (key == "value_to_metric") {
+        keys.Bool(value, key, out.value_to_metric);
+      } else if (key == "share_threshold") {
+        keys.Bool(value, key, out.share_threshold);
+      } else if (key == "failure_mode") {
+        if (depth != 1) {
+          out.read_error = ConfigError(domain_.source, 0, keys.Path(key),
+                                       "failure_mode is the domain's: give it on a top-level "
+                                       "descriptor");
+          return false;
+        }
+        ReadFailureMode(value, keys, key);
+      } else if (IsRuleKey(key)) {
+        if (rule == nullptr) {
+          out.read_error = ConfigError(domain_.source, 0, keys.Path(key),
+                                       "a rule key on a descriptor without rate_limit");
+          return false;
+        }
+        ReadRuleKey(keys, key, value, *rule);
+      } else {
+        out.read_error = ConfigError(
+            domain_.source, 0, keys.Path(key),
+            "unknown key (expected algorithm, burst, unit_multiplier, hash_tag, local_share, "
+            "value_to_metric, share_threshold or failure_mode)");
+        return false;
+      }
+    }
+    return true;
+  }
+
+  static bool IsRuleKey(absl::string_view key) {
+    return key == "algorithm" || key == "burst" || key == "unit_multiplier" ||
+           key == "hash_tag" || key == "local_share";
+  }
+
+  static void ReadRuleKey(const SluiceKeys& keys, absl::string_view key, const Value& value,
+                          RuleDescription& rule) {
+    if (key == "algorithm") {
+      keys.String(value, key, rule.algorithm);
+    } else if (key == "burst") {
+      keys.Uint32(value, key, rule.burst);
+    } else if (key == "unit_multiplier") {
+      keys.Uint32(value, key, rule.unit_multiplier);
+    } else if (key == "hash_tag") {
+      keys.String(value, key, rule.hash_tag);
+    } else {
+      keys.Number(value, key, rule.local_share);
+    }
+  }
+
+  // The first top-level descriptor to give failure_mode sets the domain's; a later one that
+  // differs is an error at its own path.
+  void ReadFailureMode(const Value& value, const SluiceKeys& keys, absl::string_view key) {
+    Field<std::string> mode;
+    keys.String(value, key, mode);
+    if (!domain_.failure_mode.read_error.ok()) {
+      return;  // the first problem stands
+    }
+    if (!domain_.failure_mode.given || !mode.read_error.ok()) {
+      domain_.failure_mode = std::move(mode);
+      return;
+    }
+    if (mode.value != domain_.failure_mode.value) {
+      domain_.failure_mode.read_error = ConfigError(
+          domain_.source, 0, keys.Path(key),
+          absl::StrCat("'", mode.value, "' differs from the domain's failure_mode '",
+                       domain_.failure_mode.value, "' given on an earlier descriptor"));
+    }
+  }
+
+  DomainDescription& domain_;
+};
+
+}  // namespace
+
+DomainDescription ReadXdsDomain(const rls::RateLimitConfig& resource) {
+  DomainDescription domain;
+  domain.source = absl::StrCat("xds:", resource.name().empty() ? resource.domain() : resource.name());
+  Given(domain.domain, resource.domain());
+  DomainReader(domain).ReadList(resource.descriptors(), "descriptors", 1, domain.descriptors);
+  return domain;
+}
+
+absl::StatusOr<std::unique_ptr<Config>> ConfigFromXdsResources(
+    const google::protobuf::RepeatedPtrField<google::protobuf::Any>& resources,
+    const ValidateOptions& options) {
+  ConfigValidator validator(options);
+  rls::RateLimitConfig resource;
+  for (int i = 0; i < resources.size(); ++i) {
+    const google::protobuf::Any& any = resources[i];
+    if (any.type_url() != kRateLimitConfigTypeUrl || !any.UnpackTo(&resource)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resources[", i, "]: ", any.type_url(),
+                       any.type_url() != kRateLimitConfigTypeUrl
+                           ? absl::StrCat(": not a ", kRateLimitConfigTypeUrl)
+                           : ": does not parse as a RateLimitConfig"));
+    }
+    if (absl::Status added = validator.AddDomain(ReadXdsDomain(resource)); !added.ok()) {
+      return added;
+    }
+  }
+  return validator.Finish();
+}
+
+}  // namespace sluice

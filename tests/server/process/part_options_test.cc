@@ -1,0 +1,153 @@
+#include "server/process/part_options.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::ElementsAre;
+
+// Verifies the config loader gets the config settings that bound and shape loading.
+TEST(PartOptionsTest, ConfigLoadOptions) {
+  ConfigSettings config;
+  config.merge_domains = true;
+  config.recursive = true;
+  config.ignore_dot_files = false;
+  config.max_file_bytes = 10;
+  config.max_nodes = 20;
+  config.max_scalar_bytes = 30;
+  const ConfigLoadOptions options = ConfigLoadOptionsFrom(config);
+  EXPECT_TRUE(options.merge_domains);
+  EXPECT_TRUE(options.recursive);
+  EXPECT_FALSE(options.ignore_dot_files);
+  EXPECT_EQ(options.max_file_bytes, 10);
+  EXPECT_EQ(options.max_nodes, 20);
+  EXPECT_EQ(options.max_scalar_bytes, 30);
+}
+
+// Verifies the memory bounds, in bytes, with fewer than one key counted as one, for the memory
+// backend and for the limiter's failure_mode local store alike.
+TEST(PartOptionsTest, MemoryBoundsForBothStores) {
+  Settings settings;
+  settings.backend.memory_max_keys = 0;
+  settings.backend.memory_max_mib = 3;
+  const MemoryBackendOptions memory = MemoryBackendOptionsFrom(settings.backend);
+  EXPECT_EQ(memory.max_keys, 1u);
+  EXPECT_EQ(memory.max_bytes, size_t{3} << 20);
+  const RateLimiterOptions limiter = RateLimiterOptionsFrom(settings);
+  EXPECT_EQ(limiter.local_max_keys, 1u);
+  EXPECT_EQ(limiter.local_max_bytes, size_t{3} << 20);
+}
+
+// Verifies one Redis gets its own target's addresses, credentials and pool, with what both
+// Redis share; false --redis_caller_writes means no caller writes at all.
+TEST(PartOptionsTest, RedisBackendOptions) {
+  RedisSettings shared;
+  shared.db = 4;
+  shared.timeout = absl::Milliseconds(7);
+  shared.queue_grace = absl::Milliseconds(2);
+  shared.clock = RedisClockSource::kLocal;
+  shared.io_threads = 3;
+  shared.max_batch = 5;
+  shared.caller_writes = false;
+  shared.breaker_failures = 9;
+  shared.breaker_open = absl::Seconds(4);
+  shared.breaker_open_min = absl::Milliseconds(60);
+  RedisTargetSettings target;
+  target.addresses = {"10.0.0.1:6379", "10.0.0.2:6379"};
+  target.username = "ann";
+  target.password = "secret";
+  target.connections = 6;
+  const RedisBackendOptions options = RedisBackendOptionsFrom(shared, target, /*cluster=*/true);
+  EXPECT_TRUE(options.cluster);
+  EXPECT_THAT(options.cluster_seeds, ElementsAre("10.0.0.1:6379", "10.0.0.2:6379"));
+  EXPECT_EQ(options.client.address, "10.0.0.1:6379");
+  EXPECT_EQ(options.client.username, "ann");
+  EXPECT_EQ(options.client.password, "secret");
+  EXPECT_EQ(options.client.db, 4);
+  EXPECT_EQ(options.client.io_threads, 3);
+  EXPECT_EQ(options.client.connections_per_thread, 6);
+  EXPECT_EQ(options.client.caller_write_horizon, absl::ZeroDuration());
+  EXPECT_EQ(options.client.breaker_failures, 9);
+  EXPECT_EQ(options.client.breaker_open, absl::Seconds(4));
+  EXPECT_EQ(options.client.breaker_open_min, absl::Milliseconds(60));
+  EXPECT_EQ(options.client.queue_grace, absl::Milliseconds(2));
+  EXPECT_EQ(options.timeout, absl::Milliseconds(7));
+  EXPECT_TRUE(options.use_caller_clock);
+  EXPECT_EQ(options.max_batch, 5u);
+
+  shared.caller_writes = true;
+  EXPECT_EQ(RedisBackendOptionsFrom(shared, target, false).client.caller_write_horizon,
+            RedisClientOptions().caller_write_horizon);
+  EXPECT_FALSE(RedisBackendOptionsFrom(RedisSettings(), target, false).use_caller_clock);
+}
+
+// Verifies the limiter gets the request bounds, key prefix, failure policy and the
+// envoyproxy/ratelimit compatibility switches.
+TEST(PartOptionsTest, RateLimiterOptions) {
+  Settings settings;
+  LimiterSettings& limiter = settings.limiter;
+  limiter.max_descriptors = 2;
+  limiter.max_entries = 3;
+  limiter.max_key_bytes = 4;
+  limiter.key_prefix = "p:";
+  limiter.failure_mode = FailureMode::kDeny;
+  limiter.replicas_hint = 5;
+  limiter.near_limit_ratio = 0.25;
+  limiter.shadow_mode = true;
+  limiter.quota_mode = true;
+  limiter.response_dynamic_metadata = true;
+  limiter.rate_limit_headers = true;
+  limiter.limit_header = "L";
+  limiter.remaining_header = "R";
+  limiter.reset_header = "T";
+  limiter.ietf_rate_limit_headers = true;
+  limiter.retry_after_header = false;
+  limiter.count_denied_hits = true;
+  const RateLimiterOptions options = RateLimiterOptionsFrom(settings);
+  EXPECT_EQ(options.max_descriptors, 2u);
+  EXPECT_EQ(options.max_entries, 3u);
+  EXPECT_EQ(options.max_key_bytes, 4u);
+  EXPECT_EQ(options.key_prefix, "p:");
+  EXPECT_EQ(options.failure_mode, FailureMode::kDeny);
+  EXPECT_EQ(options.replicas_hint, 5u);
+  EXPECT_EQ(options.respond.near_limit_ratio, 0.25);
+  EXPECT_TRUE(options.respond.global_shadow_mode);
+  EXPECT_TRUE(options.respond.global_quota_mode);
+  EXPECT_TRUE(options.respond.response_dynamic_metadata);
+  EXPECT_TRUE(options.respond.rate_limit_headers);
+  EXPECT_EQ(options.respond.limit_header, "L");
+  EXPECT_EQ(options.respond.remaining_header, "R");
+  EXPECT_EQ(options.respond.reset_header, "T");
+  EXPECT_TRUE(options.respond.ietf_rate_limit_headers);
+  EXPECT_FALSE(options.respond.retry_after_header);
+  EXPECT_TRUE(options.count_denied_hits);
+}
+
+// Verifies the HTTP server's and the gRPC listener's options.
+TEST(PartOptionsTest, HttpAndGrpcOptions) {
+  Settings settings;
+  settings.healthy_requires_config = true;
+  settings.http.max_connections = 12;
+  settings.http.request_timeout = absl::Seconds(3);
+  settings.http.config_dump_max_bytes = 99;
+  const HttpServerOptions http = HttpServerOptionsFrom(settings);
+  EXPECT_TRUE(http.healthy_requires_config);
+  EXPECT_EQ(http.max_connections, 12u);
+  EXPECT_EQ(http.request_timeout, absl::Seconds(3));
+  EXPECT_EQ(http.config_dump_max_bytes, 99u);
+
+  settings.grpc.tls_cert = "c.pem";
+  settings.grpc.tls_key = "k.pem";
+  settings.grpc.tls_client_ca = "ca.pem";
+  settings.grpc.tls_reload_interval = absl::Milliseconds(2500);
+  const GrpcTlsSettings tls = GrpcTlsSettingsFrom(settings.grpc);
+  EXPECT_EQ(tls.cert_file, "c.pem");
+  EXPECT_EQ(tls.key_file, "k.pem");
+  EXPECT_EQ(tls.client_ca_file, "ca.pem");
+  EXPECT_EQ(tls.reload_interval_seconds, 2);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,145 @@
+#include "server/settings/flag_layers.h"
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/settings/setting_flags.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class FlagLayersTest : public ::testing::Test {
+ protected:
+  // Layers the fake environment `env_` and `command_line`.
+  LayeredFlags Layer(const std::map<std::string, std::string>& command_line = {}) {
+    return LayerFlags(
+        [this](absl::string_view name) -> std::optional<std::string> {
+          auto it = env_.find(std::string(name));
+          if (it == env_.end()) {
+            return std::nullopt;
+          }
+          return it->second;
+        },
+        command_line);
+  }
+
+  std::map<std::string, std::string> env_;
+};
+
+// Verifies the precedence: upstream's variable < SLUICE_<FLAG> < the command line, each value
+// in force saying where it came from.
+TEST_F(FlagLayersTest, CommandLineBeatsOwnVariablesBeatUpstreamVariables) {
+  env_ = {{"PORT", "9000"},
+          {"GRPC_PORT", "9001"},
+          {"DEBUG_PORT", "9002"},
+          {"SLUICE_GRPC_ADDRESS", "127.0.0.1:7001"},
+          {"SLUICE_DEBUG_ADDRESS", "127.0.0.1:7002"}};
+  LayeredFlags layered = Layer({{"debug_address", "127.0.0.1:6002"}});
+  EXPECT_THAT(layered.errors, IsEmpty());
+  const FlagText& http = layered.flags["http_address"];
+  EXPECT_EQ(http.text, "0.0.0.0:9000");
+  EXPECT_EQ(http.source, FlagSource::kUpstream);
+  EXPECT_EQ(http.variables, "PORT");
+  const FlagText& grpc = layered.flags["grpc_address"];
+  EXPECT_EQ(grpc.text, "127.0.0.1:7001");
+  EXPECT_EQ(grpc.source, FlagSource::kEnvironment);
+  EXPECT_EQ(grpc.variables, "SLUICE_GRPC_ADDRESS");
+  EXPECT_EQ(layered.flags["debug_address"].text, "127.0.0.1:6002");
+  EXPECT_EQ(layered.flags["debug_address"].source, FlagSource::kCommandLine);
+  EXPECT_EQ(layered.flags.count("backend"), 0u);  // nothing set it: Settings' default
+  EXPECT_THAT(layered.notes,
+              ElementsAre("--http_address=0.0.0.0:9000 from PORT",
+                          "GRPC_PORT: --grpc_address=0.0.0.0:9001 overridden by "
+                          "SLUICE_GRPC_ADDRESS (--grpc_address=127.0.0.1:7001 in force)",
+                          "DEBUG_PORT: --debug_address=0.0.0.0:9002 overridden by the command "
+                          "line (--debug_address=127.0.0.1:6002 in force)"));
+}
+
+// Verifies a SLUICE_* variable set to "" sets its flag to "", where upstream's variables
+// count "" as unset.
+TEST_F(FlagLayersTest, EmptyOwnVariableSetsItsFlag) {
+  env_ = {{"SLUICE_DEBUG_ADDRESS", ""}, {"PORT", ""}};
+  LayeredFlags layered = Layer();
+  EXPECT_THAT(layered.errors, IsEmpty());
+  EXPECT_EQ(layered.flags["debug_address"].text, "");
+  EXPECT_EQ(layered.flags.count("http_address"), 0u);
+}
+
+// Verifies every error is reported, not the first: what upstream's variables cannot honour
+// (one message), and each SLUICE_* value that does not parse, which is then not applied.
+TEST_F(FlagLayersTest, ReportsEveryErrorAtOnce) {
+  env_ = {{"REDIS_TYPE", "sentinel"},
+          {"BACKEND_TYPE", "memcache"},
+          {"SLUICE_MAX_ENTRIES", "lots"},
+          {"SLUICE_REDIS_TIMEOUT", "soon"},
+          {"SLUICE_MAX_DESCRIPTORS", "9"}};
+  LayeredFlags layered = Layer();
+  ASSERT_EQ(layered.errors.size(), 3u);
+  EXPECT_THAT(layered.errors[0],
+              HasSubstr("envoyproxy/ratelimit settings Sluice cannot honour:\n  BACKEND_TYPE="
+                        "memcache"));
+  EXPECT_EQ(layered.errors[1],
+            "environment variable SLUICE_REDIS_TIMEOUT='soon': Illegal value 'soon' specified "
+            "for flag 'redis_timeout'");
+  EXPECT_EQ(layered.errors[2],
+            "environment variable SLUICE_MAX_ENTRIES='lots': Illegal value 'lots' specified "
+            "for flag 'max_entries'");
+  EXPECT_EQ(layered.flags.count("max_entries"), 0u);
+  EXPECT_EQ(layered.flags["max_descriptors"].text, "9");
+}
+
+// Verifies values are kept as their flags print them, so the notes show what is in force.
+TEST_F(FlagLayersTest, ValuesAreAsTheirFlagsPrintThem) {
+  env_ = {{"SHADOW_MODE", "1"}, {"SLUICE_MAX_ENTRIES", "007"}};
+  LayeredFlags layered = Layer();
+  EXPECT_EQ(layered.flags["shadow_mode"].text, "true");
+  EXPECT_EQ(layered.flags["max_entries"].text, "7");
+  EXPECT_THAT(layered.notes, ElementsAre("--shadow_mode=true from SHADOW_MODE"));
+}
+
+// Verifies the environment alone, then the command line on top, give what both at once give.
+TEST_F(FlagLayersTest, TwoStepsGiveWhatOneGives) {
+  env_ = {{"PORT", "9000"}, {"SLUICE_SHADOW_MODE", "true"}};
+  const std::map<std::string, std::string> command_line = {{"http_address", "127.0.0.1:1"}};
+  const EnvLookup env = [this](absl::string_view name) -> std::optional<std::string> {
+    auto it = env_.find(std::string(name));
+    return it == env_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  LayeredFlags two = LayerEnvironment(env);
+  EXPECT_EQ(two.flags["http_address"].text, "0.0.0.0:9000");
+  EXPECT_THAT(two.notes, IsEmpty());  // written once the command line is known
+  LayerCommandLine(command_line, env, two);
+  LayeredFlags one = Layer(command_line);
+  EXPECT_EQ(two.flags["http_address"].text, one.flags["http_address"].text);
+  EXPECT_EQ(two.flags["shadow_mode"].text, one.flags["shadow_mode"].text);
+  EXPECT_EQ(two.notes, one.notes);
+}
+
+// Verifies a fake environment becomes Settings through the layers, with an upstream variable
+// named in the error about the flag it set.
+TEST_F(FlagLayersTest, FakeEnvironmentBecomesSettings) {
+  env_ = {{"RUNTIME_ROOT", "/srv/runtime"}, {"RUNTIME_SUBDIRECTORY", "ratelimit"},
+          {"REDIS_TYPE", "cluster"},        {"REDIS_URL", "10.0.0.1:6379,10.0.0.2:6379"},
+          {"SLUICE_REDIS_DB", "2"},         {"NEAR_LIMIT_RATIO", "0.9"}};
+  LayeredFlags layered = Layer();
+  ASSERT_THAT(layered.errors, IsEmpty());
+  SettingsOrErrors read = SettingsFromFlags(layered.flags);
+  EXPECT_EQ(read.settings.config.path, "/srv/runtime/ratelimit/config");
+  EXPECT_TRUE(read.settings.config.recursive);
+  EXPECT_EQ(read.settings.backend.kind, BackendKind::kRedisCluster);
+  EXPECT_THAT(read.settings.backend.redis.addresses, ElementsAre("10.0.0.1:6379", "10.0.0.2:6379"));
+  EXPECT_EQ(read.settings.limiter.near_limit_ratio, 0.9);
+  EXPECT_THAT(read.errors,
+              ElementsAre("--redis_db: a Redis Cluster has only database 0 (--backend set by "
+                          "REDIS_TYPE)"));
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,164 @@
+#include "server/settings/setting_flags.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// Flags as a command line sets them.
+FlagTexts CommandLine(std::initializer_list<std::pair<const char*, const char*>> flags) {
+  FlagTexts texts;
+  for (const auto& [name, text] : flags) {
+    texts[name] = FlagText{text, FlagSource::kCommandLine, ""};
+  }
+  return texts;
+}
+
+// Verifies each kind of flag is read into its setting: strings, numbers, durations, booleans,
+// names of enumerators, and comma-separated addresses.
+TEST(SettingFlagsTest, ReadsEachKindOfFlag) {
+  SettingsOrErrors read = SettingsFromFlags(CommandLine({
+      {"config", "/etc/sluice"},
+      {"max_entries", "7"},
+      {"redis_timeout", "25ms"},
+      {"shadow_mode", "true"},
+      {"near_limit_ratio", "0.5"},
+      {"backend", "redis_cluster"},
+      {"redis_addresses", "a:1,,b:2"},
+      {"redis_per_second_backend", "redis"},
+      {"redis_per_second_addresses", "c:3"},
+      {"redis_clock", "local"},
+      {"failure_mode", "local"},
+      {"log_level", "warning"},
+      {"log_format", "json"},
+      {"healthy_with_at_least_one_config_loaded", "true"},
+      {"shutdown_grace", "3s"},
+  }));
+  ASSERT_THAT(read.errors, IsEmpty());
+  const Settings& s = read.settings;
+  EXPECT_EQ(s.config.path, "/etc/sluice");
+  EXPECT_EQ(s.limiter.max_entries, 7);
+  EXPECT_EQ(s.backend.shared.timeout, absl::Milliseconds(25));
+  EXPECT_TRUE(s.limiter.shadow_mode);
+  EXPECT_EQ(s.limiter.near_limit_ratio, 0.5);
+  EXPECT_EQ(s.backend.kind, BackendKind::kRedisCluster);
+  EXPECT_THAT(s.backend.redis.addresses, ElementsAre("a:1", "b:2"));
+  EXPECT_EQ(s.backend.per_second_kind, BackendKind::kRedis);
+  EXPECT_THAT(s.backend.per_second.addresses, ElementsAre("c:3"));
+  EXPECT_EQ(s.backend.shared.clock, RedisClockSource::kLocal);
+  EXPECT_EQ(s.limiter.failure_mode, FailureMode::kLocal);
+  EXPECT_EQ(s.log.level, LogLevel::kWarning);
+  EXPECT_EQ(s.log.format, LogFormat::kJson);
+  EXPECT_TRUE(s.healthy_requires_config);
+  EXPECT_EQ(s.shutdown_grace, absl::Seconds(3));
+  // What no flag set keeps Settings' default.
+  EXPECT_EQ(s.limiter.max_descriptors, 64);
+  EXPECT_EQ(s.grpc.address, "0.0.0.0:8081");
+}
+
+// Verifies every value that cannot be read and every setting that is invalid is reported at
+// once, and that no error follows from a value already reported as unreadable.
+TEST(SettingFlagsTest, ReportsEverythingWrongAtOnce) {
+  SettingsOrErrors read = SettingsFromFlags(CommandLine({
+      {"backend", "mongo"},
+      {"redis_per_second_backend", "redis"},  // would need a Redis --backend: not reported
+      {"max_entries", "lots"},
+      {"log_level", "loud"},
+      {"failure_mode", "panic"},
+      {"redis_clock", "sundial"},
+      {"redis_per_second_connections", "0"},
+      {"replicas_hint", "0"},
+      {"no_such_flag", "1"},
+  }));
+  EXPECT_THAT(read.errors,
+              ElementsAre("--no_such_flag: no setting reads this flag",
+                          "--backend: 'mongo' is not memory, redis or redis_cluster",
+                          "--redis_clock: 'sundial' is not redis or local",
+                          "--failure_mode: 'panic' is not allow, deny or local",
+                          "--log_level: 'loud' is not debug, info, warning or error",
+                          "Illegal value 'lots' specified for flag 'max_entries'",
+                          "--config is required (a YAML file or a directory of them; or "
+                          "envoyproxy/ratelimit's RUNTIME_ROOT and friends; or "
+                          "--config_source=xds)",
+                          "--replicas_hint must be at least 1"));
+}
+
+// Verifies the xDS flags: the source's name, and the key-value lists of the node's metadata
+// and the stream's headers, refused with the flag's name when an item has no key.
+TEST(SettingFlagsTest, ReadsTheXdsFlags) {
+  SettingsOrErrors read = SettingsFromFlags(CommandLine({
+      {"config_source", "xds"},
+      {"xds_server", "eg:18001"},
+      {"xds_node_metadata", "zone=a, team = payments ,"},
+      {"xds_headers", "x-token:abc:def"},
+      {"xds_backoff_initial", "2s"},
+  }));
+  ASSERT_THAT(read.errors, IsEmpty());
+  const XdsSettings& xds = read.settings.config.xds;
+  EXPECT_EQ(read.settings.config.source, ConfigSourceKind::kXds);
+  EXPECT_EQ(xds.server, "eg:18001");
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(xds.node_metadata, (Pairs{{"zone", "a"}, {"team", "payments"}}));
+  EXPECT_EQ(xds.headers, (Pairs{{"x-token", "abc:def"}}));
+  EXPECT_EQ(xds.backoff_initial, absl::Seconds(2));
+
+  read = SettingsFromFlags(CommandLine({{"config_source", "grpc"},
+                                        {"xds_node_metadata", "zone"},
+                                        {"xds_headers", ":v"}}));
+  EXPECT_THAT(read.errors, ElementsAre("--config_source: 'grpc' is not files or xds",
+                                       "--xds_node_metadata: 'zone' is not key=value",
+                                       "--xds_headers: ':v' is not key:value",
+                                       ::testing::HasSubstr("--config is required")));
+}
+
+// Verifies a message about a flag an envoyproxy/ratelimit variable set names the variable too.
+TEST(SettingFlagsTest, NamesTheUpstreamVariableThatSetAFlag) {
+  FlagTexts flags = CommandLine({{"config", "/etc/sluice"}, {"redis_db", "3"}});
+  flags["backend"] = FlagText{"redis_cluster", FlagSource::kUpstream, "REDIS_TYPE"};
+  flags["redis_addresses"] = FlagText{"", FlagSource::kUpstream, "REDIS_URL, REDIS_SOCKET_TYPE"};
+  flags["max_descriptors"] = FlagText{"0", FlagSource::kEnvironment, "SLUICE_MAX_DESCRIPTORS"};
+  EXPECT_THAT(SettingsFromFlags(flags).errors,
+              ElementsAre("--redis_db: a Redis Cluster has only database 0 (--backend set by "
+                          "REDIS_TYPE)",
+                          "--redis_addresses: no address (--redis_addresses set by REDIS_URL, "
+                          "REDIS_SOCKET_TYPE)",
+                          "--max_descriptors must be at least 1"));
+}
+
+// Verifies texts are normalised as the flag prints its value, and refused in abseil's words.
+TEST(SettingFlagsTest, NormalizesTextsAsTheFlagPrintsThem) {
+  std::string normalized;
+  std::string error;
+  ASSERT_TRUE(NormalizeFlagText("max_entries", "0100", &normalized, &error));
+  EXPECT_EQ(normalized, "100");
+  ASSERT_TRUE(NormalizeFlagText("shadow_mode", "yes", &normalized, &error));
+  EXPECT_EQ(normalized, "true");
+  ASSERT_TRUE(NormalizeFlagText("redis_timeout", "0.5s", &normalized, &error));
+  EXPECT_EQ(normalized, "500ms");
+  ASSERT_TRUE(NormalizeFlagText("backend", "mongo", &normalized, &error));  // a string flag
+  EXPECT_EQ(normalized, "mongo");
+  EXPECT_FALSE(NormalizeFlagText("max_entries", "lots", &normalized, &error));
+  EXPECT_EQ(error, "Illegal value 'lots' specified for flag 'max_entries'");
+}
+
+// Verifies the list of flags holds each one once, and IsSettingFlag agrees with it.
+TEST(SettingFlagsTest, ListsEveryFlagOnce) {
+  const std::vector<std::string> names = SettingFlagNames();
+  EXPECT_EQ(names.size(), std::set<std::string>(names.begin(), names.end()).size());
+  EXPECT_THAT(names, Contains("grpc_address"));
+  EXPECT_THAT(names, Contains("healthy_with_at_least_one_config_loaded"));
+  for (const std::string& name : names) {
+    EXPECT_TRUE(IsSettingFlag(name)) << name;
+  }
+  EXPECT_FALSE(IsSettingFlag("grpc_addresses"));
+}
+
+}  // namespace
+}  // namespace sluice

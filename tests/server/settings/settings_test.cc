@@ -1,0 +1,203 @@
+#include "server/settings/settings.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// The messages of ValidateSettings(settings), in order.
+std::vector<std::string> Messages(const Settings& settings) {
+  std::vector<std::string> messages;
+  for (const SettingError& error : ValidateSettings(settings)) {
+    messages.push_back(error.message);
+  }
+  return messages;
+}
+
+// Settings as a minimal start gives them: the defaults and a config path.
+Settings Valid() {
+  Settings settings;
+  settings.config.path = "/etc/sluice";
+  return settings;
+}
+
+// Verifies the defaults need only a config path, with a Redis backend too.
+TEST(SettingsTest, DefaultsWithAConfigAreValid) {
+  EXPECT_THAT(Messages(Valid()), IsEmpty());
+  Settings redis = Valid();
+  redis.backend.kind = BackendKind::kRedisCluster;
+  redis.backend.per_second_kind = BackendKind::kRedis;
+  redis.backend.per_second.addresses = {"127.0.0.1:6380"};
+  EXPECT_THAT(Messages(redis), IsEmpty());
+  EXPECT_THAT(Messages(Settings()),
+              ElementsAre("--config is required (a YAML file or a directory of them; or "
+                          "envoyproxy/ratelimit's RUNTIME_ROOT and friends; or "
+                          "--config_source=xds)"));
+}
+
+// Verifies --config_source=xds needs no --config, and that its settings are checked, every
+// problem at once.
+TEST(SettingsTest, XdsSettingsAreCheckedWithTheXdsSource) {
+  Settings xds;
+  xds.config.source = ConfigSourceKind::kXds;
+  EXPECT_THAT(Messages(xds), IsEmpty());
+  xds.config.xds.server = "";
+  xds.config.xds.tls_cert = "client.crt";
+  xds.config.xds.backoff_initial = absl::Seconds(90);
+  xds.config.xds.backoff_random_factor = 2;
+  xds.check_config = true;
+  EXPECT_THAT(Messages(xds),
+              ElementsAre("--xds_server is required with --config_source=xds (HOST:PORT)",
+                          "--xds_tls_cert and --xds_tls_key go together (mutual TLS to the xDS "
+                          "server)",
+                          "--xds_tls_cert, --xds_tls_key, --xds_tls_ca and --xds_tls_server_name "
+                          "need --xds_tls",
+                          "--xds_backoff_max must be at least --xds_backoff_initial",
+                          "--xds_backoff_random_factor: 2 is not between 0 and 1",
+                          "--check_config checks config files (--config), not "
+                          "--config_source=xds"));
+  // With files, the xDS settings are not read.
+  Settings files = Valid();
+  files.config.xds = xds.config.xds;
+  EXPECT_THAT(Messages(files), IsEmpty());
+}
+
+// Verifies every bad setting is reported at once, each naming its flag, in a fixed order.
+TEST(SettingsTest, ReportsEveryBadSettingAtOnce) {
+  Settings settings;
+  settings.config.max_nodes = 0;
+  settings.backend.per_second_kind = BackendKind::kRedis;
+  settings.backend.shared.timeout = absl::ZeroDuration();
+  settings.backend.shared.max_batch = 0;
+  settings.backend.memory_max_mib = kMaxMib + 1;
+  settings.limiter.replicas_hint = 0;
+  settings.limiter.max_key_bytes = -3;
+  settings.limiter.over_limit_cache_max_mib = 0;
+  settings.limiter.near_limit_ratio = 1.5;
+  settings.grpc.address = "127.0.0.1:65536";
+  settings.grpc.tls_key = "key.pem";
+  settings.grpc.tls_client_ca = "ca.pem";
+  settings.http.max_connections = 0;
+  settings.http.request_timeout = absl::Microseconds(999);
+  settings.http.config_dump_max_bytes = 0;
+  EXPECT_THAT(
+      Messages(settings),
+      ElementsAre("--config is required (a YAML file or a directory of them; or "
+                  "envoyproxy/ratelimit's RUNTIME_ROOT and friends; or --config_source=xds)",
+                  "--config_max_nodes must be at least 1",
+                  "--redis_per_second_backend needs --backend=redis or redis_cluster",
+                  "--redis_timeout must be positive", "--redis_max_batch must be at least 1",
+                  "--memory_max_mib: 1048577 is not between 1 and 1048576 (MiB)",
+                  "--replicas_hint must be at least 1", "--max_key_bytes must be at least 1",
+                  "--over_limit_cache_max_mib: 0 is not between 1 and 1048576 (MiB)",
+                  "--near_limit_ratio: 1.5 is not between 0 and 1",
+                  "--grpc_address: '127.0.0.1:65536': port '65536' is not a number from 0 to "
+                  "65535",
+                  "--tls_cert and --tls_key go together: give both or neither",
+                  "--tls_client_ca needs --tls_cert and --tls_key",
+                  "--http_max_connections must be at least 1",
+                  "--http_request_timeout must be at least 1ms",
+                  "--config_dump_max_bytes must be at least 1"));
+}
+
+// Verifies each error names the flags it is about, the one at fault first.
+TEST(SettingsTest, ErrorsNameTheirFlags) {
+  Settings settings = Valid();
+  settings.backend.per_second_kind = BackendKind::kRedis;
+  settings.grpc.tls_cert = "cert.pem";
+  settings.grpc.tls_key = "key.pem";
+  settings.grpc.tls_reload_interval = absl::Milliseconds(999);
+  const std::vector<SettingError> errors = ValidateSettings(settings);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("redis_per_second_backend", "backend"));
+  EXPECT_THAT(errors[1].flags, ElementsAre("tls_reload_interval"));
+  EXPECT_EQ(errors[1].message, "--tls_reload_interval must be at least 1s");
+}
+
+// Verifies --prometheus_address and --prometheus_path are checked only when the Prometheus
+// listener is on, each error naming its flag.
+TEST(SettingsTest, PrometheusListenerIsChecked) {
+  Settings settings = Valid();
+  settings.prometheus.path = "metrics";
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  settings.prometheus.address = "127.0.0.1:99999";
+  const std::vector<SettingError> errors = ValidateSettings(settings);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("prometheus_address"));
+  EXPECT_EQ(errors[0].message,
+            "--prometheus_address: '127.0.0.1:99999': port '99999' is not a number from 0 to "
+            "65535");
+  EXPECT_THAT(errors[1].flags, ElementsAre("prometheus_path"));
+  EXPECT_EQ(errors[1].message, "--prometheus_path: 'metrics' does not start with '/'");
+  settings.prometheus.address = "0.0.0.0:9090";
+  settings.prometheus.path = "/metrics";
+  EXPECT_THAT(Messages(settings), IsEmpty());
+}
+
+// Verifies the Redis settings are checked only when a Redis backend uses them, each Redis's
+// under its own flags.
+TEST(SettingsTest, RedisSettingsAreCheckedOnlyForARedisBackend) {
+  Settings settings = Valid();
+  settings.backend.shared.db = 2;
+  settings.backend.shared.io_threads = 0;
+  settings.backend.shared.queue_grace = absl::Milliseconds(-1);
+  settings.backend.shared.breaker_failures = -1;
+  settings.backend.shared.breaker_open = absl::ZeroDuration();
+  settings.backend.shared.breaker_open_min = absl::ZeroDuration();
+  settings.backend.redis.addresses = {"a:1", "b:2"};
+  settings.backend.redis.connections = 0;
+  settings.backend.redis.username = "ann";
+  EXPECT_THAT(Messages(settings), IsEmpty());  // the memory backend uses none of them
+
+  settings.backend.kind = BackendKind::kRedis;
+  settings.backend.per_second_kind = BackendKind::kRedisCluster;
+  settings.backend.per_second.connections = 0;
+  EXPECT_THAT(
+      Messages(settings),
+      ElementsAre(
+          "--redis_db: a Redis Cluster has only database 0",
+          "--redis_io_threads must be at least 1", "--redis_queue_grace must not be negative",
+          "--redis_breaker_failures must not be negative", "--redis_breaker_open must be positive",
+          "--redis_breaker_open_min must be positive",
+          "--redis_addresses: a standalone Redis takes one HOST:PORT "
+          "(redis_cluster takes several seed nodes)",
+          "--redis_connections must be at least 1", "--redis_username needs --redis_password",
+          "--redis_per_second_addresses: no address",
+          "--redis_per_second_connections must be at least 1"));
+}
+
+// Verifies a cluster takes several seed nodes and only database 0, and a standalone Redis any
+// database.
+TEST(SettingsTest, ClusterTakesSeedsAndOnlyDatabaseZero) {
+  Settings settings = Valid();
+  settings.backend.kind = BackendKind::kRedisCluster;
+  settings.backend.redis.addresses = {"a:1", "b:2", "c:3"};
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  settings.backend.shared.db = 1;
+  EXPECT_THAT(Messages(settings), ElementsAre("--redis_db: a Redis Cluster has only database 0"));
+  EXPECT_THAT(ValidateSettings(settings)[0].flags, ElementsAre("redis_db", "backend"));
+  settings.backend.kind = BackendKind::kRedis;
+  settings.backend.redis.addresses = {"a:1"};
+  EXPECT_THAT(Messages(settings), IsEmpty());
+}
+
+// Verifies the names the flags spell.
+TEST(SettingsTest, NamesAsTheFlagsSpellThem) {
+  EXPECT_EQ(BackendKindName(BackendKind::kMemory), "memory");
+  EXPECT_EQ(BackendKindName(BackendKind::kRedis), "redis");
+  EXPECT_EQ(BackendKindName(BackendKind::kRedisCluster), "redis_cluster");
+  EXPECT_EQ(RedisClockSourceName(RedisClockSource::kRedis), "redis");
+  EXPECT_EQ(RedisClockSourceName(RedisClockSource::kLocal), "local");
+  EXPECT_EQ(ConfigSourceKindName(ConfigSourceKind::kFiles), "files");
+  EXPECT_EQ(ConfigSourceKindName(ConfigSourceKind::kXds), "xds");
+}
+
+}  // namespace
+}  // namespace sluice
