@@ -9,10 +9,11 @@
 // the most the token bucket can admit in that phase. The test fails on
 // - a crash or a stall: a replica that exits, a gRPC error, or calls never sent (more than 1%
 //   of a phase's: a starved machine leaves a few of the last milliseconds' behind);
-// - in a fault phase, p95 above the budget (--redis_timeout) plus 5 ms, or p99 above that plus
-//   30 ms, each on top of what the steady phase measured at that quantile on the same machine in
+// - in a fault phase, p95 above the budget (--redis_timeout) plus 15 ms, or p99 above that plus
+//   60 ms, each on top of what the steady phase measured at that quantile on the same machine in
 //   the same run (a loaded CI machine answers a healthy Redis in 8 ms at p95 where a quiet one
-//   takes 1 ms; a stall is hundreds of milliseconds either way). Reported only under sanitizers,
+//   takes 1 ms, and its load changes from phase to phase; a stall, waiting for TCP to retransmit
+//   or for a reconnect, is hundreds of milliseconds either way). Reported only under sanitizers,
 //   which slow everything several times;
 // - in the steady and recovery phases: any policy decision for a reason that means a node is not
 //   back (connection, circuit_open, loading, ...), timeouts in more than 0.5% of the decisions
@@ -85,10 +86,11 @@ constexpr absl::Duration kBudget = absl::Milliseconds(10);
 // Latency is open loop (from each call's intended send time), so a stall of the load generator
 // counts too. In a fault phase 95% of decisions answer within the budget plus kLatencyAllowance
 // plus the steady phase's p95; the slowest 1% within kTailAllowance more (plus the steady p99):
-// a scheduler hiccup on a busy 2-core machine fits in it, waiting for TCP to retransmit (200 ms
-// at the least) or for a reconnect does not.
-constexpr absl::Duration kLatencyAllowance = absl::Milliseconds(5);
-constexpr absl::Duration kTailAllowance = absl::Milliseconds(30);
+// the scheduler of a busy 2-core machine whose neighbours' load comes and goes fits in it
+// (a CI run failed a 5 ms allowance by 2.6 ms), waiting for TCP to retransmit (200 ms at the
+// least) or for a reconnect does not.
+constexpr absl::Duration kLatencyAllowance = absl::Milliseconds(15);
+constexpr absl::Duration kTailAllowance = absl::Milliseconds(60);
 
 
 double EnvNumber(const char* name, double fallback) {

@@ -229,15 +229,16 @@ void NetworkFaultTest::ExpectAnsweredWithinBudgetThenHealed(const std::string& w
     ExpectNoStall(what, run->unsent, run->decisions);
     // A decision is due within the budget plus the queue grace twice (a lane, then the I/O
     // thread; --redis_queue_grace, 1 ms). Behind a lossy link about 1% of them come back up to
-    // 8 ms after that (not yet explained; docs/failure-handling.md), so p99 gets 10 ms of room.
-    // What must never happen is waiting for TCP to retransmit (200 ms at the least): the
-    // slowest decision is bounded too. Both on top of the reference run's. Latency is not
-    // judged under sanitizers, which slow everything several times.
+    // 8 ms after that (not yet explained; docs/failure-handling.md), and a loaded CI machine's
+    // scheduler adds its own now and then, so p99 gets 30 ms of room. What must never happen is
+    // waiting for TCP to retransmit (200 ms at the least): the slowest decision is bounded too,
+    // 120 ms over the budget. Both on top of the reference run's. Latency is not judged under
+    // sanitizers, which slow everything several times.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     EXPECT_LE(run->p99_ms(),
-              absl::ToDoubleMilliseconds(budget + absl::Milliseconds(2 + 10)) + reference_p99_ms);
+              absl::ToDoubleMilliseconds(budget + absl::Milliseconds(2 + 30)) + reference_p99_ms);
     EXPECT_LE(static_cast<double>(run->latency.max()) / 1e6,
-              absl::ToDoubleMilliseconds(budget + absl::Milliseconds(50)) + reference_max_ms);
+              absl::ToDoubleMilliseconds(budget + absl::Milliseconds(120)) + reference_max_ms);
 #endif
   }
   EXPECT_GT(during.policy_decisions, 0) << "the fault never reached Sluice";
