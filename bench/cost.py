@@ -26,7 +26,8 @@ commands Redis ran per request (the scripts' own GET/SET included; TIME, the onc
 clock sample, left out) and, in --json-out, Redis' own time per request (informational).
 
 The guard: `total` (everything but lock) per request, per scenario, against the committed
-baseline (bench/cost_baseline.json); more than --tolerance (3%) above it on any scenario fails.
+baseline (bench/cost_baseline.json); more than --tolerance (3%) above it on any scenario fails,
+after up to --retries (2) more rounds of that scenario (the least of every round counts).
 Moving the baseline is a deliberate commit (--update-baseline) whose message says why.
 """
 
@@ -254,9 +255,27 @@ def redis_commands(delta):
     return calls, usec
 
 
-def measure(opts, build_bin, server, name, redis):
+def measure(opts, build_bin, server, name, redis, limit=None):
+    """The least of opts.repeat runs. Past `limit` (the baseline's tolerance), up to opts.retries
+    more rounds: a Redis scenario's count depends a little on scheduling (a loop thread that
+    wakes more often, when other work shares the cores, runs more of its loop per request), and
+    a neighbour's burst passes, where a change in the code stays over in every round."""
+    best = measure_round(opts, build_bin, server, name, redis, opts.warmup)
+    for attempt in range(opts.retries):
+        if limit is None or best["total"] <= limit:
+            break
+        bench.log(f"bench/cost: {name}: {best['total']:.0f} is over {limit:.0f}; "
+                  f"measuring again ({attempt + 1} of {opts.retries})")
+        time.sleep(2)
+        again = measure_round(opts, build_bin, server, name, redis, 0)
+        best = min(best, again, key=lambda r: r["total"])
+    return best
+
+
+def measure_round(opts, build_bin, server, name, redis, warmup):
     _, transport, domain, descriptors, keyspace = SCENARIOS[name]
-    send(build_bin, server, transport, domain, descriptors, keyspace, opts.warmup)
+    if warmup:
+        send(build_bin, server, transport, domain, descriptors, keyspace, warmup)
     rows = []
     for _ in range(opts.repeat):
         before = redis.commandstats() if redis else None
@@ -324,6 +343,8 @@ def main():
     p.add_argument("--repeat", type=int, default=3,
                    help="measured runs per scenario; the least total counts")
     p.add_argument("--tolerance", type=float, default=0.03)
+    p.add_argument("--retries", type=int, default=2,
+                   help="rounds measured again for a scenario over the tolerance; the least counts")
     p.add_argument("--baseline", default=BASELINE)
     p.add_argument("--update-baseline", action="store_true",
                    help="write the measured totals as the new baseline instead of comparing")
@@ -360,8 +381,10 @@ def main():
                 continue
             server = start_server(children, build_bin, workdir, kind, redis_port)
             for name in mine:
+                base = baseline.get(name, {}).get("total")
                 results[name] = measure(opts, build_bin, server, name,
-                                        redis if kind == "redis" else None)
+                                        redis if kind == "redis" else None,
+                                        base * (1 + opts.tolerance) if base else None)
                 if results[name]["answers"]["ok"] + results[name]["answers"]["over_limit"] \
                         != opts.requests:
                     raise RuntimeError(f"{name}: not every request was answered")
