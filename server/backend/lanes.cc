@@ -44,6 +44,25 @@ LaneCalls Lanes::Enqueue(Algorithm algorithm,
   return TakeCalls(lane);
 }
 
+bool Lanes::TryTakeCall(Algorithm algorithm, size_t checks) {
+  Lane& lane = lanes_[static_cast<size_t>(algorithm)];
+  MutexLock lock(lane.mu);
+  // What Enqueue would do with these checks alone in the lane: a full call leaves whatever is
+  // out, fewer checks only while a call is free.
+  if (!lane.waiting.empty() || (checks < max_batch_ && lane.in_flight >= max_calls_out_)) {
+    return false;
+  }
+  CountCall(lane, checks);
+  return true;
+}
+
+void Lanes::CountCall(Lane& lane, size_t checks) {
+  ++lane.in_flight;
+  lane.calls.store(lane.calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  lane.checks.store(lane.checks.load(std::memory_order_relaxed) + checks,
+                    std::memory_order_relaxed);
+}
+
 LaneCalls Lanes::CallReturned(Algorithm algorithm) {
   Lane& lane = lanes_[static_cast<size_t>(algorithm)];
   MutexLock lock(lane.mu);
@@ -54,9 +73,7 @@ LaneCalls Lanes::CallReturned(Algorithm algorithm) {
 LaneCalls Lanes::TakeCalls(Lane& lane) {
   LaneCalls calls;
   const auto take = [&](size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu) {
-    ++lane.in_flight;
-    lane.calls.store(lane.calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    lane.checks.store(lane.checks.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    CountCall(lane, n);
     LaneCall& call = calls.emplace_back();
     if (n == lane.waiting.size()) {
       call.swap(lane.waiting);

@@ -134,14 +134,16 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
   const int64_t now = redis_clock_.NowMicros();
   const int64_t deadline = clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout);
   CallPlan plan = PlanCalls(checks, now, {.lanes = use_lanes_, .cluster = options_.cluster});
+  const uint32_t own_lanes = plan.lane_checks.empty() ? 0 : TakeFreeLanes(checks, plan);
   CommandBatch batch = EncodeCalls(checks, now, plan.calls);
 
   if (plan.lane_checks.empty()) {
     // Everything in this request's own batch.
     client_->Execute(
         std::move(batch), deadline,
-        [this, now, calls = std::move(plan.calls), total = checks.size(),
+        [this, now, own_lanes, calls = std::move(plan.calls), total = checks.size(),
          done = std::move(done)](absl::Status status, absl::Span<RedisReply> replies) mutable {
+          ReturnLanes(own_lanes);
           absl::InlinedVector<Decision, 2> decisions(total);
           if (status.ok()) {
             status = DecodeReplies(calls, now, replies, absl::MakeSpan(decisions));
@@ -161,8 +163,9 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
       std::move(done), checks.size(), plan.lane_checks.size() + (plan.calls.empty() ? 0 : 1));
   if (!plan.calls.empty()) {
     client_->Execute(std::move(batch), deadline,
-                     [this, now, request, calls = std::move(plan.calls)](
+                     [this, now, own_lanes, request, calls = std::move(plan.calls)](
                          absl::Status status, absl::Span<RedisReply> replies) mutable {
+                       ReturnLanes(own_lanes);
                        if (status.ok()) {
                          status = DecodeReplies(calls, now, replies, absl::MakeSpan(request->decisions));
                        }
@@ -170,6 +173,54 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
                      });
   }
   QueueInLanes(checks, plan.lane_checks, request, now, deadline);
+}
+
+uint32_t RedisBackend::TakeFreeLanes(absl::Span<const LimitCheck> checks, CallPlan& plan) {
+  uint32_t taken = 0;
+  uint32_t seen = 0;
+  for (const uint32_t first : plan.lane_checks) {
+    const Algorithm algorithm = checks[first].params.algorithm;
+    const uint32_t bit = 1u << static_cast<uint32_t>(algorithm);
+    if ((seen & bit) != 0) {
+      continue;
+    }
+    seen |= bit;
+    size_t count = 0;
+    for (const uint32_t c : plan.lane_checks) {
+      count += checks[c].params.algorithm == algorithm ? 1 : 0;
+    }
+    if (count > lanes_.max_batch() || !lanes_.TryTakeCall(algorithm, count)) {
+      continue;
+    }
+    taken |= bit;
+    PlannedCall& call = plan.calls.emplace_back();
+    call.kind = PlannedCall::Kind::kLoneChecks;
+    for (const uint32_t c : plan.lane_checks) {
+      if (checks[c].params.algorithm == algorithm) {
+        call.checks.push_back(c);
+      }
+    }
+  }
+  if (taken != 0) {
+    plan.lane_checks.erase(
+        std::remove_if(plan.lane_checks.begin(), plan.lane_checks.end(),
+                       [&](uint32_t c) {
+                         return (taken & (1u << static_cast<uint32_t>(
+                                              checks[c].params.algorithm))) != 0;
+                       }),
+        plan.lane_checks.end());
+  }
+  return taken;
+}
+
+void RedisBackend::ReturnLanes(uint32_t algorithms) {
+  while (algorithms != 0) {
+    const auto algorithm = static_cast<Algorithm>(__builtin_ctz(algorithms));
+    algorithms &= algorithms - 1;
+    for (LaneCall& next : lanes_.CallReturned(algorithm)) {
+      SendLaneCall(algorithm, std::move(next));
+    }
+  }
 }
 
 CommandBatch RedisBackend::EncodeCalls(absl::Span<const LimitCheck> checks, int64_t now,

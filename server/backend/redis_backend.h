@@ -5,7 +5,8 @@
 // Evaluate plans the request's Redis calls (call_plan.h: a limit of 0 decided locally, the
 // lone fixed window as INCRBY + PEXPIRE NX, a group as one group-script call, lone checks of one
 // algorithm sharing a script call), sends the request's own calls as one pipelined batch and
-// its lane checks to their lanes (lanes.h, standalone only), and merges the replies into one
+// its lane checks to their lanes (lanes.h, standalone only; checks that a free lane would send
+// at once go in the request's own batch as that lane's call), and merges the replies into one
 // answer. The wire forms are in script_codec.h, the scripts in script_set.h, the decision clock
 // in redis_clock.h.
 // Every call has the per-decision budget as its deadline (a lane call: the earliest of its
@@ -105,6 +106,13 @@ class RedisBackend final : public Backend {
                     int64_t deadline);
   // Sends one lane call; its return sends what may leave the lane then.
   void SendLaneCall(Algorithm algorithm, LaneCall call);
+  // Moves the lane checks of each algorithm whose lane would let them leave at once anyway
+  // (Lanes::TryTakeCall) into the request's own batch, as one call of that algorithm's script.
+  // Returns the algorithms so taken, bit (1 << algorithm), whose lanes the batch's return
+  // must report (ReturnLanes).
+  uint32_t TakeFreeLanes(absl::Span<const LimitCheck> checks, CallPlan& plan);
+  // Reports the return of the lane calls taken by TakeFreeLanes and sends what may leave.
+  void ReturnLanes(uint32_t algorithms);
   // Returns a denied lone fixed window's hits to its window key (fire and forget).
   void GiveBack(const std::string& window_key, uint64_t hits);
 

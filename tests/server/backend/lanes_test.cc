@@ -59,6 +59,27 @@ TEST(LanesTest, FullCallsLeaveAtOnce) {
   EXPECT_EQ(Sizes(lanes.CallReturned(Algorithm::kGcra)), std::vector<size_t>{3});
 }
 
+// Verifies a caller may send checks itself exactly when the lane would let them leave at once:
+// nothing waiting, a call free (or a full call); such a call counts as the lane's, and while it
+// is out, queued checks wait for it as for any other.
+TEST(LanesTest, TakesACallForTheCallerOnlyWhenChecksWouldLeaveAtOnce) {
+  Lanes lanes(/*max_batch=*/4, /*max_calls_out=*/2);
+  EXPECT_TRUE(lanes.TryTakeCall(Algorithm::kTokenBucket, 1));
+  EXPECT_TRUE(lanes.TryTakeCall(Algorithm::kTokenBucket, 2));
+  // Both calls out: fewer than a full call would wait, so the caller must queue them.
+  EXPECT_FALSE(lanes.TryTakeCall(Algorithm::kTokenBucket, 3));
+  EXPECT_TRUE(lanes.TryTakeCall(Algorithm::kTokenBucket, 4));  // a full call leaves anyway
+  EXPECT_TRUE(Queue(lanes, Algorithm::kTokenBucket, 1, 50).empty());
+  // One waits now: the next caller queues behind it even when a call returns meanwhile.
+  EXPECT_EQ(Sizes(lanes.CallReturned(Algorithm::kTokenBucket)), std::vector<size_t>{});
+  EXPECT_EQ(Sizes(lanes.CallReturned(Algorithm::kTokenBucket)), std::vector<size_t>{1});
+  EXPECT_FALSE(lanes.TryTakeCall(Algorithm::kTokenBucket, 1));  // calls out: the 4 and the 1
+  EXPECT_EQ(lanes.calls(Algorithm::kTokenBucket), 4u);
+  EXPECT_EQ(lanes.checks(Algorithm::kTokenBucket), 8u);
+  // Another algorithm's lane is free.
+  EXPECT_TRUE(lanes.TryTakeCall(Algorithm::kGcra, 1));
+}
+
 // Verifies each algorithm has its own lane: one lane's calls out do not hold another's checks.
 TEST(LanesTest, AlgorithmsHaveTheirOwnLanes) {
   Lanes lanes(/*max_batch=*/16, /*max_calls_out=*/1);
