@@ -190,9 +190,26 @@ bool RedisConnection::SendHandshakeCommand(std::initializer_list<std::string_vie
 // The socket's events on the loop, and hiredis' connection callbacks.
 
 void RedisConnection::OnSocketReadable(redisAsyncContext* ac) {
-  MutexLock lock(mu_);
-  redisAsyncHandleRead(ac);
-  FinishLoopWork();
+  {
+    MutexLock lock(mu_);
+    defer_answers_ = true;
+    redisAsyncHandleRead(ac);
+    defer_answers_ = false;
+    FinishLoopWork();
+    answering_.swap(answered_);
+  }
+  RunAnswered(answering_);
+}
+
+void RedisConnection::RunAnswered(std::vector<PendingBatch*>& answered) {
+  for (PendingBatch* batch : answered) {
+    // Completed, every reply in, adopted (FinishLoopWork ran before mu_ was released), its
+    // deadline timer released: only this list refers to it.
+    BatchCallback done = std::move(batch->done);
+    std::move(done)(absl::OkStatus(), absl::MakeSpan(batch->replies));
+    delete batch;
+  }
+  answered.clear();
 }
 
 void RedisConnection::OnSocketWritable(redisAsyncContext* ac) {
@@ -673,7 +690,11 @@ void RedisConnection::OnCommandReply(redisAsyncContext* ac, void* reply, void* p
     } else {
       batch->replies[i] = RedisReply::FromHiredis(*r);
       if (--batch->remaining == 0) {
-        self->Complete(batch, absl::OkStatus());
+        if (self->defer_answers_) {
+          self->CompleteAfterRead(batch);
+        } else {
+          self->Complete(batch, absl::OkStatus());
+        }
       }
     }
   }
@@ -740,10 +761,7 @@ void RedisConnection::OnBatchDeadline(int fd, short events, void* arg) {
   self->FinishLoopWork();
 }
 
-void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
-  if (batch->completed) {
-    return;
-  }
+void RedisConnection::NoteCompleted(PendingBatch* batch, const absl::Status& status) {
   batch->completed = true;
   if (breaker_ != nullptr) {
     breaker_->Record(status);
@@ -756,6 +774,22 @@ void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
     ReleaseTimer(batch->timer);
     batch->timer = nullptr;
   }
+}
+
+void RedisConnection::CompleteAfterRead(PendingBatch* batch) {
+  if (batch->completed) {
+    return;
+  }
+  NoteCompleted(batch, absl::OkStatus());
+  batch->answer_pending = true;
+  answered_.push_back(batch);
+}
+
+void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
+  if (batch->completed) {
+    return;
+  }
+  NoteCompleted(batch, status);
   BatchCallback done = std::move(batch->done);
   if (status.ok()) {
     std::move(done)(std::move(status), absl::MakeSpan(batch->replies));
@@ -768,7 +802,7 @@ void RedisConnection::Complete(PendingBatch* batch, absl::Status status) {
 }
 
 void RedisConnection::MaybeFree(PendingBatch* batch) {
-  if (batch->completed && batch->refs == 0 && !batch->awaiting_loop) {
+  if (batch->completed && batch->refs == 0 && !batch->awaiting_loop && !batch->answer_pending) {
     delete batch;
   }
 }

@@ -28,7 +28,10 @@
 // Everything the loop thread does here runs under `mu_`, so the hiredis context and the
 // counters below are shared only under it (the compiler checks this: ABSL_GUARDED_BY); callbacks
 // run with it held, and may Submit (to this connection too: from the loop thread, Submit always
-// queues). Destroy the connection on the loop thread, or after the loop has stopped.
+// queues). The exception is the common one: a batch answered by the replies read from the
+// socket gets its callback after the read, with `mu_` released, so that a caller whose request
+// follows (its thread woken by that callback's answer) finds the connection free and writes
+// itself instead of handing its batch to the loop. Destroy the connection on the loop thread, or after the loop has stopped.
 #pragma once
 
 #include <atomic>
@@ -180,6 +183,8 @@ class RedisConnection : private SocketEventsOwner {
     bool completed = false;
     // Written by a caller and not yet seen by the loop: in caller_batches_, without a timer.
     bool awaiting_loop = false;
+    // Answered by a read whose callbacks run once mu_ is released (answered_): freed there.
+    bool answer_pending = false;
     bool send_failed = false;  // a caller could not queue one of its commands
     PendingBatch* next = nullptr;  // submission queue link
   };
@@ -236,6 +241,14 @@ class RedisConnection : private SocketEventsOwner {
   void HealNoScript(PendingBatch* batch, size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ScriptState* StateFor(const RedisScript& script) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(PendingBatch* batch, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Complete(batch, OK) but for the callback, which RunAnswered runs once mu_ is released.
+  void CompleteAfterRead(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the callbacks of the batches in `answered` and frees them. REQUIRES: on the loop
+  // thread, without mu_; the batches are completed and nothing else refers to them.
+  static void RunAnswered(std::vector<PendingBatch*>& answered);
+  // Records a batch's end: the breaker, the call latency, its deadline timer.
+  void NoteCompleted(PendingBatch* batch, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFree(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives `batch` its deadline timer, `remaining_us` from now (> 0).
   void ArmDeadline(PendingBatch* batch, int64_t remaining_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -281,6 +294,11 @@ class RedisConnection : private SocketEventsOwner {
   std::vector<PendingBatch*> caller_batches_ ABSL_GUARDED_BY(mu_);
   // AdoptCallerBatches' scratch, kept for its capacity.
   std::vector<PendingBatch*> adopting_ ABSL_GUARDED_BY(mu_);
+  // While OnSocketReadable reads: batches answered OK, whose callbacks it runs after releasing
+  // mu_ (from `answering_`, the loop thread's alone, swapped with this one for its capacity).
+  bool defer_answers_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<PendingBatch*> answered_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingBatch*> answering_;
   // Why the last connect failed or the connection went away.
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   // Why Drop freed the context, for the batches it fails.

@@ -7,6 +7,9 @@
 // armed the timer, before the deadline passes. The loop renews the promise each time it finishes
 // its work on a ready connection, and keeps it with a watchdog timer, which the owner may end
 // (Withdraw) when the connection is quiet, so that an idle connection does not wake the loop.
+// The loop runs several times per batch, so a renewal only notes itself while the watchdog is
+// armed; when the watchdog fires after a renewal it moves itself to the renewed promise
+// instead of waking the owner: one timer operation per period, not one per loop run.
 //
 // Not thread-safe: the owner guards it with its own mutex, and calls LoopRan and Withdraw on the
 // loop thread (they arm and cancel the watchdog).
@@ -46,11 +49,16 @@ class WriteHorizon {
   int64_t horizon_us() const { return horizon_us_; }  // 0: no promise
 
  private:
+  void OnWatchdog();
+
   const Clock& clock_;
   const int64_t period_us_;
+  absl::AnyInvocable<void()> on_watchdog_;
   LoopTimer watchdog_;
   int64_t horizon_us_ = 0;
   bool caller_wrote_ = false;
+  bool watchdog_armed_ = false;
+  bool renewed_since_armed_ = false;  // LoopRan moved the promise past the watchdog's expiry
 };
 
 }  // namespace sluice

@@ -125,5 +125,24 @@ TEST_F(WriteHorizonTest, WatchdogFiresUnlessWithdrawn) {
   EXPECT_EQ(watchdog_fired_.load(), 1);
 }
 
+// Verifies that while the loop keeps running within each period (renewing the promise many
+// times per period), the owner's hook never runs; once the loop stops running, it runs once.
+TEST_F(WriteHorizonTest, RenewalsKeepTheWatchdogQuietUntilTheLoopStops) {
+  constexpr int64_t kLongPeriodUs = 50000;  // long beside a loaded machine's scheduling delays
+  Make(kLongPeriodUs);
+  for (int i = 0; i < 200; ++i) {
+    OnLoop([&] { horizon_->LoopRan(/*connection_ready=*/true); });
+    EXPECT_EQ(horizon_->horizon_us(), clock_.MonotonicMicros() + kLongPeriodUs);
+    clock_.AdvanceMicros(1000);
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(watchdog_fired_.load(), 0) << "the hook ran although the loop kept running";
+  for (int i = 0; i < 2000 && watchdog_fired_.load() == 0; ++i) {
+    clock_.AdvanceMicros(1000);
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(watchdog_fired_.load(), 1);
+}
+
 }  // namespace
 }  // namespace sluice
