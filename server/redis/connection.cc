@@ -86,17 +86,18 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
                      OnStallCheck();
                      FinishLoopWork();
                    }),
+      deadline_timer_(loop,
+                      [this] {
+                        MutexLock lock(mu_);
+                        ExpireDeadlines();
+                        FinishLoopWork();
+                      }),
       horizon_(loop, clock, options_.caller_write_horizon_us, [this] {
         MutexLock lock(mu_);
         OnWatchdog();
       }) {}
 
-RedisConnection::~RedisConnection() {
-  Close();
-  for (event* timer : free_timers_) {
-    event_free(timer);
-  }
-}
+RedisConnection::~RedisConnection() { Close(); }
 
 void RedisConnection::Start() {
   MutexLock lock(mu_);
@@ -505,7 +506,7 @@ void RedisConnection::AdoptCallerBatches() {
       Complete(batch, absl::DeadlineExceededError(absl::StrCat(
                           "redis ", address_, ": no reply before the deadline")));
     } else {
-      ArmDeadline(batch, batch->deadline_us - now);
+      WatchDeadline(batch, batch->deadline_us - now);
     }
     MaybeFree(batch);
   }
@@ -589,7 +590,7 @@ void RedisConnection::Dispatch(PendingBatch* batch) {
   batch->replies.resize(n);
   batch->slots.assign(n, CommandSlot{});
   batch->remaining = n;
-  ArmDeadline(batch, remaining_us);
+  WatchDeadline(batch, remaining_us);
   for (size_t i = 0; i < n; ++i) {
     batch->slots[i].batch = batch;
     if (!SendCommand(batch, i)) {
@@ -732,33 +733,40 @@ void RedisConnection::HealNoScript(PendingBatch* batch, size_t i) {
   Bump(noscript_retries_);
 }
 
-void RedisConnection::OnBatchDeadline(int fd, short events, void* arg) {
-  auto* batch = static_cast<PendingBatch*>(arg);
-  RedisConnection* self = batch->owner;
-  MutexLock lock(self->mu_);
-  int64_t remaining_us = batch->deadline_us - self->clock_.MonotonicMicros();
-  if (remaining_us > 0) {
-    // libevent's clock ran ahead of the injected one; wait for the latter.
-    timeval tv;
-    MicrosToTimeval(remaining_us, &tv);
-    event_add(batch->timer, &tv);
-    return;
+void RedisConnection::ExpireDeadlines() {
+  deadline_timer_at_ = 0;
+  const int64_t now = clock_.MonotonicMicros();
+  int64_t earliest = 0;  // of the deadlines still to come
+  for (PendingBatch* batch = deadlines_head_; batch != nullptr;) {
+    // Completing a batch unlinks it and may free it, and its callback never completes another
+    // batch of this connection (from the loop thread, Submit only queues): take the next first.
+    PendingBatch* next = batch->deadline_next;
+    if (batch->deadline_us > now) {
+      // Still to come (also when libevent's clock ran ahead of the injected one).
+      earliest = earliest == 0 ? batch->deadline_us : std::min(earliest, batch->deadline_us);
+      batch = next;
+      continue;
+    }
+    Bump(deadline_exceeded_);
+    // A node that answered nothing since the batch was written may be gone (paused, cut off):
+    // the circuit breaker counts it. One that kept answering others is slow, and a breaker
+    // opened on slowness (a starved CPU, a burst) would hand a whole open period to the failure
+    // policy.
+    const bool silent = replies_seen_ == batch->replies_seen_at_send;
+    Complete(batch,
+             WithFailureReason(
+                 absl::DeadlineExceededError(absl::StrCat(
+                     "redis ", address_, ": no reply before the deadline",
+                     silent ? " (nothing read from the node since it was written)"
+                            : " (the node is answering others: slow)")),
+                 silent ? FailureReason::kTimeoutInFlight : FailureReason::kTimeoutSlow));
+    MaybeFree(batch);
+    batch = next;
   }
-  Bump(self->deadline_exceeded_);
-  // A node that answered nothing since the batch was written may be gone (paused, cut off): the
-  // circuit breaker counts it. One that kept answering others is slow, and a breaker opened on
-  // slowness (a starved CPU, a burst) would hand a whole open period to the failure policy.
-  const bool silent = self->replies_seen_ == batch->replies_seen_at_send;
-  self->Complete(
-      batch,
-      WithFailureReason(
-          absl::DeadlineExceededError(absl::StrCat(
-              "redis ", self->address_, ": no reply before the deadline",
-              silent ? " (nothing read from the node since it was written)"
-                     : " (the node is answering others: slow)")),
-          silent ? FailureReason::kTimeoutInFlight : FailureReason::kTimeoutSlow));
-  self->MaybeFree(batch);
-  self->FinishLoopWork();
+  if (earliest != 0) {
+    deadline_timer_at_ = earliest;
+    deadline_timer_.Arm(earliest - now);
+  }
 }
 
 void RedisConnection::NoteCompleted(PendingBatch* batch, const absl::Status& status) {
@@ -770,10 +778,7 @@ void RedisConnection::NoteCompleted(PendingBatch* batch, const absl::Status& sta
       (status.ok() || status.code() == absl::StatusCode::kDeadlineExceeded)) {
     call_latency_->Record(clock_.MonotonicMicros() - batch->submitted_us);
   }
-  if (batch->timer != nullptr) {
-    ReleaseTimer(batch->timer);
-    batch->timer = nullptr;
-  }
+  UnwatchDeadline(batch);
 }
 
 void RedisConnection::CompleteAfterRead(PendingBatch* batch) {
@@ -814,28 +819,28 @@ absl::Status RedisConnection::LostStatus(const redisAsyncContext* ac) const {
   return absl::UnavailableError(absl::StrCat("redis ", address_, ": connection lost: ", why));
 }
 
-void RedisConnection::ArmDeadline(PendingBatch* batch, int64_t remaining_us) {
-  batch->timer = AcquireTimer(batch);
-  timeval tv;
-  MicrosToTimeval(remaining_us, &tv);
-  event_add(batch->timer, &tv);
-}
-
-event* RedisConnection::AcquireTimer(PendingBatch* batch) {
-  event* timer;
-  if (free_timers_.empty()) {
-    timer = event_new(loop_.base(), -1, 0, &RedisConnection::OnBatchDeadline, batch);
-  } else {
-    timer = free_timers_.back();
-    free_timers_.pop_back();
-    event_assign(timer, loop_.base(), -1, 0, &RedisConnection::OnBatchDeadline, batch);
+void RedisConnection::WatchDeadline(PendingBatch* batch, int64_t remaining_us) {
+  batch->deadline_watched = true;
+  batch->deadline_prev = deadlines_tail_;
+  batch->deadline_next = nullptr;
+  (deadlines_tail_ != nullptr ? deadlines_tail_->deadline_next : deadlines_head_) = batch;
+  deadlines_tail_ = batch;
+  if (deadline_timer_at_ == 0 || batch->deadline_us < deadline_timer_at_) {
+    deadline_timer_at_ = batch->deadline_us;
+    deadline_timer_.Arm(remaining_us);
   }
-  return timer;
 }
 
-void RedisConnection::ReleaseTimer(event* timer) {
-  event_del(timer);
-  free_timers_.push_back(timer);
+void RedisConnection::UnwatchDeadline(PendingBatch* batch) {
+  if (!batch->deadline_watched) {
+    return;
+  }
+  batch->deadline_watched = false;
+  (batch->deadline_prev != nullptr ? batch->deadline_prev->deadline_next : deadlines_head_) =
+      batch->deadline_next;
+  (batch->deadline_next != nullptr ? batch->deadline_next->deadline_prev : deadlines_tail_) =
+      batch->deadline_prev;
+  batch->deadline_prev = batch->deadline_next = nullptr;
 }
 
 }  // namespace sluice

@@ -174,7 +174,10 @@ class RedisConnection : private SocketEventsOwner {
     // Inline room for the common batch of one or two commands: no allocation of their own.
     absl::InlinedVector<RedisReply, 2> replies;
     absl::InlinedVector<CommandSlot, 2> slots;  // assigned once; hiredis holds their addresses
-    event* timer = nullptr;
+    // While the loop watches its deadline: its place in the connection's list of such batches.
+    bool deadline_watched = false;
+    PendingBatch* deadline_prev = nullptr;
+    PendingBatch* deadline_next = nullptr;
     size_t remaining = 0;  // replies still missing
     size_t refs = 0;       // slots hiredis still holds
     // The connection's replies_seen_ when a command of the batch was last written: at the
@@ -196,7 +199,6 @@ class RedisConnection : private SocketEventsOwner {
   static void OnHandshakeReply(redisAsyncContext* ac, void* reply, void* privdata);
   static void OnScriptLoaded(redisAsyncContext* ac, void* reply, void* privdata);
   static void OnCommandReply(redisAsyncContext* ac, void* reply, void* privdata);
-  static void OnBatchDeadline(int fd, short events, void* arg);
   // SocketEventsOwner.
   void OnSocketReadable(redisAsyncContext* ac) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnSocketWritable(redisAsyncContext* ac) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -250,10 +252,13 @@ class RedisConnection : private SocketEventsOwner {
   void NoteCompleted(PendingBatch* batch, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFree(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Gives `batch` its deadline timer, `remaining_us` from now (> 0).
-  void ArmDeadline(PendingBatch* batch, int64_t remaining_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  event* AcquireTimer(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseTimer(event* timer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Watches `batch`'s deadline, `remaining_us` from now (> 0): the batch joins the list of
+  // watched batches, and the deadline timer is brought forward if this deadline comes first.
+  void WatchDeadline(PendingBatch* batch, int64_t remaining_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnwatchDeadline(PendingBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The deadline timer fired: fails every watched batch whose deadline has passed, and sets the
+  // timer for the earliest deadline left.
+  void ExpireDeadlines() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status LostStatus(const redisAsyncContext* ac) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Not a read-modify-write: every Bump runs under mu_, so bumps never race one another; the
   // counters are atomic only for stats() readers on other threads.
@@ -285,6 +290,14 @@ class RedisConnection : private SocketEventsOwner {
   LoopTimer connect_timer_ ABSL_GUARDED_BY(mu_);
   LoopTimer reconnect_timer_ ABSL_GUARDED_BY(mu_);
   LoopTimer stall_timer_ ABSL_GUARDED_BY(mu_);
+  // One timer for every batch's deadline: batches are watched in the order they are written,
+  // which is nearly the order of their deadlines (one budget), so the timer is set once per
+  // earliest deadline rather than once per batch; it may fire for a batch answered long ago,
+  // and then moves on to the earliest deadline still watched.
+  LoopTimer deadline_timer_ ABSL_GUARDED_BY(mu_);
+  int64_t deadline_timer_at_ ABSL_GUARDED_BY(mu_) = 0;  // clock_ time it is set for; 0: unset
+  PendingBatch* deadlines_head_ ABSL_GUARDED_BY(mu_) = nullptr;
+  PendingBatch* deadlines_tail_ ABSL_GUARDED_BY(mu_) = nullptr;
   WriteHorizon horizon_ ABSL_GUARDED_BY(mu_);
   // A caller is queueing commands: the socket events keep off the loop.
   bool writing_from_caller_ ABSL_GUARDED_BY(mu_) = false;
@@ -309,8 +322,6 @@ class RedisConnection : private SocketEventsOwner {
   uint64_t replies_at_stall_check_ ABSL_GUARDED_BY(mu_) = 0;
   // By RedisScript::id().
   std::vector<std::unique_ptr<ScriptState>> script_states_ ABSL_GUARDED_BY(mu_);
-  // Deadline timers for reuse: no allocation per batch.
-  std::vector<event*> free_timers_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<uint64_t> connects_{0};
   std::atomic<uint64_t> disconnects_{0};

@@ -170,6 +170,40 @@ TEST_F(RedisConnectionTest, DeadlinesFollowTheInjectedClock) {
   OnLoop([&] { connection_.reset(); });  // before `clock` goes
 }
 
+// Verifies every batch meets its own deadline, also one written after another due later: the
+// connection's one deadline timer comes forward for it, and then goes on to the later one.
+TEST_F(RedisConnectionTest, EachBatchExpiresAtItsOwnDeadline) {
+  FakeClock clock;
+  // No queue grace: the deadlines stay exactly as submitted, whichever thread writes the batch.
+  StartConnection({.stall_timeout_us = 0, .queue_grace_us = 0}, clock);
+  ASSERT_TRUE(WaitReady(true, absl::Seconds(20)));
+  server_->Pause();
+  Notification late_done, early_done;
+  absl::Status late_status, early_status;
+  const int64_t start = clock.MonotonicMicros();
+  connection_->Submit(CommandBatch().Add({"PING"}), start + 300000,
+                      [&](absl::Status s, absl::Span<RedisReply>) {
+                        late_status = s;
+                        late_done.Notify();
+                      });
+  connection_->Submit(CommandBatch().Add({"PING"}), start + 50000,
+                      [&](absl::Status s, absl::Span<RedisReply>) {
+                        early_status = s;
+                        early_done.Notify();
+                      });
+  clock.AdvanceMicros(50000);
+  ASSERT_TRUE(early_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(early_status.code(), absl::StatusCode::kDeadlineExceeded) << early_status;
+  EXPECT_FALSE(late_done.WaitForNotificationWithTimeout(absl::Milliseconds(400)))
+      << "the later batch expired with the earlier one";
+  clock.AdvanceMicros(250000);
+  ASSERT_TRUE(late_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(late_status.code(), absl::StatusCode::kDeadlineExceeded) << late_status;
+  EXPECT_EQ(connection_->stats().deadline_exceeded, 2u);
+  server_->Resume();
+  OnLoop([&] { connection_.reset(); });  // before `clock` goes
+}
+
 // Verifies Submit after Close fails inline, on the caller's stack.
 TEST_F(RedisConnectionTest, SubmitAfterCloseFailsInline) {
   StartConnection({}, RealClock::Get());
