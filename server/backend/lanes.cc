@@ -45,6 +45,9 @@ LaneCalls Lanes::Enqueue(Algorithm algorithm,
 }
 
 bool Lanes::TryTakeCall(Algorithm algorithm, size_t checks) {
+  if (checks > max_batch_) {
+    return false;
+  }
   Lane& lane = lanes_[static_cast<size_t>(algorithm)];
   MutexLock lock(lane.mu);
   // What Enqueue would do with these checks alone in the lane: a full call leaves whatever is

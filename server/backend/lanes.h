@@ -81,14 +81,13 @@ class Lanes {
   // when the lane would let them leave at once anyway: nothing waits in it, and it has fewer
   // than max_calls_out calls out (or the checks make a full call). Counted as a call of the
   // lane, whose return the caller reports (CallReturned) like any other. Spares the caller the
-  // copy into the lane and the request's split in parts. REQUIRES: 1 <= checks <= max_batch.
+  // copy into the lane and the request's split in parts. False for more than max_batch checks
+  // (they make several calls: the lane splits them). REQUIRES: checks >= 1.
   bool TryTakeCall(Algorithm algorithm, size_t checks);
 
   // A call of `algorithm`'s lane returned (answered or failed). Returns the calls that may
   // leave now.
   LaneCalls CallReturned(Algorithm algorithm);
-
-  size_t max_batch() const { return max_batch_; }
 
   // Calls sent by `algorithm`'s lane and the checks they carried (their ratio is the mean
   // batch).

@@ -189,7 +189,7 @@ uint32_t RedisBackend::TakeFreeLanes(absl::Span<const LimitCheck> checks, CallPl
     for (const uint32_t c : plan.lane_checks) {
       count += checks[c].params.algorithm == algorithm ? 1 : 0;
     }
-    if (count > lanes_.max_batch() || !lanes_.TryTakeCall(algorithm, count)) {
+    if (!lanes_.TryTakeCall(algorithm, count)) {
       continue;
     }
     taken |= bit;

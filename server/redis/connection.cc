@@ -193,9 +193,7 @@ bool RedisConnection::SendHandshakeCommand(std::initializer_list<std::string_vie
 void RedisConnection::OnSocketReadable(redisAsyncContext* ac) {
   {
     MutexLock lock(mu_);
-    defer_answers_ = true;
     redisAsyncHandleRead(ac);
-    defer_answers_ = false;
     FinishLoopWork();
     answering_.swap(answered_);
   }
@@ -691,11 +689,8 @@ void RedisConnection::OnCommandReply(redisAsyncContext* ac, void* reply, void* p
     } else {
       batch->replies[i] = RedisReply::FromHiredis(*r);
       if (--batch->remaining == 0) {
-        if (self->defer_answers_) {
-          self->CompleteAfterRead(batch);
-        } else {
-          self->Complete(batch, absl::OkStatus());
-        }
+        // A reply comes only from OnSocketReadable's read, which runs the callback after it.
+        self->CompleteAfterRead(batch);
       }
     }
   }

@@ -307,9 +307,9 @@ class RedisConnection : private SocketEventsOwner {
   std::vector<PendingBatch*> caller_batches_ ABSL_GUARDED_BY(mu_);
   // AdoptCallerBatches' scratch, kept for its capacity.
   std::vector<PendingBatch*> adopting_ ABSL_GUARDED_BY(mu_);
-  // While OnSocketReadable reads: batches answered OK, whose callbacks it runs after releasing
-  // mu_ (from `answering_`, the loop thread's alone, swapped with this one for its capacity).
-  bool defer_answers_ ABSL_GUARDED_BY(mu_) = false;
+  // Batches answered OK by the read OnSocketReadable makes (the only place hiredis hands out
+  // replies), whose callbacks it runs after releasing mu_ (from `answering_`, the loop thread's
+  // alone, swapped with this one for its capacity).
   std::vector<PendingBatch*> answered_ ABSL_GUARDED_BY(mu_);
   std::vector<PendingBatch*> answering_;
   // Why the last connect failed or the connection went away.
