@@ -89,6 +89,24 @@ ABSL_FLAG(std::string, redis_addresses, absl::StrJoin(Defaults().backend.redis.a
 ABSL_FLAG(std::string, redis_username, Defaults().backend.redis.username,
           "Redis ACL user (with --redis_password)");
 ABSL_FLAG(std::string, redis_password, Defaults().backend.redis.password, "Redis password (AUTH)");
+ABSL_FLAG(bool, redis_tls, Defaults().backend.redis.tls,
+          "TLS to the Redis of --redis_addresses (HOST:PORT, not unix:), with the "
+          "--redis_tls_* files");
+ABSL_FLAG(std::string, redis_tls_ca, Defaults().backend.shared.tls_ca,
+          "--redis_tls, --redis_per_second_tls: PEM CA bundle trusted besides the system's "
+          "roots");
+ABSL_FLAG(std::string, redis_tls_cert, Defaults().backend.shared.tls_cert,
+          "--redis_tls, --redis_per_second_tls: PEM certificate chain of this client, for a Redis "
+          "that asks for one (with --redis_tls_key)");
+ABSL_FLAG(std::string, redis_tls_key, Defaults().backend.shared.tls_key,
+          "--redis_tls, --redis_per_second_tls: PEM key of --redis_tls_cert");
+ABSL_FLAG(std::string, redis_tls_server_name, Defaults().backend.shared.tls_server_name,
+          "--redis_tls, --redis_per_second_tls: the name sent as SNI and checked in the server's "
+          "certificate (empty: each node's host)");
+ABSL_FLAG(bool, redis_tls_skip_hostname_verification,
+          Defaults().backend.shared.tls_skip_hostname_verification,
+          "--redis_tls, --redis_per_second_tls: verify the server's certificate chain but not "
+          "the name in it (upstream's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION)");
 ABSL_FLAG(int32_t, redis_db, Defaults().backend.shared.db,
           "Redis database number (standalone only)");
 ABSL_FLAG(std::string, redis_key_prefix, Defaults().limiter.key_prefix,
@@ -137,6 +155,8 @@ ABSL_FLAG(std::string, redis_per_second_username, Defaults().backend.per_second.
           "ACL user of the per-second Redis");
 ABSL_FLAG(std::string, redis_per_second_password, Defaults().backend.per_second.password,
           "password of the per-second Redis");
+ABSL_FLAG(bool, redis_per_second_tls, Defaults().backend.per_second.tls,
+          "TLS to the per-second Redis, with the --redis_tls_* files");
 ABSL_FLAG(int32_t, redis_per_second_connections, Defaults().backend.per_second.connections,
           "per-second Redis connections per I/O thread");
 ABSL_FLAG(int64_t, over_limit_cache_keys, Defaults().limiter.over_limit_cache_keys,

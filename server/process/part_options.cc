@@ -37,6 +37,17 @@ RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
   options.client.username = target.username;
   options.client.password = target.password;
   options.client.db = shared.db;
+  // One TLS setup for both Redis, used by each that turns TLS on (a Redis without it keeps
+  // RedisTlsOptions' defaults, all off). A cluster's nodes each get it through
+  // RedisClusterClientOptions::node, which RedisBackend fills from `client`.
+  if (target.tls) {
+    options.client.tls.enabled = true;
+    options.client.tls.ca_file = shared.tls_ca;
+    options.client.tls.cert_file = shared.tls_cert;
+    options.client.tls.key_file = shared.tls_key;
+    options.client.tls.server_name = shared.tls_server_name;
+    options.client.tls.skip_hostname_verification = shared.tls_skip_hostname_verification;
+  }
   options.client.io_threads = shared.io_threads;
   options.client.connections_per_thread = target.connections;
   if (!shared.caller_writes) {

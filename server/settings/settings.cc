@@ -140,6 +140,38 @@ void CheckRedisTarget(const RedisTargetSettings& target, bool cluster, absl::str
   const std::string password = absl::StrCat(prefix, "password");
   errors.Check(target.username.empty() || !target.password.empty(), {username, password},
                absl::StrCat("--", username, " needs --", password));
+  if (target.tls) {
+    // Redis serves TLS on its tls-port only; a unix socket is always plaintext.
+    const std::string tls = absl::StrCat(prefix, "tls");
+    for (const std::string& address : target.addresses) {
+      errors.Check(!absl::StartsWith(address, "unix:"), {tls, addresses},
+                   absl::StrCat("--", tls, ": '", address, "' in --", addresses,
+                                " is a unix socket; TLS to Redis is over TCP (HOST:PORT)"));
+    }
+  }
+}
+
+// The TLS setup both Redis share: it is used only by a Redis that has TLS on.
+void CheckRedisTls(const BackendSettings& backend, Errors& errors) {
+  const RedisSettings& redis = backend.shared;
+  errors.Check(redis.tls_cert.empty() == redis.tls_key.empty(),
+               {"redis_tls_cert", "redis_tls_key"},
+               "--redis_tls_cert and --redis_tls_key go together (mutual TLS to Redis)");
+  if (backend.redis.tls || backend.per_second.tls) {
+    return;
+  }
+  // Each one set names itself: a file given for TLS that nothing speaks is a mistake to see.
+  const std::pair<absl::string_view, bool> set[] = {
+      {"redis_tls_ca", !redis.tls_ca.empty()},
+      {"redis_tls_cert", !redis.tls_cert.empty()},
+      {"redis_tls_key", !redis.tls_key.empty()},
+      {"redis_tls_server_name", !redis.tls_server_name.empty()},
+      {"redis_tls_skip_hostname_verification", redis.tls_skip_hostname_verification},
+  };
+  for (const auto& [flag, is_set] : set) {
+    errors.Check(!is_set, {flag, "redis_tls", "redis_per_second_tls"},
+                 absl::StrCat("--", flag, " needs --redis_tls or --redis_per_second_tls"));
+  }
 }
 
 void CheckBackend(const BackendSettings& backend, Errors& errors) {
@@ -174,6 +206,7 @@ void CheckBackend(const BackendSettings& backend, Errors& errors) {
     CheckRedisTarget(backend.per_second, *backend.per_second_kind == BackendKind::kRedisCluster,
                      "redis_per_second_", errors);
   }
+  CheckRedisTls(backend, errors);
 }
 
 }  // namespace

@@ -176,6 +176,9 @@ struct RedisTargetSettings {
   std::string password;
   // --redis_connections / --redis_per_second_connections: per I/O thread. >= 1.
   int32_t connections = 2;
+  // --redis_tls / --redis_per_second_tls: TLS to this Redis (every node of a cluster alike),
+  // set up by RedisSettings' tls_* fields. Needs TCP addresses, not unix:PATH.
+  bool tls = false;
 };
 
 // What the main and the per-second Redis share.
@@ -204,6 +207,21 @@ struct RedisSettings {
   absl::Duration breaker_open = absl::Seconds(1);
   // --redis_breaker_open_min: the wait before the first probe. > 0.
   absl::Duration breaker_open_min = absl::Milliseconds(50);
+  // One TLS setup for whichever Redis has `tls` on (as upstream shares its REDIS_TLS_* files
+  // between its two pools); each of these needs --redis_tls or --redis_per_second_tls.
+  // --redis_tls_ca: a PEM bundle trusted besides the system's roots (empty: the system's only).
+  std::string tls_ca;
+  // --redis_tls_cert, --redis_tls_key: this client's PEM certificate chain and its key, for a
+  // Redis that asks for one (`tls-auth-clients yes`); both or neither.
+  std::string tls_cert;
+  std::string tls_key;
+  // --redis_tls_server_name: the name sent as SNI and checked in the server's certificate, in
+  // place of each node's host (empty: the host, or for an IP address the certificate's IPs).
+  std::string tls_server_name;
+  // --redis_tls_skip_hostname_verification: the certificate chain is still verified, the name
+  // in it is not (upstream's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION, for servers such as GCP
+  // Memorystore whose certificates do not name the address clients use).
+  bool tls_skip_hostname_verification = false;
 };
 
 struct BackendSettings {

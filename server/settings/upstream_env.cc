@@ -30,19 +30,33 @@ struct RedisFlags {
   absl::string_view username;
   absl::string_view password;
   absl::string_view connections;
+  absl::string_view tls;
 };
 
-constexpr RedisFlags kMainRedis = {"REDIS_",          "/var/run/nutcracker/ratelimit.sock",
-                                   "backend",         "redis_addresses",
-                                   "redis_username",  "redis_password",
-                                   "redis_connections"};
+constexpr RedisFlags kMainRedis = {"REDIS_",
+                                   "/var/run/nutcracker/ratelimit.sock",
+                                   "backend",
+                                   "redis_addresses",
+                                   "redis_username",
+                                   "redis_password",
+                                   "redis_connections",
+                                   "redis_tls"};
 constexpr RedisFlags kPerSecondRedis = {"REDIS_PERSECOND_",
                                         "/var/run/nutcracker/ratelimitpersecond.sock",
                                         "redis_per_second_backend",
                                         "redis_per_second_addresses",
                                         "redis_per_second_username",
                                         "redis_per_second_password",
-                                        "redis_per_second_connections"};
+                                        "redis_per_second_connections",
+                                        "redis_per_second_tls"};
+
+// Upstream's one TLS setup for both Redis pools (REDIS_TLS_*), read when either has TLS on.
+constexpr std::pair<absl::string_view, absl::string_view> kRedisTlsFiles[] = {
+    {"REDIS_TLS_CACERT", "redis_tls_ca"},
+    {"REDIS_TLS_CLIENT_CERT", "redis_tls_cert"},
+    {"REDIS_TLS_CLIENT_KEY", "redis_tls_key"},
+};
+constexpr absl::string_view kRedisTlsSkipHostname = "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION";
 
 // Tuning knobs of upstream's Redis pool that Sluice's client has no use for.
 constexpr absl::string_view kRedisTuning[] = {
@@ -329,10 +343,7 @@ class Translator {
   void Redis(const RedisFlags& flags) {
     const std::string prefix(flags.variable_prefix);
     auto var = [&prefix](absl::string_view name) { return absl::StrCat(prefix, name); };
-    if (Bool(var("TLS")).value_or(false)) {
-      Fail(absl::StrCat(var("TLS"), "=true: TLS to Redis is not supported (Debian 12's hiredis "
-                                    "0.14 has none)"));
-    }
+    const std::optional<bool> tls = Bool(var("TLS"));
     const std::string type = absl::AsciiStrToLower(Get(var("TYPE")).value_or("single"));
     bool cluster = false;
     if (type == "cluster") {
@@ -366,14 +377,20 @@ class Translator {
     }
     const bool tcp = socket == "tcp" || cluster;
     std::vector<std::string> addresses;
+    // rediss:// is the URL scheme of Redis over TLS (IANA's, redis-cli -u's, every major client
+    // library's). Upstream's client (radix) parses redis:// only and dials a rediss:// URL as a
+    // host name, which fails: no working upstream setup has one. Whoever writes it means TLS,
+    // so it turns TLS on for this Redis as REDIS_TLS=true does; redis:// beside it in one list
+    // contradicts it.
+    bool url_tls = false;
+    bool url_plain = false;
     for (absl::string_view one : absl::StrSplit(url, ',', absl::SkipWhitespace())) {
       one = absl::StripAsciiWhitespace(one);
-      if (absl::StartsWith(one, "rediss://")) {
-        Fail(absl::StrCat(var("URL"), ": rediss:// (TLS to Redis) is not supported (Debian 12's "
-                                      "hiredis 0.14 has none)"));
-        return;
-      }
-      if (absl::ConsumePrefix(&one, "redis://")) {
+      const bool secure = absl::ConsumePrefix(&one, "rediss://");
+      const bool plain = !secure && absl::ConsumePrefix(&one, "redis://");
+      url_tls = url_tls || secure;
+      url_plain = url_plain || plain;
+      if (secure || plain) {
         // [user[:password]@]host:port[/db]: credentials only when AUTH does not give them.
         if (size_t at = one.rfind('@'); at != absl::string_view::npos) {
           if (!auth.has_value()) {
@@ -395,7 +412,8 @@ class Translator {
         }
         if (absl::Status valid = ValidateHostPort(one, 1); !valid.ok()) {
           // The address only: the URL may hold a password.
-          Fail(absl::StrCat(var("URL"), ": redis:// address ", valid.message()));
+          Fail(absl::StrCat(var("URL"), ": ", secure ? "rediss" : "redis", ":// address ",
+                            valid.message()));
           return;
         }
         addresses.emplace_back(one);
@@ -421,6 +439,15 @@ class Translator {
       Fail(absl::StrCat(var("URL"), " is empty"));
       return;
     }
+    if (url_tls && url_plain) {
+      Fail(absl::StrCat(var("URL"), ": rediss:// and redis:// in one list; a Redis is reached "
+                                    "over TLS (rediss://) or not (redis://), all its nodes alike"));
+      return;
+    }
+    if (url_tls && tls.has_value() && !*tls) {
+      Fail(absl::StrCat(var("URL"), ": rediss:// asks for TLS, but ", var("TLS"), "=false"));
+      return;
+    }
     if (!cluster && addresses.size() > 1) {
       Fail(absl::StrCat(var("URL"), ": a single Redis takes one address (", var("TYPE"),
                         "=cluster takes several)"));
@@ -432,6 +459,16 @@ class Translator {
                       var("URL"));
     }
     Set(flags.addresses, absl::StrJoin(addresses, ","), addresses_from);
+    if (url_tls || tls.has_value()) {
+      const bool on = url_tls || *tls;
+      std::string source = var("TLS");
+      if (url_tls) {
+        source = IsSet(var("TLS")) ? absl::StrCat(var("TLS"), ", ", var("URL"))
+                                   : absl::StrCat(var("URL"), " (rediss://)");
+      }
+      Set(flags.tls, on ? "true" : "false", source);
+      tls_on_ = tls_on_ || on;
+    }
     if (auth.has_value()) {
       // "password", or "user:password" for a Redis 6 ACL user.
       const size_t colon = auth->find(':');
@@ -463,6 +500,38 @@ class Translator {
     }
   }
 
+  // The TLS files and switch both Redis share: mapped when either Redis has TLS on, as upstream
+  // reads them only then; otherwise set for nothing, which a warning says.
+  void RedisTls() {
+    const std::optional<bool> skip_hostname = Bool(kRedisTlsSkipHostname);
+    if (!tls_on_) {
+      std::vector<absl::string_view> unused;
+      for (const auto& [variable, flag] : kRedisTlsFiles) {
+        if (IsSet(variable)) {
+          unused.push_back(variable);
+        }
+      }
+      if (skip_hostname.value_or(false)) {
+        unused.push_back(kRedisTlsSkipHostname);
+      }
+      if (!unused.empty()) {
+        Warn(absl::StrCat(absl::StrJoin(unused, ", "),
+                          ": no effect; no Redis has TLS on (REDIS_TLS=true, or "
+                          "REDIS_PERSECOND_TLS=true with REDIS_PERSECOND=true)"));
+      }
+      return;
+    }
+    for (const auto& [variable, flag] : kRedisTlsFiles) {
+      if (std::optional<std::string> value = Get(variable)) {
+        Set(flag, *value, std::string(variable));
+      }
+    }
+    if (skip_hostname.has_value()) {
+      Set("redis_tls_skip_hostname_verification", *skip_hostname ? "true" : "false",
+          std::string(kRedisTlsSkipHostname));
+    }
+  }
+
   void Backend() {
     if (std::optional<std::string> type = Get("BACKEND_TYPE")) {
       const std::string lower = absl::AsciiStrToLower(*type);
@@ -482,6 +551,7 @@ class Translator {
         Redis(kPerSecondRedis);
       }
     }
+    RedisTls();
     std::vector<std::string> startup;
     for (absl::string_view name : kStartupTuning) {
       if (IsSet(name)) {
@@ -600,6 +670,8 @@ class Translator {
 
   const EnvLookup& env_;
   UpstreamTranslation out_;
+  // Whether a Redis was given TLS (REDIS_TLS, REDIS_PERSECOND_TLS or a rediss:// URL).
+  bool tls_on_ = false;
 };
 
 }  // namespace

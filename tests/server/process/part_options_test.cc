@@ -83,6 +83,41 @@ TEST(PartOptionsTest, RedisBackendOptions) {
   EXPECT_FALSE(RedisBackendOptionsFrom(RedisSettings(), target, false).use_caller_clock);
 }
 
+// Verifies a Redis with TLS on gets the TLS setup both Redis share, and one without it gets
+// none, whichever of the two it is.
+TEST(PartOptionsTest, RedisTlsOptions) {
+  RedisSettings shared;
+  shared.tls_ca = "/certs/ca.crt";
+  shared.tls_cert = "/certs/tls.crt";
+  shared.tls_key = "/certs/tls.key";
+  shared.tls_server_name = "redis.internal";
+  shared.tls_skip_hostname_verification = true;
+  RedisTargetSettings main;
+  main.addresses = {"10.0.0.1:6380", "10.0.0.2:6380"};
+  main.tls = true;
+  const RedisBackendOptions cluster = RedisBackendOptionsFrom(shared, main, /*cluster=*/true);
+  const RedisTlsOptions& tls = cluster.client.tls;
+  EXPECT_TRUE(tls.enabled);
+  EXPECT_EQ(tls.ca_file, "/certs/ca.crt");
+  EXPECT_EQ(tls.cert_file, "/certs/tls.crt");
+  EXPECT_EQ(tls.key_file, "/certs/tls.key");
+  EXPECT_EQ(tls.server_name, "redis.internal");
+  EXPECT_TRUE(tls.skip_hostname_verification);
+  EXPECT_EQ(tls.reload_interval, RedisTlsOptions().reload_interval);
+
+  RedisTargetSettings per_second;
+  per_second.addresses = {"10.0.0.3:6379"};
+  const RedisTlsOptions plain = RedisBackendOptionsFrom(shared, per_second, false).client.tls;
+  EXPECT_FALSE(plain.enabled);
+  EXPECT_EQ(plain.ca_file, "");
+  EXPECT_EQ(plain.cert_file, "");
+  EXPECT_EQ(plain.key_file, "");
+  EXPECT_EQ(plain.server_name, "");
+  EXPECT_FALSE(plain.skip_hostname_verification);
+  per_second.tls = true;
+  EXPECT_TRUE(RedisBackendOptionsFrom(shared, per_second, false).client.tls.enabled);
+}
+
 // Verifies the limiter gets the request bounds, key prefix, failure policy and the
 // envoyproxy/ratelimit compatibility switches.
 TEST(PartOptionsTest, RateLimiterOptions) {

@@ -118,6 +118,68 @@ TEST(SettingFlagsTest, ReadsTheXdsFlags) {
                                        ::testing::HasSubstr("--config is required")));
 }
 
+// Verifies the Redis TLS flags: each target's switch into its own settings, the shared files
+// and names into the settings both Redis share.
+TEST(SettingFlagsTest, ReadsTheRedisTlsFlags) {
+  SettingsOrErrors read = SettingsFromFlags(CommandLine({
+      {"config", "/etc/sluice"},
+      {"backend", "redis"},
+      {"redis_addresses", "10.0.0.1:6380"},
+      {"redis_tls", "true"},
+      {"redis_per_second_backend", "redis_cluster"},
+      {"redis_per_second_addresses", "10.0.0.2:6380"},
+      {"redis_per_second_tls", "true"},
+      {"redis_tls_ca", "/certs/ca.crt"},
+      {"redis_tls_cert", "/certs/tls.crt"},
+      {"redis_tls_key", "/certs/tls.key"},
+      {"redis_tls_server_name", "redis.internal"},
+      {"redis_tls_skip_hostname_verification", "true"},
+  }));
+  ASSERT_THAT(read.errors, IsEmpty());
+  const BackendSettings& backend = read.settings.backend;
+  EXPECT_TRUE(backend.redis.tls);
+  EXPECT_TRUE(backend.per_second.tls);
+  EXPECT_EQ(backend.shared.tls_ca, "/certs/ca.crt");
+  EXPECT_EQ(backend.shared.tls_cert, "/certs/tls.crt");
+  EXPECT_EQ(backend.shared.tls_key, "/certs/tls.key");
+  EXPECT_EQ(backend.shared.tls_server_name, "redis.internal");
+  EXPECT_TRUE(backend.shared.tls_skip_hostname_verification);
+
+  // Each switch alone: the other Redis stays plaintext. Unset, all are off.
+  read = SettingsFromFlags(CommandLine({{"config", "/etc/sluice"},
+                                        {"redis_per_second_tls", "true"}}));
+  ASSERT_THAT(read.errors, IsEmpty());
+  EXPECT_FALSE(read.settings.backend.redis.tls);
+  EXPECT_TRUE(read.settings.backend.per_second.tls);
+  read = SettingsFromFlags(CommandLine({{"config", "/etc/sluice"}, {"redis_tls", "true"}}));
+  ASSERT_THAT(read.errors, IsEmpty());
+  EXPECT_TRUE(read.settings.backend.redis.tls);
+  EXPECT_FALSE(read.settings.backend.per_second.tls);
+  EXPECT_FALSE(read.settings.backend.shared.tls_skip_hostname_verification);
+
+  read = SettingsFromFlags(CommandLine({{"config", "/etc/sluice"}, {"redis_tls", "maybe"}}));
+  EXPECT_THAT(read.errors, ElementsAre("Illegal value 'maybe' specified for flag 'redis_tls'"));
+}
+
+// Verifies a TLS error about flags upstream's variables set names those variables.
+TEST(SettingFlagsTest, RedisTlsErrorsNameTheUpstreamVariables) {
+  FlagTexts flags = CommandLine({{"config", "/etc/sluice"}});
+  flags["backend"] = FlagText{"redis", FlagSource::kUpstream, "REDIS_URL"};
+  flags["redis_addresses"] =
+      FlagText{"unix:/var/run/nutcracker/ratelimit.sock", FlagSource::kUpstream,
+               "upstream's default REDIS_URL"};
+  flags["redis_tls"] = FlagText{"true", FlagSource::kUpstream, "REDIS_TLS"};
+  flags["redis_tls_cert"] = FlagText{"/certs/tls.crt", FlagSource::kUpstream,
+                                     "REDIS_TLS_CLIENT_CERT"};
+  EXPECT_THAT(
+      SettingsFromFlags(flags).errors,
+      ElementsAre("--redis_tls: 'unix:/var/run/nutcracker/ratelimit.sock' in --redis_addresses "
+                  "is a unix socket; TLS to Redis is over TCP (HOST:PORT) (--redis_tls set by "
+                  "REDIS_TLS; --redis_addresses set by upstream's default REDIS_URL)",
+                  "--redis_tls_cert and --redis_tls_key go together (mutual TLS to Redis) "
+                  "(--redis_tls_cert set by REDIS_TLS_CLIENT_CERT)"));
+}
+
 // Verifies a message about a flag an envoyproxy/ratelimit variable set names the variable too.
 TEST(SettingFlagsTest, NamesTheUpstreamVariableThatSetAFlag) {
   FlagTexts flags = CommandLine({{"config", "/etc/sluice"}, {"redis_db", "3"}});

@@ -188,6 +188,87 @@ TEST(SettingsTest, ClusterTakesSeedsAndOnlyDatabaseZero) {
   EXPECT_THAT(Messages(settings), IsEmpty());
 }
 
+// Verifies a Redis with TLS on and the shared TLS files is valid, TCP addresses only, with
+// the per-second Redis's TLS its own.
+TEST(SettingsTest, RedisTlsIsValidOverTcp) {
+  Settings settings = Valid();
+  settings.backend.kind = BackendKind::kRedisCluster;
+  settings.backend.redis.addresses = {"10.0.0.1:6380", "10.0.0.2:6380"};
+  settings.backend.redis.tls = true;
+  settings.backend.shared.tls_ca = "/certs/ca.crt";
+  settings.backend.shared.tls_cert = "/certs/tls.crt";
+  settings.backend.shared.tls_key = "/certs/tls.key";
+  settings.backend.shared.tls_server_name = "redis.internal";
+  settings.backend.shared.tls_skip_hostname_verification = true;
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  // The per-second Redis may stay plaintext, even on a unix socket.
+  settings.backend.per_second_kind = BackendKind::kRedis;
+  settings.backend.per_second.addresses = {"unix:/run/redis.sock"};
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  // The files may serve the per-second Redis alone.
+  settings.backend.redis.tls = false;
+  settings.backend.per_second.addresses = {"10.0.0.3:6380"};
+  settings.backend.per_second.tls = true;
+  EXPECT_THAT(Messages(settings), IsEmpty());
+}
+
+// Verifies the TLS checks: the client certificate and its key go together, each shared TLS
+// setting needs a Redis with TLS on, and a Redis with TLS on takes no unix socket; each error
+// names its flags, the one at fault first.
+TEST(SettingsTest, RedisTlsIsChecked) {
+  Settings settings = Valid();
+  settings.backend.kind = BackendKind::kRedis;
+  settings.backend.shared.tls_ca = "/certs/ca.crt";
+  settings.backend.shared.tls_cert = "/certs/tls.crt";
+  settings.backend.shared.tls_server_name = "redis.internal";
+  settings.backend.shared.tls_skip_hostname_verification = true;
+  std::vector<SettingError> errors = ValidateSettings(settings);
+  EXPECT_THAT(Messages(settings),
+              ElementsAre("--redis_tls_cert and --redis_tls_key go together (mutual TLS to Redis)",
+                          "--redis_tls_ca needs --redis_tls or --redis_per_second_tls",
+                          "--redis_tls_cert needs --redis_tls or --redis_per_second_tls",
+                          "--redis_tls_server_name needs --redis_tls or --redis_per_second_tls",
+                          "--redis_tls_skip_hostname_verification needs --redis_tls or "
+                          "--redis_per_second_tls"));
+  ASSERT_EQ(errors.size(), 5u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("redis_tls_cert", "redis_tls_key"));
+  EXPECT_THAT(errors[1].flags, ElementsAre("redis_tls_ca", "redis_tls", "redis_per_second_tls"));
+
+  settings.backend.shared.tls_cert.clear();
+  settings.backend.shared.tls_key = "/certs/tls.key";
+  settings.backend.redis.tls = true;
+  settings.backend.redis.addresses = {"unix:/run/redis.sock"};
+  errors = ValidateSettings(settings);
+  EXPECT_THAT(Messages(settings),
+              ElementsAre("--redis_tls: 'unix:/run/redis.sock' in --redis_addresses is a unix "
+                          "socket; TLS to Redis is over TCP (HOST:PORT)",
+                          "--redis_tls_cert and --redis_tls_key go together (mutual TLS to "
+                          "Redis)"));
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("redis_tls", "redis_addresses"));
+
+  // The per-second Redis's TLS, under its own flags.
+  settings = Valid();
+  settings.backend.kind = BackendKind::kRedis;
+  settings.backend.per_second_kind = BackendKind::kRedis;
+  settings.backend.per_second.addresses = {"unix:/run/fast.sock"};
+  settings.backend.per_second.tls = true;
+  errors = ValidateSettings(settings);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].message,
+            "--redis_per_second_tls: 'unix:/run/fast.sock' in --redis_per_second_addresses is a "
+            "unix socket; TLS to Redis is over TCP (HOST:PORT)");
+  EXPECT_THAT(errors[0].flags, ElementsAre("redis_per_second_tls", "redis_per_second_addresses"));
+
+  // The memory backend reads none of them.
+  settings.backend.kind = BackendKind::kMemory;
+  settings.backend.per_second_kind.reset();
+  settings.backend.redis.tls = true;
+  settings.backend.redis.addresses = {"unix:/run/redis.sock"};
+  settings.backend.shared.tls_key = "/certs/tls.key";
+  EXPECT_THAT(Messages(settings), IsEmpty());
+}
+
 // Verifies the names the flags spell.
 TEST(SettingsTest, NamesAsTheFlagsSpellThem) {
   EXPECT_EQ(BackendKindName(BackendKind::kMemory), "memory");

@@ -194,10 +194,6 @@ TEST_F(UpstreamEnvTest, RefusesWhatItCannotHonour) {
                                      {"REDIS_AUTH", "hunter2"}});
   EXPECT_THAT(t.errors, ElementsAre(HasSubstr("REDIS_TYPE=sentinel: Redis Sentinel is not "
                                               "supported")));
-  EXPECT_THAT(Translate({{"REDIS_TLS", "true"}, {"REDIS_URL", "a:1"}}).errors,
-              ElementsAre(HasSubstr("REDIS_TLS=true: TLS to Redis is not supported")));
-  t = Translate({{"REDIS_URL", "rediss://u:hunter2@a:1"}});
-  EXPECT_THAT(t.errors, ElementsAre(HasSubstr("rediss://")));
   EXPECT_THAT(absl::StrJoin(t.errors, " "), Not(HasSubstr("hunter2")));
   EXPECT_THAT(Translate({{"BACKEND_TYPE", "memcache"}}).errors,
               ElementsAre(HasSubstr("BACKEND_TYPE=memcache")));
@@ -251,6 +247,131 @@ TEST_F(UpstreamEnvTest, PerSecondRedis) {
   EXPECT_EQ(Flag(t, "redis_addresses"), "main:6379");
   env["REDIS_PERSECOND_TYPE"] = "sentinel";
   EXPECT_THAT(Translate(env).errors, ElementsAre(HasSubstr("REDIS_PERSECOND_TYPE=sentinel")));
+}
+
+// Verifies REDIS_TLS and REDIS_PERSECOND_TLS, on and off, each set its own Redis's switch, and
+// the one set of REDIS_TLS_* files and switch both Redis share is mapped with them.
+TEST_F(UpstreamEnvTest, RedisTls) {
+  std::map<std::string, std::string> env = {
+      {"REDIS_SOCKET_TYPE", "tcp"},
+      {"REDIS_URL", "main:6380"},
+      {"REDIS_TLS", "true"},
+      {"REDIS_TLS_CACERT", "/certs/ca.crt"},
+      {"REDIS_TLS_CLIENT_CERT", "/certs/tls.crt"},
+      {"REDIS_TLS_CLIENT_KEY", "/certs/tls.key"},
+      {"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "true"},
+  };
+  UpstreamTranslation t = Translate(env);
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("backend=redis", "redis_addresses=main:6380", "redis_tls=true",
+                                    "redis_tls_ca=/certs/ca.crt", "redis_tls_cert=/certs/tls.crt",
+                                    "redis_tls_key=/certs/tls.key",
+                                    "redis_tls_skip_hostname_verification=true"));
+  EXPECT_EQ(t.flags[2].source, "REDIS_TLS");
+  EXPECT_EQ(t.flags[3].source, "REDIS_TLS_CACERT");
+  EXPECT_EQ(t.flags[4].source, "REDIS_TLS_CLIENT_CERT");
+  EXPECT_EQ(t.flags[5].source, "REDIS_TLS_CLIENT_KEY");
+  EXPECT_EQ(t.flags[6].source, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION");
+  env["REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"] = "false";
+  EXPECT_EQ(Flag(Translate(env), "redis_tls_skip_hostname_verification"), "false");
+  EXPECT_EQ(Flag(Translate(env), "redis_per_second_tls"), "unset");
+
+  // The per-second Redis: its own switch, on and off, and the same files.
+  env["REDIS_PERSECOND"] = "true";
+  env["REDIS_PERSECOND_SOCKET_TYPE"] = "tcp";
+  env["REDIS_PERSECOND_URL"] = "fast:6380";
+  env["REDIS_PERSECOND_TLS"] = "true";
+  env["REDIS_TLS"] = "false";
+  t = Translate(env);
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_EQ(Flag(t, "redis_tls"), "false");
+  EXPECT_EQ(Flag(t, "redis_per_second_tls"), "true");
+  EXPECT_EQ(Flag(t, "redis_tls_ca"), "/certs/ca.crt");
+  EXPECT_EQ(Flag(t, "redis_tls_cert"), "/certs/tls.crt");
+  EXPECT_EQ(Flag(t, "redis_tls_key"), "/certs/tls.key");
+  env["REDIS_PERSECOND_TLS"] = "0";
+  env["REDIS_TLS"] = "1";
+  t = Translate(env);
+  EXPECT_EQ(Flag(t, "redis_tls"), "true");
+  EXPECT_EQ(Flag(t, "redis_per_second_tls"), "false");
+  EXPECT_EQ(Flag(t, "redis_tls_ca"), "/certs/ca.crt");
+
+  // Unset, neither switch is set and Sluice's default (off) stays.
+  t = Translate({{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "main:6379"}});
+  EXPECT_EQ(Flag(t, "redis_tls"), "unset");
+  EXPECT_THAT(Translate({{"REDIS_URL", "a:1"}, {"REDIS_TLS", "yes"}}).errors,
+              ElementsAre("REDIS_TLS=yes: not a boolean (true or false)"));
+}
+
+// Verifies the shared TLS variables with no Redis on TLS are not mapped (as upstream does not
+// read them then) but named in a warning; and that the translation keeps a unix socket with
+// TLS for the settings' check to refuse, naming the variables.
+TEST_F(UpstreamEnvTest, RedisTlsFilesWithoutTls) {
+  UpstreamTranslation t = Translate({{"REDIS_SOCKET_TYPE", "tcp"},
+                                     {"REDIS_URL", "main:6379"},
+                                     {"REDIS_TLS", "false"},
+                                     {"REDIS_PERSECOND_TLS", "true"},  // no REDIS_PERSECOND
+                                     {"REDIS_TLS_CACERT", "/certs/ca.crt"},
+                                     {"REDIS_TLS_CLIENT_KEY", "/certs/tls.key"},
+                                     {"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "true"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("backend=redis", "redis_addresses=main:6379",
+                                    "redis_tls=false"));
+  EXPECT_THAT(t.warnings,
+              ElementsAre("REDIS_TLS_CACERT, REDIS_TLS_CLIENT_KEY, "
+                          "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: no effect; no Redis has TLS on "
+                          "(REDIS_TLS=true, or REDIS_PERSECOND_TLS=true with REDIS_PERSECOND=true)"));
+  // Upstream's default "false" is no cause for a warning.
+  EXPECT_THAT(Translate({{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false"}}).warnings, IsEmpty());
+
+  t = Translate({{"REDIS_URL", "/run/redis.sock"}, {"REDIS_TLS", "true"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_EQ(Flag(t, "redis_addresses"), "unix:/run/redis.sock");
+  EXPECT_EQ(Flag(t, "redis_tls"), "true");
+}
+
+// Verifies a rediss:// URL turns TLS on for its Redis (upstream's client takes redis:// only;
+// rediss:// is the standard scheme of Redis over TLS), with its credentials and database as
+// redis:// has them; mixed with redis://, or against REDIS_TLS=false, it is an error naming the
+// variable and never the password.
+TEST_F(UpstreamEnvTest, RedissUrlTurnsTlsOn) {
+  UpstreamTranslation t = Translate({{"REDIS_URL", "rediss://app:hunter2@10.0.0.6:6380/2"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("backend=redis", "redis_db=2",
+                                    "redis_addresses=10.0.0.6:6380", "redis_tls=true",
+                                    "redis_username=app", "redis_password=hunter2"));
+  EXPECT_EQ(t.flags[3].source, "REDIS_URL (rediss://)");
+  t = Translate({{"REDIS_URL", "rediss://10.0.0.6:6380"}, {"REDIS_TLS", "true"}});
+  EXPECT_EQ(Flag(t, "redis_tls"), "true");
+  EXPECT_EQ(t.flags.back().source, "REDIS_TLS, REDIS_URL");
+
+  t = Translate({{"REDIS_TYPE", "cluster"},
+                 {"REDIS_URL", "rediss://a:7000,rediss://b:7000"},
+                 {"REDIS_TLS_CACERT", "/certs/ca.crt"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_EQ(Flag(t, "redis_addresses"), "a:7000,b:7000");
+  EXPECT_EQ(Flag(t, "redis_tls"), "true");
+  EXPECT_EQ(Flag(t, "redis_tls_ca"), "/certs/ca.crt");
+
+  t = Translate({{"REDIS_PERSECOND", "true"},
+                 {"REDIS_URL", "redis://main:6379"},
+                 {"REDIS_PERSECOND_URL", "rediss://fast:6380"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_EQ(Flag(t, "redis_tls"), "unset");
+  EXPECT_EQ(Flag(t, "redis_per_second_tls"), "true");
+  EXPECT_EQ(Flag(t, "redis_per_second_addresses"), "fast:6380");
+
+  EXPECT_THAT(Translate({{"REDIS_TYPE", "cluster"},
+                         {"REDIS_URL", "rediss://a:7000,redis://b:7000"}})
+                  .errors,
+              ElementsAre("REDIS_URL: rediss:// and redis:// in one list; a Redis is reached over "
+                          "TLS (rediss://) or not (redis://), all its nodes alike"));
+  t = Translate({{"REDIS_URL", "rediss://u:hunter2@a:1"}, {"REDIS_TLS", "false"}});
+  EXPECT_THAT(t.errors, ElementsAre("REDIS_URL: rediss:// asks for TLS, but REDIS_TLS=false"));
+  t = Translate({{"REDIS_URL", "rediss://u:hunter2@garbage"}});
+  EXPECT_THAT(t.errors, ElementsAre("REDIS_URL: rediss:// address 'garbage' is not HOST:PORT"));
+  EXPECT_THAT(absl::StrJoin(t.errors, " "), Not(HasSubstr("hunter2")));
 }
 
 // Verifies the limiter settings, including STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT's negation
