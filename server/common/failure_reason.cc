@@ -59,6 +59,8 @@ std::string_view FailureReasonName(FailureReason reason) {
       return "timeout_slow";
     case FailureReason::kArgument:
       return "argument";
+    case FailureReason::kTls:
+      return "tls";
     case FailureReason::kOther:
       break;
   }

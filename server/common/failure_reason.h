@@ -29,8 +29,10 @@ enum class FailureReason : unsigned char {
                        // Sluice or a key written by someone else, never Redis being unavailable.
                        // The failure policy never answers it: the checks are decided in process
                        // (RateLimiter), so a request can never turn one into an admission.
+  kTls,                // no connection because the TLS handshake failed (a certificate the
+                       // other side refused or that failed its check, no TLS on the port)
 };
-inline constexpr int kFailureReasons = 11;
+inline constexpr int kFailureReasons = 12;
 
 // `status` (not OK) with `reason` attached; replaces an earlier reason.
 absl::Status WithFailureReason(absl::Status status, FailureReason reason);
@@ -40,7 +42,8 @@ absl::Status WithFailureReason(absl::Status status, FailureReason reason);
 FailureReason FailureReasonOf(const absl::Status& status);
 
 // The Prometheus label value: "timeout_before_send", "timeout_in_flight", "connection", "oom",
-// "readonly", "loading", "circuit_open", "cluster_down", "timeout_slow", "argument", "other".
+// "readonly", "loading", "circuit_open", "cluster_down", "timeout_slow", "argument", "tls",
+// "other".
 std::string_view FailureReasonName(FailureReason reason);
 
 }  // namespace sluice

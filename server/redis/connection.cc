@@ -1,7 +1,5 @@
 #include "server/redis/connection.h"
 
-#include <event2/event.h>
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -33,14 +31,10 @@ bool IsNoScript(const redisReply* reply) {
   return reply->type == REDIS_REPLY_ERROR && ReplyText(reply).starts_with("NOSCRIPT");
 }
 
-RedisConnection* OwnerOf(const redisAsyncContext* ac) {
-  return static_cast<RedisConnection*>(ac->data);
-}
-
 }  // namespace
 
 // Per (connection, script): when the script was last loaded on this connection and how that
-// went. hiredis holds a pointer to it as the privdata of SCRIPT LOAD.
+// went. The wire holds a pointer to it as the privdata of SCRIPT LOAD.
 struct RedisConnection::ScriptState {
   RedisConnection* owner = nullptr;
   const RedisScript* script = nullptr;
@@ -126,29 +120,21 @@ void RedisConnection::StartConnect() {
     return;
   }
   state_ = State::kConnecting;
-  redisAsyncContext* ac = options_.unix_path.empty()
-                             ? redisAsyncConnect(options_.host.c_str(), options_.port)
-                             : redisAsyncConnectUnix(options_.unix_path.c_str());
-  if (ac == nullptr || ac->err != 0) {
-    last_error_ = ac == nullptr ? "cannot allocate a hiredis context" : ac->errstr;
-    if (ac != nullptr) {
-      redisAsyncFree(ac);  // never attached: frees at once, no callbacks
-    }
+  std::string error;
+  RedisWire* wire = RedisWire::Connect(
+      loop_, RedisEndpoint{options_.host, options_.port, options_.unix_path}, options_.tls.get(),
+      *this, &error);
+  if (wire == nullptr) {
+    last_error_ = std::move(error);
+    last_error_tls_ = false;
     SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
         << "redis " << address_ << ": connect failed: " << last_error_;
     ScheduleReconnect();
     return;
   }
-  ac->data = this;
-  AttachSocketEvents(loop_, ac, *this);
-  redisAsyncSetConnectCallback(ac, &RedisConnection::OnConnect);
-  redisAsyncSetDisconnectCallback(ac, &RedisConnection::OnDisconnect);
-  if (options_.unix_path.empty()) {
-    redisEnableKeepAlive(&ac->c);  // TCP only: on a unix socket it fails and poisons the context
-  }
-  ac_ = ac;
+  wire_ = wire;
 
-  // The handshake is pipelined behind the connect: hiredis writes it once the socket is up.
+  // The handshake is pipelined behind the connect: the wire writes it once the socket is up.
   // PING goes last, so its reply means every step before it is done.
   bool queued = true;
   if (!options_.password.empty()) {
@@ -179,8 +165,7 @@ bool RedisConnection::SendHandshakeCommand(std::initializer_list<std::string_vie
                                            void* tag) {
   std::string resp;
   AppendRespCommand(args, &resp);
-  if (redisAsyncFormattedCommand(ac_, &RedisConnection::OnHandshakeReply, tag, resp.data(),
-                                 resp.size()) != REDIS_OK) {
+  if (!wire_->Command(&RedisConnection::OnHandshakeReply, tag, resp)) {
     return false;
   }
   NoteCommandSent();
@@ -188,12 +173,12 @@ bool RedisConnection::SendHandshakeCommand(std::initializer_list<std::string_vie
 }
 
 // ---------------------------------------------------------------------------------------------
-// The socket's events on the loop, and hiredis' connection callbacks.
+// The wire's events and reports.
 
-void RedisConnection::OnSocketReadable(redisAsyncContext* ac) {
+void RedisConnection::OnSocketReadable(RedisWire* wire) {
   {
     MutexLock lock(mu_);
-    redisAsyncHandleRead(ac);
+    wire->HandleRead();
     FinishLoopWork();
     answering_.swap(answered_);
   }
@@ -211,61 +196,74 @@ void RedisConnection::RunAnswered(std::vector<PendingBatch*>& answered) {
   answered.clear();
 }
 
-void RedisConnection::OnSocketWritable(redisAsyncContext* ac) {
-  MutexLock lock(mu_);
-  redisAsyncHandleWrite(ac);
-  FinishLoopWork();
+void RedisConnection::OnSocketWritable(RedisWire* wire) {
+  {
+    MutexLock lock(mu_);
+    wire->HandleWrite();  // may read too: a TLS session whose read waited for the socket
+    FinishLoopWork();
+    answering_.swap(answered_);
+  }
+  RunAnswered(answering_);
 }
 
 // When a caller is queueing commands, it writes the socket itself and the read event is armed
 // already (from the first read on, it always is), so the loop's event_base is left alone.
 bool RedisConnection::SocketWatchPaused() const {
-  mu_.AssertHeld();  // hiredis asks from inside a redisAsync* call, made under mu_
+  mu_.AssertHeld();  // the wire asks from inside a call made under mu_
   return writing_from_caller_ || writing_from_loop_;
 }
 
-// hiredis makes these callbacks from inside the redisAsync* calls this class makes, all under mu_.
+// The wire reports from inside the calls this class makes on it, all under mu_.
 
-void RedisConnection::OnConnect(const redisAsyncContext* ac, int status) {
-  RedisConnection* self = OwnerOf(ac);
-  self->mu_.AssertHeld();
-  if (ac != self->ac_ || status == REDIS_OK) {
-    return;  // connected: the handshake replies take it from here
+void RedisConnection::OnConnectFailed(RedisWire* wire) {
+  mu_.AssertHeld();
+  if (wire != wire_) {
+    return;
   }
-  // hiredis frees the context right after this returns (failing the queued handshake), so
-  // forget it without freeing it.
-  self->last_error_ = ac->errstr;
-  SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
-      << "redis " << self->address_ << ": connect failed: " << self->last_error_;
-  self->ForgetContext();
-  self->ScheduleReconnect();
+  // The wire frees itself right after this returns (failing the queued handshake), so forget it
+  // without freeing it.
+  last_error_ = wire->error();
+  last_error_tls_ = wire->tls_failed();
+  if (last_error_tls_) {
+    Bump(tls_failures_);
+    if (last_error_ != tls_error_logged_) {
+      tls_error_logged_ = last_error_;
+      SLUICE_LOG(ERROR) << "redis " << address_ << ": " << last_error_;
+    } else {
+      SLUICE_LOG_EVERY_SECONDS(ERROR, 60) << "redis " << address_ << ": " << last_error_;
+    }
+  } else {
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
+        << "redis " << address_ << ": connect failed: " << last_error_;
+  }
+  ForgetContext();
+  ScheduleReconnect();
 }
 
-void RedisConnection::OnDisconnect(const redisAsyncContext* ac, int status) {
-  RedisConnection* self = OwnerOf(ac);
-  self->mu_.AssertHeld();
-  if (ac != self->ac_) {
-    return;  // a context this connection dropped itself
+void RedisConnection::OnDisconnected(RedisWire* wire) {
+  mu_.AssertHeld();
+  if (wire != wire_) {
+    return;  // a wire this connection dropped itself
   }
-  // hiredis has already failed the pending commands and frees the context after this returns.
-  self->last_error_ = ac->err != 0 ? ac->errstr : "connection closed";
-  if (self->state_ == State::kReady) {
+  // The wire has already failed the pending commands and frees itself after this returns.
+  last_error_ = wire->error();
+  last_error_tls_ = false;
+  if (state_ == State::kReady) {
     SLUICE_LOG_EVERY_SECONDS(WARNING, 5)
-        << "redis " << self->address_ << ": connection lost: " << self->last_error_;
+        << "redis " << address_ << ": connection lost: " << last_error_;
   }
-  self->ForgetContext();
-  self->ScheduleReconnect();
+  ForgetContext();
+  ScheduleReconnect();
 }
 
-void RedisConnection::OnHandshakeReply(redisAsyncContext* ac, void* reply, void* privdata) {
-  RedisConnection* self = OwnerOf(ac);
+void RedisConnection::OnHandshakeReply(RedisWire* wire, redisReply* r, void* privdata) {
+  auto* self = static_cast<RedisConnection*>(&wire->owner());
   self->mu_.AssertHeld();
   --self->outstanding_;
-  if (reply == nullptr || ac != self->ac_) {
-    return;  // the context is going away; whoever drops it handles the state
+  if (r == nullptr || wire != self->wire_) {
+    return;  // the wire is going away; whoever drops it handles the state
   }
   ++self->replies_seen_;
-  auto* r = static_cast<redisReply*>(reply);
   if (r->type == REDIS_REPLY_ERROR) {
     const char* step = privdata == &kAuthTag ? "AUTH" : privdata == &kSelectTag ? "SELECT" : "PING";
     std::string error = absl::StrCat(step, " failed: ", std::string(ReplyText(r)));
@@ -289,24 +287,24 @@ void RedisConnection::BecomeReady() {
 }
 
 void RedisConnection::Drop(std::string reason) {
-  if (ac_ == nullptr) {
+  if (wire_ == nullptr) {
     return;
   }
-  redisAsyncContext* ac = ac_;
+  RedisWire* wire = wire_;
   drop_reason_ = std::move(reason);
   if (state_ == State::kReady) {
     SLUICE_LOG_EVERY_SECONDS(WARNING, 5)
         << "redis " << address_ << ": dropping connection: " << drop_reason_;
   }
   ForgetContext();
-  // Runs every pending callback with a NULL reply, which fails their batches; from inside a
-  // hiredis callback, hiredis does this as soon as that callback returns.
-  redisAsyncFree(ac);
+  // Runs every pending callback with a null reply, which fails their batches; from inside a
+  // reply callback, the wire does this as soon as that callback returns.
+  wire->Free();
   ScheduleReconnect();
 }
 
 void RedisConnection::ForgetContext() {
-  ac_ = nullptr;
+  wire_ = nullptr;
   SetReady(false);
   connect_timer_.Cancel();
   stall_timer_.Cancel();
@@ -349,7 +347,7 @@ void RedisConnection::WatchForStall() {
 }
 
 void RedisConnection::OnStallCheck() {
-  if (outstanding_ == 0 || ac_ == nullptr) {
+  if (outstanding_ == 0 || wire_ == nullptr) {
     return;
   }
   if (replies_seen_ == replies_at_stall_check_) {
@@ -368,11 +366,11 @@ void RedisConnection::Close() {
   }
   state_ = State::kClosed;
   reconnect_timer_.Cancel();
-  redisAsyncContext* ac = ac_;
+  RedisWire* wire = wire_;
   ForgetContext();
-  if (ac != nullptr) {
+  if (wire != nullptr) {
     drop_reason_ = "redis client stopped";
-    redisAsyncFree(ac);
+    wire->Free();
   }
   for (PendingBatch* batch = submissions_.Close(); batch != nullptr;) {
     PendingBatch* next = batch->next;
@@ -380,7 +378,7 @@ void RedisConnection::Close() {
     MaybeFree(batch);
     batch = next;
   }
-  // Freeing the context failed every batch callers wrote: let them go, and the watchdog too.
+  // Freeing the wire failed every batch callers wrote: let them go, and the watchdog too.
   FinishLoopWork();
 }
 
@@ -431,7 +429,7 @@ bool RedisConnection::WriteFromCaller(PendingBatch* batch) {
   // Only an idle connection: commands on the wire mean the loop will soon write anyway, and a
   // queued batch must go out first (one caller's batches reach Redis in the order submitted).
   // The loop handles the rest (an empty batch, failures, a deadline before the horizon).
-  if (state_ != State::kReady || ac_ == nullptr || outstanding_ != 0 || n == 0 ||
+  if (state_ != State::kReady || wire_ == nullptr || outstanding_ != 0 || n == 0 ||
       n > options_.max_pending_commands || !submissions_.empty() ||
       !horizon_.Admits(batch->deadline_us)) {
     return false;
@@ -452,14 +450,13 @@ bool RedisConnection::WriteFromCaller(PendingBatch* batch) {
   writing_from_caller_ = false;
   horizon_.NoteCallerWrite();
   Bump(caller_writes_);
-  int done = 0;
-  if (redisBufferWrite(&ac_->c, &done) == REDIS_ERR || done == 0) {
+  if (wire_->Flush() != RedisWire::FlushResult::kDone) {
     // A full socket buffer or a broken socket: the loop finishes the write or the disconnect as
     // if the socket had woken it. Posted tasks run before the connection can be destroyed.
     loop_.Post([this] {
       MutexLock lock(mu_);
-      if (ac_ != nullptr) {
-        redisAsyncHandleWrite(ac_);
+      if (wire_ != nullptr) {
+        wire_->HandleWrite();
       }
       FinishLoopWork();
     });
@@ -471,7 +468,7 @@ void RedisConnection::FinishLoopWork() {
   AdoptCallerBatches();
   // Every batch callers wrote is adopted, so the horizon may move: the loop runs again by then,
   // for a reply or for the watchdog.
-  horizon_.LoopRan(state_ == State::kReady && ac_ != nullptr);
+  horizon_.LoopRan(state_ == State::kReady && wire_ != nullptr);
 }
 
 void RedisConnection::OnWatchdog() {
@@ -509,7 +506,7 @@ void RedisConnection::AdoptCallerBatches() {
     MaybeFree(batch);
   }
   adopting_.clear();
-  if (outstanding_ > 0 && ac_ != nullptr) {
+  if (outstanding_ > 0 && wire_ != nullptr) {
     WatchForStall();
   }
 }
@@ -517,7 +514,7 @@ void RedisConnection::AdoptCallerBatches() {
 void RedisConnection::DrainSubmissions() {
   MutexLock lock(mu_);
   // The drained batches are written right after they are queued, as a caller writes: arming the
-  // write event for them (hiredis asks for it with each command) would cost two epoll_ctl and a
+  // write event for them (the wire asks for it with each command) would cost two epoll_ctl and a
   // trip through epoll_wait per drain, for a socket that is almost always writable.
   writing_from_loop_ = true;
   for (PendingBatch* batch = submissions_.TakeAll(); batch != nullptr;) {
@@ -534,25 +531,29 @@ void RedisConnection::DrainSubmissions() {
 
 void RedisConnection::WriteQueuedFromLoop() {
   // Only a ready connection: while connecting, the output buffer holds the handshake, which
-  // hiredis writes once the socket reports the connect done (an early write would fail).
-  if (state_ != State::kReady || ac_ == nullptr) {
+  // the wire writes once the connect (and the TLS handshake) is done.
+  if (state_ != State::kReady || wire_ == nullptr) {
     return;
   }
-  int done = 0;
-  if (redisBufferWrite(&ac_->c, &done) == REDIS_ERR) {
-    redisAsyncHandleWrite(ac_);  // meets the error again and disconnects, as the event would
-    return;
-  }
-  if (done == 0) {
-    ac_->ev.addWrite(ac_->ev.data);  // a full socket buffer: the write event finishes the rest
+  switch (wire_->Flush()) {
+    case RedisWire::FlushResult::kDone:
+      return;
+    case RedisWire::FlushResult::kPending:
+      wire_->ArmWrite();  // a full socket buffer: the write event finishes the rest
+      return;
+    case RedisWire::FlushResult::kFailed:
+      wire_->HandleWrite();  // meets the error again and disconnects, as the event would
+      return;
   }
 }
 
 void RedisConnection::Dispatch(PendingBatch* batch) {
-  if (state_ != State::kReady || ac_ == nullptr) {
-    Complete(batch, absl::UnavailableError(absl::StrCat(
-                        "redis ", address_, ": not connected",
-                        last_error_.empty() ? "" : absl::StrCat(" (", last_error_, ")"))));
+  if (state_ != State::kReady || wire_ == nullptr) {
+    absl::Status status = absl::UnavailableError(
+        absl::StrCat("redis ", address_, ": not connected",
+                     last_error_.empty() ? "" : absl::StrCat(" (", last_error_, ")")));
+    Complete(batch, last_error_tls_ ? WithFailureReason(std::move(status), FailureReason::kTls)
+                                    : std::move(status));
     return;
   }
   size_t n = batch->commands.size();
@@ -592,7 +593,7 @@ void RedisConnection::Dispatch(PendingBatch* batch) {
   for (size_t i = 0; i < n; ++i) {
     batch->slots[i].batch = batch;
     if (!SendCommand(batch, i)) {
-      // Commands already queued keep their slots until hiredis calls back; they are dropped then.
+      // Commands already queued keep their slots until the wire calls back; they are dropped then.
       Complete(batch,
                absl::UnavailableError(absl::StrCat("redis ", address_, ": cannot queue command")));
       return;
@@ -603,8 +604,7 @@ void RedisConnection::Dispatch(PendingBatch* batch) {
 bool RedisConnection::SendCommand(PendingBatch* batch, size_t i) {
   std::string_view resp = batch->commands.resp(i);
   CommandSlot* slot = &batch->slots[i];
-  if (ac_ == nullptr || redisAsyncFormattedCommand(ac_, &RedisConnection::OnCommandReply, slot,
-                                                   resp.data(), resp.size()) != REDIS_OK) {
+  if (wire_ == nullptr || !wire_->Command(&RedisConnection::OnCommandReply, slot, resp)) {
     return false;
   }
   NoteCommandSent();
@@ -617,8 +617,7 @@ bool RedisConnection::SendCommand(PendingBatch* batch, size_t i) {
 bool RedisConnection::SendScriptLoad(ScriptState* state) {
   std::string resp;
   AppendRespCommand({"SCRIPT", "LOAD", state->script->source()}, &resp);
-  if (ac_ == nullptr || redisAsyncFormattedCommand(ac_, &RedisConnection::OnScriptLoaded, state,
-                                                   resp.data(), resp.size()) != REDIS_OK) {
+  if (wire_ == nullptr || !wire_->Command(&RedisConnection::OnScriptLoaded, state, resp)) {
     return false;
   }
   NoteCommandSent();
@@ -639,16 +638,15 @@ RedisConnection::ScriptState* RedisConnection::StateFor(const RedisScript& scrip
   return script_states_[id].get();
 }
 
-void RedisConnection::OnScriptLoaded(redisAsyncContext* ac, void* reply, void* privdata) {
+void RedisConnection::OnScriptLoaded(RedisWire* /*wire*/, redisReply* r, void* privdata) {
   auto* state = static_cast<ScriptState*>(privdata);
   RedisConnection* self = state->owner;
-  self->mu_.AssertHeld();  // called back from a redisAsync* call under mu_
+  self->mu_.AssertHeld();  // called back from a wire call under mu_
   --self->outstanding_;
-  if (reply == nullptr) {
+  if (r == nullptr) {
     return;
   }
   ++self->replies_seen_;
-  auto* r = static_cast<redisReply*>(reply);
   if (r->type == REDIS_REPLY_ERROR) {
     // The EVALSHAs behind it meet NOSCRIPT again and end with this error once out of retries.
     state->last_error = std::string(ReplyText(r));
@@ -665,14 +663,13 @@ void RedisConnection::OnScriptLoaded(redisAsyncContext* ac, void* reply, void* p
   }
 }
 
-void RedisConnection::OnCommandReply(redisAsyncContext* ac, void* reply, void* privdata) {
+void RedisConnection::OnCommandReply(RedisWire* wire, redisReply* r, void* privdata) {
   auto* slot = static_cast<CommandSlot*>(privdata);
   PendingBatch* batch = slot->batch;
   RedisConnection* self = batch->owner;
-  self->mu_.AssertHeld();  // called back from a redisAsync* call under mu_
+  self->mu_.AssertHeld();  // called back from a wire call under mu_
   --self->outstanding_;
   --batch->refs;
-  auto* r = static_cast<redisReply*>(reply);
   if (r != nullptr) {
     ++self->replies_seen_;
   }
@@ -681,7 +678,7 @@ void RedisConnection::OnCommandReply(redisAsyncContext* ac, void* reply, void* p
       Bump(self->late_replies_);  // its deadline passed: nobody waits for it any more
     }
   } else if (r == nullptr) {
-    self->Complete(batch, self->LostStatus(ac));
+    self->Complete(batch, self->LostStatus(wire));
   } else {
     size_t i = static_cast<size_t>(slot - batch->slots.data());
     if (batch->commands.script(i) != nullptr && IsNoScript(r)) {
@@ -807,8 +804,8 @@ void RedisConnection::MaybeFree(PendingBatch* batch) {
   }
 }
 
-absl::Status RedisConnection::LostStatus(const redisAsyncContext* ac) const {
-  const char* why = ac->err != 0           ? ac->errstr
+absl::Status RedisConnection::LostStatus(const RedisWire* wire) const {
+  const char* why = !wire->error().empty() ? wire->error().c_str()
                     : drop_reason_.empty() ? "connection closed"
                                            : drop_reason_.c_str();
   return absl::UnavailableError(absl::StrCat("redis ", address_, ": connection lost: ", why));

@@ -1,9 +1,9 @@
-// One hiredis async connection to one Redis server, owned by one EventLoop. It connects
-// (AUTH, SELECT, SCRIPT LOAD of every registered script, PING), pipelines the batches handed to
+// One connection to one Redis server, owned by one EventLoop. It connects (TCP or a unix socket,
+// TLS when asked; then AUTH, SELECT, SCRIPT LOAD of every registered script, PING), pipelines the batches handed to
 // it, completes each batch when its last reply arrives or its deadline passes, heals NOSCRIPT,
 // and reconnects with jittered exponential backoff after any failure.
 //
-// hiredis 0.14 has no timeouts, so they are this class's own timers: connect timeout, a
+// The socket has no timeouts of its own, so they are this class's own timers: connect timeout, a
 // deadline per batch (an expired batch completes with kDeadlineExceeded at once; its late
 // replies are dropped when they come) and a stall timeout (commands outstanding and no reply at
 // all for that long: the server is hung or the network is gone, so the connection is dropped,
@@ -19,13 +19,13 @@
 // write); a batch whose deadline comes before that horizon goes through the loop instead.
 //
 // The parts: this class is the connection's state machine (connect, handshake, dispatch, replies,
-// NOSCRIPT healing, deadlines, stall watch, reconnect). The socket's events on the loop are
-// AttachSocketEvents' (socket_events.h), and the horizon that callers' writes rely on is
-// WriteHorizon's (write_horizon.h).
+// NOSCRIPT healing, deadlines, stall watch, reconnect). The socket, its events on the loop, its
+// TLS and the order of replies are RedisWire's (wire.h), and the horizon that callers' writes
+// rely on is WriteHorizon's (write_horizon.h).
 //
 // Threading: Submit and ready() may be called from any thread. Everything else, and every
 // callback this class makes (batch callbacks, the readiness hook), runs on the loop thread.
-// Everything the loop thread does here runs under `mu_`, so the hiredis context and the
+// Everything the loop thread does here runs under `mu_`, so the wire and the
 // counters below are shared only under it (the compiler checks this: ABSL_GUARDED_BY); callbacks
 // run with it held, and may Submit (to this connection too: from the loop thread, Submit always
 // queues). The exception is the common one: a batch answered by the replies read from the
@@ -54,11 +54,11 @@
 #include "server/redis/event_loop.h"
 #include "server/redis/mpsc_queue.h"
 #include "server/redis/script_cache.h"
-#include "server/redis/socket_events.h"
+#include "server/redis/tls_context.h"
+#include "server/redis/wire.h"
 #include "server/redis/write_horizon.h"
 
-struct event;
-struct redisAsyncContext;
+struct redisReply;
 
 namespace sluice {
 
@@ -67,6 +67,8 @@ struct RedisConnectionOptions {
   int port = 6379;
   // Not empty: connect to this unix domain socket instead of host:port.
   std::string unix_path{};
+  // TLS over TCP when set (shared by every connection to the target).
+  std::shared_ptr<TlsClientContext> tls{};
   // AUTH: `password` alone for requirepass, `username` and `password` for an ACL user.
   std::string username{};
   std::string password{};
@@ -96,6 +98,7 @@ struct RedisConnectionStats {
   uint64_t deadline_exceeded = 0;
   uint64_t late_replies = 0;  // replies that arrived after their batch had completed
   uint64_t caller_writes = 0;  // batches written to the socket by the thread that submitted them
+  uint64_t tls_failures = 0;   // connects whose TLS handshake failed
 
   // Field by field, for totals over several connections.
   RedisConnectionStats& operator+=(const RedisConnectionStats& other) {
@@ -106,11 +109,12 @@ struct RedisConnectionStats {
     deadline_exceeded += other.deadline_exceeded;
     late_replies += other.late_replies;
     caller_writes += other.caller_writes;
+    tls_failures += other.tls_failures;
     return *this;
   }
 };
 
-class RedisConnection : private SocketEventsOwner {
+class RedisConnection : private RedisWire::Owner {
  public:
   enum class State { kIdle, kConnecting, kReady, kDown, kClosed };
 
@@ -124,7 +128,7 @@ class RedisConnection : private SocketEventsOwner {
                   absl::AnyInvocable<void(bool ready)> on_ready_change,
                   CircuitBreaker* breaker = nullptr, MetricHistogram* call_latency = nullptr);
   // Close()s. REQUIRES: on the loop thread, or the loop is not running.
-  ~RedisConnection();  // not virtual: SocketEventsOwner is a private interface
+  ~RedisConnection();  // not virtual: RedisWire::Owner is a private interface
 
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;
@@ -141,7 +145,7 @@ class RedisConnection : private SocketEventsOwner {
   // connection is closed does `done` run inline, on the caller's stack, with kUnavailable.
   void Submit(CommandBatch batch, int64_t deadline_us, BatchCallback done) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Stops for good: timers off, the hiredis context freed, every pending or queued batch failed
+  // Stops for good: timers off, the wire freed, every pending or queued batch failed
   // with kUnavailable; later Submits fail inline. Idempotent.
   // REQUIRES: on the loop thread, or the loop is not running.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
@@ -156,13 +160,13 @@ class RedisConnection : private SocketEventsOwner {
 
  private:
   struct PendingBatch;
-  // What hiredis holds (as privdata) for one command on the wire.
+  // What the wire holds (as privdata) for one command on it.
   struct CommandSlot {
     PendingBatch* batch = nullptr;
     uint64_t sent_seq = 0;  // when it was (last) written, in sent_seq_ terms
     int noscript_retries = 0;
   };
-  // A batch from Submit until it has completed and hiredis holds none of its slots any more;
+  // A batch from Submit until it has completed and the wire holds none of its slots any more;
   // so it outlives its deadline while late replies are still due. Once handed to the loop (or
   // written by a caller), touched only under owner->mu_, which the analysis cannot name here.
   struct PendingBatch {
@@ -173,13 +177,13 @@ class RedisConnection : private SocketEventsOwner {
     int64_t submitted_us = 0;  // when Submit took it (clock_'s monotonic time)
     // Inline room for the common batch of one or two commands: no allocation of their own.
     absl::InlinedVector<RedisReply, 2> replies;
-    absl::InlinedVector<CommandSlot, 2> slots;  // assigned once; hiredis holds their addresses
+    absl::InlinedVector<CommandSlot, 2> slots;  // assigned once; the wire holds their addresses
     // While the loop watches its deadline: its place in the connection's list of such batches.
     bool deadline_watched = false;
     PendingBatch* deadline_prev = nullptr;
     PendingBatch* deadline_next = nullptr;
     size_t remaining = 0;  // replies still missing
-    size_t refs = 0;       // slots hiredis still holds
+    size_t refs = 0;       // slots the wire still holds
     // The connection's replies_seen_ when a command of the batch was last written: at the
     // deadline, more means the node was answering meanwhile (slow, not silent).
     uint64_t replies_seen_at_send = 0;
@@ -193,25 +197,26 @@ class RedisConnection : private SocketEventsOwner {
   };
   struct ScriptState;
 
-  // hiredis and libevent callbacks.
-  static void OnConnect(const redisAsyncContext* ac, int status);
-  static void OnDisconnect(const redisAsyncContext* ac, int status);
-  static void OnHandshakeReply(redisAsyncContext* ac, void* reply, void* privdata);
-  static void OnScriptLoaded(redisAsyncContext* ac, void* reply, void* privdata);
-  static void OnCommandReply(redisAsyncContext* ac, void* reply, void* privdata);
-  // SocketEventsOwner.
-  void OnSocketReadable(redisAsyncContext* ac) override ABSL_LOCKS_EXCLUDED(mu_);
-  void OnSocketWritable(redisAsyncContext* ac) override ABSL_LOCKS_EXCLUDED(mu_);
+  // Reply callbacks (RedisWire::ReplyFn).
+  static void OnHandshakeReply(RedisWire* wire, redisReply* reply, void* privdata);
+  static void OnScriptLoaded(RedisWire* wire, redisReply* reply, void* privdata);
+  static void OnCommandReply(RedisWire* wire, redisReply* reply, void* privdata);
+  // RedisWire::Owner.
+  void OnSocketReadable(RedisWire* wire) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnSocketWritable(RedisWire* wire) override ABSL_LOCKS_EXCLUDED(mu_);
   bool SocketWatchPaused() const override;
+  void OnConnectFailed(RedisWire* wire) override;
+  void OnDisconnected(RedisWire* wire) override;
 
   // Everything from here on runs on the loop thread under mu_, except TryWriteFromCaller (a
   // caller's thread, which takes mu_ only if it is free) and WriteFromCaller (under it).
   void StartConnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BecomeReady() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Forgets the hiredis context and frees it, which fails its pending commands; then schedules
-  // a reconnect unless closed. No-op without a context.
+  // Forgets the wire and frees it, which fails its pending commands; then schedules a reconnect
+  // unless closed. No-op without a wire.
   void Drop(std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Clears ac_ (whoever calls this frees the context, or hiredis does) and the timers tied to it.
+  // Clears wire_ (whoever calls this frees the wire, or it frees itself) and the timers tied to
+  // it.
   void ForgetContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleReconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetReady(bool ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -231,7 +236,7 @@ class RedisConnection : private SocketEventsOwner {
   // Writes what DrainSubmissions queued; arms the write event only for what the socket did not
   // take.
   void WriteQueuedFromLoop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes command i of `batch` to the output buffer (hiredis flushes it when the socket is
+  // Writes command i of `batch` to the output buffer (the wire flushes it when the socket is
   // writable, together with everything else queued until then).
   bool SendCommand(PendingBatch* batch, size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SendScriptLoad(ScriptState* state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -259,7 +264,7 @@ class RedisConnection : private SocketEventsOwner {
   // The deadline timer fired: fails every watched batch whose deadline has passed, and sets the
   // timer for the earliest deadline left.
   void ExpireDeadlines() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status LostStatus(const redisAsyncContext* ac) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LostStatus(const RedisWire* wire) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Not a read-modify-write: every Bump runs under mu_, so bumps never race one another; the
   // counters are atomic only for stats() readers on other threads.
   static void Bump(std::atomic<uint64_t>& counter) {
@@ -284,7 +289,7 @@ class RedisConnection : private SocketEventsOwner {
   Mutex mu_;
 
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
-  redisAsyncContext* ac_ ABSL_GUARDED_BY(mu_) = nullptr;
+  RedisWire* wire_ ABSL_GUARDED_BY(mu_) = nullptr;
   ExponentialBackoff backoff_ ABSL_GUARDED_BY(mu_);
   // Timers are also armed and cancelled only on the loop thread.
   LoopTimer connect_timer_ ABSL_GUARDED_BY(mu_);
@@ -307,16 +312,19 @@ class RedisConnection : private SocketEventsOwner {
   std::vector<PendingBatch*> caller_batches_ ABSL_GUARDED_BY(mu_);
   // AdoptCallerBatches' scratch, kept for its capacity.
   std::vector<PendingBatch*> adopting_ ABSL_GUARDED_BY(mu_);
-  // Batches answered OK by the read OnSocketReadable makes (the only place hiredis hands out
+  // Batches answered OK by the read OnSocketReadable makes (the only place the wire hands out
   // replies), whose callbacks it runs after releasing mu_ (from `answering_`, the loop thread's
   // alone, swapped with this one for its capacity).
   std::vector<PendingBatch*> answered_ ABSL_GUARDED_BY(mu_);
   std::vector<PendingBatch*> answering_;
-  // Why the last connect failed or the connection went away.
+  // Why the last connect failed or the connection went away, and whether it was TLS.
   std::string last_error_ ABSL_GUARDED_BY(mu_);
-  // Why Drop freed the context, for the batches it fails.
+  bool last_error_tls_ ABSL_GUARDED_BY(mu_) = false;
+  // The TLS failure logged last: each new cause is logged once (then at most every minute).
+  std::string tls_error_logged_ ABSL_GUARDED_BY(mu_);
+  // Why Drop freed the wire, for the batches it fails.
   std::string drop_reason_ ABSL_GUARDED_BY(mu_);
-  uint64_t sent_seq_ ABSL_GUARDED_BY(mu_) = 0;    // commands written so far, over all contexts
+  uint64_t sent_seq_ ABSL_GUARDED_BY(mu_) = 0;    // commands written so far, over all wires
   size_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;   // commands written whose callback has not run
   uint64_t replies_seen_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t replies_at_stall_check_ ABSL_GUARDED_BY(mu_) = 0;
@@ -330,6 +338,7 @@ class RedisConnection : private SocketEventsOwner {
   std::atomic<uint64_t> deadline_exceeded_{0};
   std::atomic<uint64_t> late_replies_{0};
   std::atomic<uint64_t> caller_writes_{0};
+  std::atomic<uint64_t> tls_failures_{0};
 };
 
 }  // namespace sluice

@@ -76,6 +76,22 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
              !status.ok()) {
     return status;
   }
+  if (options.tls.enabled) {
+    if (!connection_options.unix_path.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "redis address '", options.address, "': TLS is for TCP, not a unix socket"));
+    }
+    if (resources.tls != nullptr) {
+      connection_options.tls = resources.tls;
+    } else {
+      absl::StatusOr<std::shared_ptr<TlsClientContext>> tls =
+          TlsClientContext::Create(options.tls);
+      if (!tls.ok()) {
+        return tls.status();
+      }
+      connection_options.tls = *std::move(tls);
+    }
+  }
   connection_options.username = options.username;
   connection_options.password = options.password;
   connection_options.db = options.db;

@@ -53,6 +53,8 @@
 #include "server/redis/redis_executor.h"
 #include "server/redis/reply.h"
 #include "server/redis/script_cache.h"
+#include "server/redis/tls_context.h"
+#include "server/redis/tls_options.h"
 
 namespace sluice {
 
@@ -64,6 +66,8 @@ struct RedisClientOptions {
   std::string username{};
   std::string password{};
   int db = 0;
+  // TLS to the server (every node of a cluster alike); off by default.
+  RedisTlsOptions tls{};
   // Ignored when RedisClientResources::loops is given.
   int io_threads = 1;
   int connections_per_thread = 1;
@@ -108,6 +112,9 @@ struct RedisClientResources {
   // Jitter for reconnect delays; called on I/O threads, possibly concurrently.
   // Default: DefaultRandom().
   RandomFn random{};
+  // With RedisClientOptions::tls enabled: the TLS context to connect with (one for all nodes of
+  // a cluster, which then re-read changed files once); default: one of the client's own.
+  std::shared_ptr<TlsClientContext> tls{};
 };
 
 // Totals over the client's connections; see RedisConnectionStats.

@@ -136,8 +136,17 @@ absl::StatusOr<std::unique_ptr<RedisClusterClient>> RedisClusterClient::Create(
   if (absl::Status status = Validate(options); !status.ok()) {
     return status;
   }
-  std::unique_ptr<RedisClusterClient> client(
-      new RedisClusterClient(std::move(options), clock, random ? random : DefaultRandom()));
+  std::shared_ptr<TlsClientContext> tls;
+  if (options.node.tls.enabled) {
+    absl::StatusOr<std::shared_ptr<TlsClientContext>> made =
+        TlsClientContext::Create(options.node.tls);
+    if (!made.ok()) {
+      return made.status();
+    }
+    tls = *std::move(made);
+  }
+  std::unique_ptr<RedisClusterClient> client(new RedisClusterClient(
+      std::move(options), clock, random ? random : DefaultRandom(), std::move(tls)));
   if (absl::Status status = client->Start(); !status.ok()) {
     return status;
   }
@@ -145,12 +154,13 @@ absl::StatusOr<std::unique_ptr<RedisClusterClient>> RedisClusterClient::Create(
 }
 
 RedisClusterClient::RedisClusterClient(RedisClusterClientOptions options, const Clock& clock,
-                                       RandomFn random)
+                                       RandomFn random, std::shared_ptr<TlsClientContext> tls)
     : options_(std::move(options)),
       clock_(clock),
       random_(std::move(random)),
+      tls_(std::move(tls)),
       loader_(SlotMapLoaderOptions{options_.node.username, options_.node.password,
-                                   options_.node.connect_timeout}),
+                                   options_.node.connect_timeout, tls_}),
       scripts_(options_.scripts ? options_.scripts : std::make_shared<ScriptCache>()) {}
 
 absl::Status RedisClusterClient::Start() {
@@ -702,6 +712,7 @@ RedisClient* RedisClusterClient::EnsureClient(const std::string& address, bool* 
   }
   resources.scripts = scripts_;
   resources.random = random_;
+  resources.tls = tls_;
   absl::StatusOr<std::unique_ptr<RedisClient>> client =
       RedisClient::Create(std::move(options), clock_, std::move(resources));
   if (!client.ok()) {

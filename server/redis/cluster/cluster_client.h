@@ -185,7 +185,8 @@ class RedisClusterClient : public RedisExecutor {
   struct SubBatch;
   struct Sent;
 
-  RedisClusterClient(RedisClusterClientOptions options, const Clock& clock, RandomFn random);
+  RedisClusterClient(RedisClusterClientOptions options, const Clock& clock, RandomFn random,
+                     std::shared_ptr<TlsClientContext> tls);
 
   absl::Status Start();
 
@@ -227,6 +228,8 @@ class RedisClusterClient : public RedisExecutor {
   const RedisClusterClientOptions options_;
   const Clock& clock_;
   const RandomFn random_;
+  // With options_.node.tls enabled: every node's connections and the slot map loader's.
+  const std::shared_ptr<TlsClientContext> tls_;
   const SlotMapLoader loader_;
   std::shared_ptr<ScriptCache> scripts_;
   std::vector<std::unique_ptr<EventLoop>> loops_;

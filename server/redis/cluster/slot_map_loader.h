@@ -1,5 +1,6 @@
 // Fetches a Redis Cluster's slot map from one node: a short-lived blocking connection (TCP
-// connect, AUTH, CLUSTER SLOTS, close), each step bounded by a timeout. It is meant for the
+// connect, the TLS handshake when asked, AUTH, CLUSTER SLOTS, close), each step bounded by a
+// timeout. It is meant for the
 // cluster client's topology thread, which may block; never call it on an I/O or request thread.
 // Using its own connection keeps topology refresh independent of the state of the data-path
 // connections it is often called to repair.
@@ -7,12 +8,14 @@
 // Thread-safe: Load may be called concurrently; the loader holds only its options.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/redis/address.h"
 #include "server/redis/cluster/slot_map.h"
+#include "server/redis/tls_context.h"
 
 namespace sluice {
 
@@ -22,6 +25,8 @@ struct SlotMapLoaderOptions {
   std::string password{};
   // Bounds the connect and each command's reply separately.
   absl::Duration timeout = absl::Seconds(1);
+  // TLS to the node when set. Over TLS a node names its peers' TLS ports in CLUSTER SLOTS.
+  std::shared_ptr<TlsClientContext> tls{};
 };
 
 class SlotMapLoader {

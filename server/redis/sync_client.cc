@@ -1,0 +1,135 @@
+#include "server/redis/sync_client.h"
+
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/redis/command.h"
+
+namespace sluice {
+namespace {
+
+std::string Describe(const RedisEndpoint& endpoint) {
+  return endpoint.unix_path.empty() ? absl::StrCat(endpoint.host, ":", endpoint.port)
+                                    : absl::StrCat("unix:", endpoint.unix_path);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RedisSyncClient>> RedisSyncClient::Connect(
+    const RedisEndpoint& endpoint, TlsClientContext* tls, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string address = Describe(endpoint);
+  SslPtr ssl;
+  if (tls != nullptr) {
+    absl::StatusOr<SslPtr> session = tls->NewSession(endpoint.host);
+    if (!session.ok()) {
+      return session.status();
+    }
+    ssl = std::move(*session);
+  }
+  absl::StatusOr<int> fd = StartSocketConnect(endpoint);
+  if (!fd.ok()) {
+    return absl::UnavailableError(absl::StrCat("redis ", address, ": ", fd.status().message()));
+  }
+  std::unique_ptr<RedisSyncClient> client(
+      new RedisSyncClient(*fd, std::move(ssl), address, timeout));
+  if (!client->Wait(/*for_read=*/false, deadline)) {
+    return client->Fail("cannot connect: timed out");
+  }
+  if (absl::Status connected = SocketConnectResult(*fd); !connected.ok()) {
+    return client->Fail(absl::StrCat("cannot connect: ", connected.message()));
+  }
+  while (client->stream_.tls()) {
+    StreamIo io = client->stream_.Handshake();
+    if (io.kind == StreamIo::kDone) {
+      break;
+    }
+    if (io.kind == StreamIo::kFailed || io.kind == StreamIo::kClosed) {
+      return client->Fail(io.error);
+    }
+    if (!client->Wait(io.kind == StreamIo::kWantRead, deadline)) {
+      return client->Fail("TLS handshake timed out");
+    }
+  }
+  return client;
+}
+
+RedisSyncClient::RedisSyncClient(int fd, SslPtr ssl, std::string address, absl::Duration timeout)
+    : fd_(fd),
+      stream_(fd, std::move(ssl)),
+      address_(std::move(address)),
+      timeout_(timeout),
+      reader_(redisReaderCreate()) {}
+
+RedisSyncClient::~RedisSyncClient() {
+  redisReaderFree(reader_);
+  close(fd_);
+}
+
+absl::Status RedisSyncClient::Fail(absl::string_view what) const {
+  return absl::UnavailableError(absl::StrCat("redis ", address_, ": ", what));
+}
+
+bool RedisSyncClient::Wait(bool for_read, absl::Time deadline) const {
+  for (;;) {
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left_ms <= 0) {
+      return false;
+    }
+    pollfd p{fd_, static_cast<short>(for_read ? POLLIN : POLLOUT), 0};
+    const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 60000)));
+    if (rc > 0) {
+      return true;  // ready, or an error the next read or write reports
+    }
+    if (rc < 0 && errno != EINTR) {
+      return false;
+    }
+  }
+}
+
+absl::StatusOr<RedisReply> RedisSyncClient::Run(std::initializer_list<std::string_view> args) {
+  const absl::Time deadline = absl::Now() + timeout_;
+  std::string out;
+  AppendRespCommand(absl::MakeConstSpan(args.begin(), args.size()), &out);
+  const std::string name(*args.begin());
+  for (size_t sent = 0; sent < out.size();) {
+    StreamIo io = stream_.Write(absl::string_view(out).substr(sent));
+    if (io.kind == StreamIo::kDone) {
+      sent += io.bytes;
+    } else if (io.kind == StreamIo::kFailed || io.kind == StreamIo::kClosed) {
+      return Fail(absl::StrCat(name, ": ", io.error));
+    } else if (!Wait(io.kind == StreamIo::kWantRead, deadline)) {
+      return Fail(absl::StrCat(name, ": timed out writing"));
+    }
+  }
+  char buf[16 * 1024];
+  for (;;) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+      return Fail(absl::StrCat(name, ": protocol error: ", reader_->errstr));
+    }
+    if (reply != nullptr) {
+      RedisReply owned = RedisReply::FromHiredis(*static_cast<redisReply*>(reply));
+      freeReplyObject(reply);
+      return owned;
+    }
+    StreamIo io = stream_.Read(buf, sizeof(buf));
+    if (io.kind == StreamIo::kDone) {
+      redisReaderFeed(reader_, buf, io.bytes);
+    } else if (io.kind == StreamIo::kClosed) {
+      return Fail(absl::StrCat(name, ": the server closed the connection"));
+    } else if (io.kind == StreamIo::kFailed) {
+      return Fail(absl::StrCat(name, ": ", io.error));
+    } else if (!Wait(io.kind == StreamIo::kWantRead, deadline)) {
+      return Fail(absl::StrCat(name, ": no reply within ", absl::FormatDuration(timeout_)));
+    }
+  }
+}
+
+}  // namespace sluice
