@@ -109,6 +109,15 @@ absl::Status RedisCluster::Create() {
         // Replicas sync at once instead of waiting 5 s for more replicas to join the transfer.
         "repl-diskless-sync-delay 0",
     };
+    if (options_.tls.enabled) {
+      server_options.tls = options_.tls;
+      server_options.tls.port = 0;
+      server_options.tls.plain_port = true;
+      server_options.extra_config.push_back(
+          absl::StrCat("tls-cluster ", options_.tls_cluster_bus ? "yes" : "no"));
+      server_options.extra_config.push_back(
+          absl::StrCat("tls-replication ", options_.tls_replication ? "yes" : "no"));
+    }
     server_options.extra_config.insert(server_options.extra_config.end(),
                                        options_.extra_config.begin(), options_.extra_config.end());
     absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(server_options);
@@ -155,9 +164,25 @@ std::vector<std::string> RedisCluster::LiveAddresses() const {
   return addresses;
 }
 
+std::vector<std::string> RedisCluster::TlsSeedAddresses() const {
+  std::vector<std::string> addresses;
+  for (const auto& server : servers_) {
+    if (server->tls_port() != 0) {
+      addresses.push_back(server->tls_address());
+    }
+  }
+  return addresses;
+}
+
+std::string RedisCluster::TlsAddressOf(const std::string& address) const {
+  RedisServer* server = ServerAt(address);
+  return server != nullptr ? server->tls_address() : std::string();
+}
+
 RedisServer* RedisCluster::ServerAt(const std::string& address) const {
   for (const auto& server : servers_) {
-    if (server->address() == address) {
+    if (server->address() == address ||
+        (server->tls_port() != 0 && server->tls_address() == address)) {
       return server.get();
     }
   }
@@ -343,9 +368,12 @@ absl::Status RedisCluster::MigrateSlotKeys(int slot, const std::string& to) {
     return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not migrating"));
   }
   const std::string from = entry->second;
-  size_t colon = to.rfind(':');
-  std::string host = to.substr(0, colon);
-  std::string port = to.substr(colon + 1);
+  // Under tls-cluster, MIGRATE connects to the target with TLS.
+  const std::string target =
+      options_.tls.enabled && options_.tls_cluster_bus ? TlsAddressOf(to) : to;
+  size_t colon = target.rfind(':');
+  std::string host = target.substr(0, colon);
+  std::string port = target.substr(colon + 1);
   std::string s = absl::StrCat(slot);
   for (;;) {
     absl::StatusOr<std::string> keys = Command(from, {"CLUSTER", "GETKEYSINSLOT", s, "100"});
@@ -442,6 +470,9 @@ absl::Status RedisCluster::ScriptFlushAll() {
 absl::Status RedisCluster::CheckHealthy() {
   std::vector<std::string> live = LiveAddresses();
   std::vector<std::string> agreed;
+  // address -> master, as the first view says. Every view, each node's own included, must agree:
+  // a node whose view still calls a new replica a master sends it what only masters take.
+  std::map<std::string, bool> agreed_roles;
   for (const std::string& address : live) {
     RedisServer* server = ServerAt(address);
     absl::StatusOr<std::string> info = server->Command({"CLUSTER", "INFO"}, kQueryTimeout);
@@ -460,6 +491,12 @@ absl::Status RedisCluster::CheckHealthy() {
       if (node == nullptr || node->failed) {
         return absl::UnavailableError(
             absl::StrCat(address, " does not see ", other, " as a healthy node"));
+      }
+      auto [role, first] = agreed_roles.emplace(other, node->master);
+      if (!first && role->second != node->master) {
+        return absl::UnavailableError(absl::StrCat(address, " sees ", other, " as a ",
+                                                   node->master ? "master" : "replica", ", ",
+                                                   live.front(), " does not"));
       }
     }
     std::vector<std::string> owners = OwnersOf(*view);

@@ -72,6 +72,18 @@ absl::StatusOr<std::string> RunOn(redisContext* c, const std::vector<std::string
   return Render(*reply);
 }
 
+const char* ClientAuthValue(RedisServerTlsOptions::ClientAuth auth) {
+  switch (auth) {
+    case RedisServerTlsOptions::ClientAuth::kYes:
+      return "yes";
+    case RedisServerTlsOptions::ClientAuth::kOptional:
+      return "optional";
+    case RedisServerTlsOptions::ClientAuth::kNo:
+      break;
+  }
+  return "no";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions options) {
@@ -83,7 +95,19 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptio
 }
 
 RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(options)) {
-  port_ = options_.port != 0 ? options_.port : FreePort();
+  const RedisServerTlsOptions& tls = options_.tls;
+  if (!tls.enabled || tls.plain_port) {
+    port_ = options_.port != 0 ? options_.port : FreePort();
+  } else {
+    unix_socket_ = dir_.path() + "/redis.sock";
+  }
+  if (tls.enabled) {
+    tls_port_ = tls.port != 0 ? tls.port : FreePort();
+  }
+  WriteConfig();
+}
+
+void RedisServer::WriteConfig() {
   std::string config = absl::StrCat("port ", port_, "\n", "bind ", options_.host,
                                     "\n"
                                     "save \"\"\n"
@@ -92,6 +116,17 @@ RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(option
                                     "logfile \"\"\n"
                                     "dir ",
                                     dir_.path(), "\n");
+  if (!unix_socket_.empty()) {
+    absl::StrAppend(&config, "unixsocket ", unix_socket_, "\nunixsocketperm 700\n");
+  }
+  if (const RedisServerTlsOptions& tls = options_.tls; tls.enabled) {
+    absl::StrAppend(&config, "tls-port ", tls_port_, "\ntls-cert-file ", tls.cert_file,
+                    "\ntls-key-file ", tls.key_file, "\ntls-auth-clients ",
+                    ClientAuthValue(tls.client_auth), "\n");
+    if (!tls.ca_file.empty()) {
+      absl::StrAppend(&config, "tls-ca-cert-file ", tls.ca_file, "\n");
+    }
+  }
   if (!options_.password.empty()) {
     absl::StrAppend(&config, "requirepass ", options_.password, "\n");
   }
@@ -112,6 +147,14 @@ RedisServer::~RedisServer() {
 }
 
 std::string RedisServer::address() const { return absl::StrCat(options_.host, ":", port_); }
+
+std::string RedisServer::tls_address() const {
+  return tls_port_ != 0 ? absl::StrCat(options_.host, ":", tls_port_) : std::string();
+}
+
+std::string RedisServer::CommandEndpoint() const {
+  return unix_socket_.empty() ? address() : unix_socket_;
+}
 
 pid_t RedisServer::pid() const { return process_ != nullptr ? process_->pid() : -1; }
 
@@ -138,8 +181,9 @@ absl::Status RedisServer::Launch() {
     // Polling for the server to come up: there is no event to wait on.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "redis-server on port ", port_, " did not answer: ", last.ToString(), "; log:\n", ReadLog()));
+  return absl::DeadlineExceededError(absl::StrCat("redis-server on ", CommandEndpoint(),
+                                                  " did not answer: ", last.ToString(), "; log:\n",
+                                                  ReadLog()));
 }
 
 absl::Status RedisServer::Restart() {
@@ -191,9 +235,11 @@ void RedisServer::Resume() {
 
 absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>& args,
                                                  std::chrono::milliseconds timeout) {
-  ContextPtr c(redisConnectWithTimeout(options_.host.c_str(), port_, ToTimeval(timeout)));
+  ContextPtr c(unix_socket_.empty()
+                   ? redisConnectWithTimeout(options_.host.c_str(), port_, ToTimeval(timeout))
+                   : redisConnectUnixWithTimeout(unix_socket_.c_str(), ToTimeval(timeout)));
   if (c == nullptr || c->err != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", address(), ": ",
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", CommandEndpoint(), ": ",
                                                c != nullptr ? c->errstr : "out of memory"));
   }
   redisSetTimeout(c.get(), ToTimeval(timeout));
@@ -204,6 +250,23 @@ absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>&
     }
   }
   return RunOn(c.get(), args);
+}
+
+absl::Status RedisServer::ReloadCertificate(const std::string& cert_file,
+                                            const std::string& key_file) {
+  if (!options_.tls.enabled) {
+    return absl::FailedPreconditionError("ReloadCertificate on a server without TLS");
+  }
+  absl::StatusOr<std::string> set =
+      Command({"CONFIG", "SET", "tls-cert-file", cert_file, "tls-key-file", key_file});
+  if (!set.ok()) {
+    return absl::Status(set.status().code(),
+                        absl::StrCat(set.status().message(), "; log:\n", ReadLog()));
+  }
+  options_.tls.cert_file = cert_file;
+  options_.tls.key_file = key_file;
+  WriteConfig();
+  return absl::OkStatus();
 }
 
 std::string RedisServer::ReadLog() const {
