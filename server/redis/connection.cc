@@ -21,6 +21,7 @@ constexpr int kMaxNoScriptRetries = 3;
 // Handshake replies carry one of these addresses as privdata, to say which step they answer.
 char kAuthTag;
 char kSelectTag;
+char kRoleTag;
 char kPingTag;
 
 std::string_view ReplyText(const redisReply* reply) {
@@ -29,6 +30,16 @@ std::string_view ReplyText(const redisReply* reply) {
 
 bool IsNoScript(const redisReply* reply) {
   return reply->type == REDIS_REPLY_ERROR && ReplyText(reply).starts_with("NOSCRIPT");
+}
+
+std::string AddressOf(const RedisEndpoint& endpoint) {
+  if (!endpoint.unix_path.empty()) {
+    return absl::StrCat("unix:", endpoint.unix_path);
+  }
+  if (endpoint.host.empty()) {
+    return "(master not known yet)";
+  }
+  return absl::StrCat(endpoint.host, ":", endpoint.port);
 }
 
 }  // namespace
@@ -51,8 +62,6 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
                                  CircuitBreaker* breaker, MetricHistogram* call_latency)
     : loop_(loop),
       options_(std::move(options)),
-      address_(options_.unix_path.empty() ? absl::StrCat(options_.host, ":", options_.port)
-                                          : absl::StrCat("unix:", options_.unix_path)),
       clock_(clock),
       scripts_(std::move(scripts)),
       on_ready_change_(std::move(on_ready_change)),
@@ -89,9 +98,38 @@ RedisConnection::RedisConnection(EventLoop& loop, RedisConnectionOptions options
       horizon_(loop, clock, options_.caller_write_horizon_us, [this] {
         MutexLock lock(mu_);
         OnWatchdog();
-      }) {}
+      }) {
+  MutexLock lock(mu_);
+  endpoint_ = RedisEndpoint{options_.host, options_.port, options_.unix_path};
+  address_ = AddressOf(endpoint_);
+}
 
 RedisConnection::~RedisConnection() { Close(); }
+
+
+void RedisConnection::Retarget(const RedisEndpoint& endpoint) {
+  MutexLock lock(mu_);
+  if (state_ == State::kClosed) {
+    return;
+  }
+  const bool same = endpoint.host == endpoint_.host && endpoint.port == endpoint_.port &&
+                    endpoint.unix_path == endpoint_.unix_path;
+  if (same && state_ != State::kDown) {
+    FinishLoopWork();
+    return;
+  }
+  if (!same) {
+    SLUICE_LOG(INFO) << "redis " << address_ << ": now " << AddressOf(endpoint);
+  }
+  endpoint_ = endpoint;
+  address_ = AddressOf(endpoint_);
+  Drop(absl::StrCat("the master is now ", address_));
+  // Whatever the backoff had reached, the new server is tried at once.
+  reconnect_timer_.Cancel();
+  backoff_.Reset();
+  StartConnect();
+  FinishLoopWork();
+}
 
 void RedisConnection::Start() {
   MutexLock lock(mu_);
@@ -109,6 +147,7 @@ RedisConnectionStats RedisConnection::stats() const {
   stats.deadline_exceeded = deadline_exceeded_.load(std::memory_order_relaxed);
   stats.late_replies = late_replies_.load(std::memory_order_relaxed);
   stats.caller_writes = caller_writes_.load(std::memory_order_relaxed);
+  stats.tls_failures = tls_failures_.load(std::memory_order_relaxed);
   return stats;
 }
 
@@ -119,11 +158,15 @@ void RedisConnection::StartConnect() {
   if (state_ == State::kClosed) {
     return;
   }
+  if (endpoint_.host.empty() && endpoint_.unix_path.empty()) {
+    // Nowhere to connect yet: Retarget starts the connect.
+    state_ = State::kDown;
+    last_error_ = "the master is not known yet (asking the sentinels)";
+    return;
+  }
   state_ = State::kConnecting;
   std::string error;
-  RedisWire* wire = RedisWire::Connect(
-      loop_, RedisEndpoint{options_.host, options_.port, options_.unix_path}, options_.tls.get(),
-      *this, &error);
+  RedisWire* wire = RedisWire::Connect(loop_, endpoint_, options_.tls.get(), *this, &error);
   if (wire == nullptr) {
     last_error_ = std::move(error);
     last_error_tls_ = false;
@@ -152,6 +195,9 @@ void RedisConnection::StartConnect() {
   // Loading every known script up front spares the first batches a NOSCRIPT round trip.
   for (const RedisScript* script : scripts_->All()) {
     queued = queued && SendScriptLoad(StateFor(*script));
+  }
+  if (options_.require_master) {
+    queued = queued && SendHandshakeCommand({"ROLE"}, &kRoleTag);
   }
   queued = queued && SendHandshakeCommand({"PING"}, &kPingTag);
   if (!queued) {
@@ -222,20 +268,7 @@ void RedisConnection::OnConnectFailed(RedisWire* wire) {
   }
   // The wire frees itself right after this returns (failing the queued handshake), so forget it
   // without freeing it.
-  last_error_ = wire->error();
-  last_error_tls_ = wire->tls_failed();
-  if (last_error_tls_) {
-    Bump(tls_failures_);
-    if (last_error_ != tls_error_logged_) {
-      tls_error_logged_ = last_error_;
-      SLUICE_LOG(ERROR) << "redis " << address_ << ": " << last_error_;
-    } else {
-      SLUICE_LOG_EVERY_SECONDS(ERROR, 60) << "redis " << address_ << ": " << last_error_;
-    }
-  } else {
-    SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
-        << "redis " << address_ << ": connect failed: " << last_error_;
-  }
+  NoteWireFailure(*wire, "connect failed");
   ForgetContext();
   ScheduleReconnect();
 }
@@ -246,14 +279,33 @@ void RedisConnection::OnDisconnected(RedisWire* wire) {
     return;  // a wire this connection dropped itself
   }
   // The wire has already failed the pending commands and frees itself after this returns.
-  last_error_ = wire->error();
-  last_error_tls_ = false;
-  if (state_ == State::kReady) {
-    SLUICE_LOG_EVERY_SECONDS(WARNING, 5)
-        << "redis " << address_ << ": connection lost: " << last_error_;
-  }
+  NoteWireFailure(*wire, state_ == State::kReady ? "connection lost" : "connect failed");
   ForgetContext();
   ScheduleReconnect();
+}
+
+void RedisConnection::NoteWireFailure(const RedisWire& wire, std::string_view what) {
+  last_error_ = wire.error();
+  // Refused by TLS before the connection was ready: a certificate or TLS setup to fix, not
+  // weather, so counted and logged as such (each new cause at once).
+  last_error_tls_ = wire.tls_failed() && state_ != State::kReady;
+  if (last_error_tls_) {
+    Bump(tls_failures_);
+    if (last_error_ != tls_error_logged_) {
+      tls_error_logged_ = last_error_;
+      SLUICE_LOG(ERROR) << "redis " << address_ << ": " << last_error_;
+    } else {
+      SLUICE_LOG_EVERY_SECONDS(ERROR, 60) << "redis " << address_ << ": " << last_error_;
+    }
+    return;
+  }
+  if (what == "connection lost") {
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 5) << "redis " << address_ << ": " << what << ": "
+                                         << last_error_;
+  } else {
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 10) << "redis " << address_ << ": " << what << ": "
+                                          << last_error_;
+  }
 }
 
 void RedisConnection::OnHandshakeReply(RedisWire* wire, redisReply* r, void* privdata) {
@@ -265,11 +317,28 @@ void RedisConnection::OnHandshakeReply(RedisWire* wire, redisReply* r, void* pri
   }
   ++self->replies_seen_;
   if (r->type == REDIS_REPLY_ERROR) {
-    const char* step = privdata == &kAuthTag ? "AUTH" : privdata == &kSelectTag ? "SELECT" : "PING";
+    const char* step = privdata == &kAuthTag     ? "AUTH"
+                       : privdata == &kSelectTag ? "SELECT"
+                       : privdata == &kRoleTag   ? "ROLE"
+                                                 : "PING";
     std::string error = absl::StrCat(step, " failed: ", std::string(ReplyText(r)));
     SLUICE_LOG_EVERY_SECONDS(ERROR, 10) << "redis " << self->address_ << ": " << error;
     self->last_error_ = error;
     self->Drop(std::move(error));
+    return;
+  }
+  if (privdata == &kRoleTag) {
+    // ROLE: ["master", offset, replicas] on a master; "slave" or "sentinel" first otherwise.
+    std::string_view role = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0] != nullptr
+                                ? ReplyText(r->element[0])
+                                : std::string_view();
+    if (role != "master") {
+      std::string error = absl::StrCat("not a master (ROLE says '", std::string(role),
+                                       "'): waiting for the sentinels to name the new one");
+      SLUICE_LOG_EVERY_SECONDS(WARNING, 10) << "redis " << self->address_ << ": " << error;
+      self->last_error_ = error;
+      self->Drop(std::move(error));
+    }
     return;
   }
   if (privdata == &kPingTag) {
@@ -278,6 +347,7 @@ void RedisConnection::OnHandshakeReply(RedisWire* wire, redisReply* r, void* pri
 }
 
 void RedisConnection::BecomeReady() {
+  last_error_tls_ = false;
   connect_timer_.Cancel();
   backoff_.Reset();
   state_ = State::kReady;
@@ -405,8 +475,8 @@ void RedisConnection::Submit(CommandBatch batch, int64_t deadline_us, BatchCallb
     case decltype(submissions_)::PushResult::kClosed: {
       BatchCallback callback = std::move(pending->done);
       delete pending;
-      std::move(callback)(
-          absl::UnavailableError(absl::StrCat("redis ", address_, ": client stopped")), {});
+      // Not under mu_ (a callback run under it may Submit here), so without the address.
+      std::move(callback)(absl::UnavailableError("redis: client stopped"), {});
       return;
     }
   }

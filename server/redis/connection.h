@@ -67,6 +67,10 @@ struct RedisConnectionOptions {
   int port = 6379;
   // Not empty: connect to this unix domain socket instead of host:port.
   std::string unix_path{};
+  // No host and no unix_path: the connection waits for Retarget (the sentinels' answer).
+  // The handshake asks the server's ROLE and refuses anything but a master (under Sentinel: a
+  // demoted master that comes back is a replica).
+  bool require_master = false;
   // TLS over TCP when set (shared by every connection to the target).
   std::shared_ptr<TlsClientContext> tls{};
   // AUTH: `password` alone for requirepass, `username` and `password` for an ACL user.
@@ -150,13 +154,17 @@ class RedisConnection : private RedisWire::Owner {
   // REQUIRES: on the loop thread, or the loop is not running.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Connects to `endpoint` from now on: a connection up to another server is dropped (its
+  // batches fail with kUnavailable) and the new one is tried at once. A no-op for the endpoint
+  // already in use. REQUIRES: on the loop thread.
+  void Retarget(const RedisEndpoint& endpoint) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Whether the handshake is done and the connection not known to be lost. Any thread; a hint
   // that may be stale by the time the caller acts on it.
   bool ready() const { return ready_.load(std::memory_order_acquire); }
 
   RedisConnectionStats stats() const;
   EventLoop& loop() const { return loop_; }
-  const std::string& address() const { return address_; }
 
  private:
   struct PendingBatch;
@@ -207,6 +215,9 @@ class RedisConnection : private RedisWire::Owner {
   bool SocketWatchPaused() const override;
   void OnConnectFailed(RedisWire* wire) override;
   void OnDisconnected(RedisWire* wire) override;
+  // Records why `wire` failed (last_error_, whether TLS refused it) and logs it.
+  void NoteWireFailure(const RedisWire& wire, std::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Everything from here on runs on the loop thread under mu_, except TryWriteFromCaller (a
   // caller's thread, which takes mu_ only if it is free) and WriteFromCaller (under it).
@@ -273,7 +284,6 @@ class RedisConnection : private RedisWire::Owner {
 
   EventLoop& loop_;
   const RedisConnectionOptions options_;
-  const std::string address_;  // "host:port", for messages
   const Clock& clock_;
   const std::shared_ptr<const ScriptCache> scripts_;
   absl::AnyInvocable<void(bool)> on_ready_change_ ABSL_GUARDED_BY(mu_);
@@ -289,6 +299,9 @@ class RedisConnection : private RedisWire::Owner {
   Mutex mu_;
 
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
+  // Where to connect (options_' until Retarget), and its "host:port" for messages.
+  RedisEndpoint endpoint_ ABSL_GUARDED_BY(mu_);
+  std::string address_ ABSL_GUARDED_BY(mu_);
   RedisWire* wire_ ABSL_GUARDED_BY(mu_) = nullptr;
   ExponentialBackoff backoff_ ABSL_GUARDED_BY(mu_);
   // Timers are also armed and cancelled only on the loop thread.

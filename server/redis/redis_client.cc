@@ -65,7 +65,25 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
     return status;
   }
   RedisConnectionOptions connection_options;
-  if (IsUnixAddress(options.address)) {
+  const bool sentinel = !options.sentinel.addresses.empty();
+  if (sentinel) {
+    // No address until the sentinels name the master; each connection checks it is one.
+    if (options.sentinel.master.empty()) {
+      return absl::InvalidArgumentError("redis sentinel: the master's name is missing");
+    }
+    for (const std::string& address : options.sentinel.addresses) {
+      std::string host;
+      int port = 0;
+      if (absl::Status status = SplitHostPort(address, &host, &port); !status.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("redis sentinel address '", address, "': ", status.message()));
+      }
+    }
+    connection_options.require_master = true;
+    if (options.address.empty()) {
+      options.address = absl::StrCat("sentinel:", options.sentinel.master);
+    }
+  } else if (IsUnixAddress(options.address)) {
     connection_options.unix_path = options.address.substr(kUnixAddressPrefix.size());
     if (connection_options.unix_path.empty()) {
       return absl::InvalidArgumentError(
@@ -169,7 +187,30 @@ absl::Status RedisClient::Start(RedisClientResources resources,
       connections_[loop_index * per_loop + k] = std::move(connection);
     }
   });
+  if (!options_.sentinel.addresses.empty()) {
+    SentinelWatcherOptions watch;
+    watch.sentinel = options_.sentinel;
+    watch.tls = connection_options.tls;
+    watch.username = options_.username;
+    watch.password = options_.password;
+    watch.timeout = options_.connect_timeout;
+    sentinel_ = std::make_unique<SentinelWatcher>(
+        std::move(watch), [this](const RedisEndpoint& master) { Retarget(master); });
+    sentinel_->Start();
+  }
   return absl::OkStatus();
+}
+
+void RedisClient::Retarget(const RedisEndpoint& master) {
+  for (size_t i = 0; i < loops_.size(); ++i) {
+    // Not waited for: the watcher's thread goes back to listening. Stop stops the watcher
+    // before it closes the connections, so these run first.
+    loops_[i]->Post([this, i, master] {
+      for (auto* connection : ConnectionsOn(i)) {
+        (*connection)->Retarget(master);
+      }
+    });
+  }
 }
 
 RedisClient::~RedisClient() {
@@ -305,6 +346,9 @@ void RedisClient::OnReadyChange(bool ready) {
       }
     });
   }
+  if (!ready && sentinel_ != nullptr && !stopped_.load(std::memory_order_acquire)) {
+    sentinel_->AskAgain();  // the master may have moved
+  }
   MutexLock lock(mu_);
   ready_count_ += ready ? 1 : -1;
   changed_.NotifyAll();
@@ -374,6 +418,9 @@ void RedisClient::Stop() {
     }
   }
   stopped_.store(true, std::memory_order_seq_cst);
+  if (sentinel_ != nullptr) {
+    sentinel_->Stop();  // nothing retargets the connections from here on
+  }
   // Short: an Execute in this window is only pushing onto a queue.
   while (executing_.load(std::memory_order_seq_cst) != 0) {
     std::this_thread::yield();

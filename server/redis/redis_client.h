@@ -53,6 +53,8 @@
 #include "server/redis/redis_executor.h"
 #include "server/redis/reply.h"
 #include "server/redis/script_cache.h"
+#include "server/redis/sentinel.h"
+#include "server/redis/sentinel_options.h"
 #include "server/redis/tls_context.h"
 #include "server/redis/tls_options.h"
 
@@ -66,8 +68,11 @@ struct RedisClientOptions {
   std::string username{};
   std::string password{};
   int db = 0;
-  // TLS to the server (every node of a cluster alike); off by default.
+  // TLS to the server (every node of a cluster alike; the sentinels too); off by default.
   RedisTlsOptions tls{};
+  // With sentinel.addresses: `address` is ignored; the master is whichever the sentinels name
+  // for sentinel.master, followed through failovers.
+  RedisSentinelOptions sentinel{};
   // Ignored when RedisClientResources::loops is given.
   int io_threads = 1;
   int connections_per_thread = 1;
@@ -187,6 +192,8 @@ class RedisClient : public RedisExecutor {
   // The (non-null) connections of loops_[loop_index].
   std::vector<std::unique_ptr<RedisConnection>*> ConnectionsOn(size_t loop_index);
   void OnReadyChange(bool ready);
+  // Points every connection at `master` (the sentinels' answer), on their loops.
+  void Retarget(const RedisEndpoint& master);
   // On loops_[0] when the breaker's probe may be due: sends it, or waits until it is due.
   void OnProbeTimer();
   // Runs `work(i)` for each loop i on that loop's thread (inline if the loop is not running)
@@ -206,6 +213,9 @@ class RedisClient : public RedisExecutor {
   // each is created, closed and destroyed on its loop's thread.
   std::vector<std::unique_ptr<RedisConnection>> connections_;
   std::atomic<uint64_t> next_connection_{0};
+  // Under Sentinel: finds the master and follows it; created after the connections, stopped
+  // first by Stop.
+  std::unique_ptr<SentinelWatcher> sentinel_;
   // Execute calls between their stopped_ check and the end of their push; Stop waits for them
   // to drain so that nothing reaches a connection after it is closed.
   std::atomic<int64_t> executing_{0};

@@ -140,6 +140,7 @@ StreamIo Stream::SslResult(int ret, absl::string_view what) {
     }
     default:
       io.kind = StreamIo::kFailed;
+      io.tls_error = true;
       io.error = absl::StrCat(what, ": ", TakeSslErrors("OpenSSL error"));
       return io;
   }

@@ -39,6 +39,9 @@ struct StreamIo {
   Kind kind = kDone;
   size_t bytes = 0;
   std::string error{};
+  // kFailed by TLS itself (an alert from the server, a certificate refused after the handshake
+  // as TLS 1.3 reports it, a protocol error), not by the socket.
+  bool tls_error = false;
 };
 
 // Bytes over a connected non-blocking socket, plain or TLS; owns neither the socket nor the

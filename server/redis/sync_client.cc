@@ -94,6 +94,21 @@ bool RedisSyncClient::Wait(bool for_read, absl::Time deadline) const {
 }
 
 absl::StatusOr<RedisReply> RedisSyncClient::Run(std::initializer_list<std::string_view> args) {
+  const std::string name(*args.begin());
+  if (absl::Status sent = Send(args); !sent.ok()) {
+    return sent;
+  }
+  absl::StatusOr<std::optional<RedisReply>> reply = Read(timeout_);
+  if (!reply.ok()) {
+    return reply.status();
+  }
+  if (!reply->has_value()) {
+    return Fail(absl::StrCat(name, ": no reply within ", absl::FormatDuration(timeout_)));
+  }
+  return **std::move(reply);
+}
+
+absl::Status RedisSyncClient::Send(std::initializer_list<std::string_view> args) {
   const absl::Time deadline = absl::Now() + timeout_;
   std::string out;
   AppendRespCommand(absl::MakeConstSpan(args.begin(), args.size()), &out);
@@ -108,11 +123,16 @@ absl::StatusOr<RedisReply> RedisSyncClient::Run(std::initializer_list<std::strin
       return Fail(absl::StrCat(name, ": timed out writing"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<RedisReply>> RedisSyncClient::Read(absl::Duration wait) {
+  const absl::Time deadline = absl::Now() + wait;
   char buf[16 * 1024];
   for (;;) {
     void* reply = nullptr;
     if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
-      return Fail(absl::StrCat(name, ": protocol error: ", reader_->errstr));
+      return Fail(absl::StrCat("protocol error: ", reader_->errstr));
     }
     if (reply != nullptr) {
       RedisReply owned = RedisReply::FromHiredis(*static_cast<redisReply*>(reply));
@@ -123,11 +143,11 @@ absl::StatusOr<RedisReply> RedisSyncClient::Run(std::initializer_list<std::strin
     if (io.kind == StreamIo::kDone) {
       redisReaderFeed(reader_, buf, io.bytes);
     } else if (io.kind == StreamIo::kClosed) {
-      return Fail(absl::StrCat(name, ": the server closed the connection"));
+      return Fail("the server closed the connection");
     } else if (io.kind == StreamIo::kFailed) {
-      return Fail(absl::StrCat(name, ": ", io.error));
+      return Fail(io.error);
     } else if (!Wait(io.kind == StreamIo::kWantRead, deadline)) {
-      return Fail(absl::StrCat(name, ": no reply within ", absl::FormatDuration(timeout_)));
+      return std::nullopt;
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,12 @@ class RedisSyncClient {
   // Sends one command and waits for its reply, which may be an error reply. kUnavailable on a
   // failed or timed-out exchange, after which the client is of no further use.
   absl::StatusOr<RedisReply> Run(std::initializer_list<std::string_view> args);
+
+  // The two halves of Run, for a subscription: Send writes one command (within the timeout);
+  // Read waits up to `wait` for the next reply or pushed message: nullopt if none came, and the
+  // client stays usable.
+  absl::Status Send(std::initializer_list<std::string_view> args);
+  absl::StatusOr<std::optional<RedisReply>> Read(absl::Duration wait);
 
   const std::string& address() const { return address_; }
 

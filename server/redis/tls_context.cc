@@ -87,7 +87,8 @@ absl::StatusOr<SSL_CTX*> TlsClientContext::Build() const {
       return fail(absl::StrCat("cannot read the client certificate ", options_.cert_file));
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, options_.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      return fail(absl::StrCat("cannot read the client key ", options_.key_file));
+      return fail(absl::StrCat("cannot use the client key ", options_.key_file, " with ",
+                               options_.cert_file));
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
       return fail(absl::StrCat("the client key ", options_.key_file, " does not match ",

@@ -109,6 +109,7 @@ RedisWire::FlushResult RedisWire::Flush() {
       continue;
     }
     if (io.kind == StreamIo::kFailed) {
+      tls_failed_ = io.tls_error;
       error_ = std::move(io.error);
       return FlushResult::kFailed;
     }
@@ -229,6 +230,7 @@ bool RedisWire::ReadIntoReader() {
         error_ = "Server closed the connection";
         return false;
       case StreamIo::kFailed:
+        tls_failed_ = io.tls_error;
         error_ = std::move(io.error);
         return false;
     }

@@ -83,7 +83,8 @@ class RedisWire {
   bool connected() const { return state_ == State::kConnected; }
   // Why the wire failed; empty while it has not.
   const std::string& error() const { return error_; }
-  // Whether the failure was the TLS handshake's (a certificate, a protocol, a refused client).
+  // Whether the failure was TLS' own (the handshake, or an alert later: a server refusing the
+  // client's certificate after a TLS 1.3 handshake says so only then).
   bool tls_failed() const { return tls_failed_; }
 
  private:
