@@ -85,7 +85,8 @@ ABSL_FLAG(std::string, backend, std::string(sluice::BackendKindName(Defaults().b
           "where limits are kept: memory (in process), redis or redis_cluster (shared by every "
           "replica)");
 ABSL_FLAG(std::string, redis_addresses, absl::StrJoin(Defaults().backend.redis.addresses, ","),
-          "redis: the server, HOST:PORT; redis_cluster: seed nodes, HOST:PORT,HOST:PORT,...");
+          "redis: the server, HOST:PORT; redis_cluster: seed nodes, HOST:PORT,HOST:PORT,... "
+          "(not with --redis_sentinels, which find the server)");
 ABSL_FLAG(std::string, redis_username, Defaults().backend.redis.username,
           "Redis ACL user (with --redis_password)");
 ABSL_FLAG(std::string, redis_password, Defaults().backend.redis.password, "Redis password (AUTH)");
@@ -107,6 +108,17 @@ ABSL_FLAG(bool, redis_tls_skip_hostname_verification,
           Defaults().backend.shared.tls_skip_hostname_verification,
           "--redis_tls, --redis_per_second_tls: verify the server's certificate chain but not "
           "the name in it (upstream's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION)");
+ABSL_FLAG(std::string, redis_sentinels, absl::StrJoin(Defaults().backend.redis.sentinels, ","),
+          "redis: Redis Sentinel, HOST:PORT,HOST:PORT,... of the sentinels, asked for the master "
+          "of --redis_sentinel_master and followed through failovers (in place of "
+          "--redis_addresses; --redis_tls applies to the sentinels too)");
+ABSL_FLAG(std::string, redis_sentinel_master, Defaults().backend.redis.sentinel_master,
+          "with --redis_sentinels: the master's name as the sentinels know it");
+ABSL_FLAG(std::string, redis_sentinel_username, Defaults().backend.redis.sentinel_username,
+          "ACL user of the sentinels (with --redis_sentinel_password); the master's is "
+          "--redis_username");
+ABSL_FLAG(std::string, redis_sentinel_password, Defaults().backend.redis.sentinel_password,
+          "password of the sentinels (AUTH); the master's is --redis_password");
 ABSL_FLAG(int32_t, redis_db, Defaults().backend.shared.db,
           "Redis database number (standalone only)");
 ABSL_FLAG(std::string, redis_key_prefix, Defaults().limiter.key_prefix,
@@ -157,6 +169,19 @@ ABSL_FLAG(std::string, redis_per_second_password, Defaults().backend.per_second.
           "password of the per-second Redis");
 ABSL_FLAG(bool, redis_per_second_tls, Defaults().backend.per_second.tls,
           "TLS to the per-second Redis, with the --redis_tls_* files");
+ABSL_FLAG(std::string, redis_per_second_sentinels,
+          absl::StrJoin(Defaults().backend.per_second.sentinels, ","),
+          "the per-second Redis through Redis Sentinel, as --redis_sentinels (in place of "
+          "--redis_per_second_addresses)");
+ABSL_FLAG(std::string, redis_per_second_sentinel_master,
+          Defaults().backend.per_second.sentinel_master,
+          "with --redis_per_second_sentinels: the per-second master's name");
+ABSL_FLAG(std::string, redis_per_second_sentinel_username,
+          Defaults().backend.per_second.sentinel_username,
+          "ACL user of the per-second Redis's sentinels");
+ABSL_FLAG(std::string, redis_per_second_sentinel_password,
+          Defaults().backend.per_second.sentinel_password,
+          "password of the per-second Redis's sentinels");
 ABSL_FLAG(int32_t, redis_per_second_connections, Defaults().backend.per_second.connections,
           "per-second Redis connections per I/O thread");
 ABSL_FLAG(int64_t, over_limit_cache_keys, Defaults().limiter.over_limit_cache_keys,

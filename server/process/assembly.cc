@@ -47,7 +47,12 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> StartRedis(const Settings& setting
   }
   // Serve even if Redis is not up yet: decisions follow --failure_mode until it is.
   if (!(*created)->WaitUntilReady(absl::Seconds(2))) {
-    SLUICE_LOG(WARNING) << what << " at " << absl::StrJoin(target.addresses, ",")
+    const std::string where =
+        target.sentinels.empty()
+            ? absl::StrJoin(target.addresses, ",")
+            : absl::StrCat("master '", target.sentinel_master, "' of sentinels ",
+                           absl::StrJoin(target.sentinels, ","));
+    SLUICE_LOG(WARNING) << what << " at " << where
                         << " is not reachable yet; answering by --failure_mode="
                         << FailureModeName(settings.limiter.failure_mode)
                         << " (or the domain's failure_mode:) until it is";

@@ -32,8 +32,16 @@ RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
                                             const RedisTargetSettings& target, bool cluster) {
   RedisBackendOptions options;
   options.cluster = cluster;
-  options.cluster_seeds = target.addresses;
-  options.client.address = target.addresses.front();
+  if (!target.sentinels.empty()) {
+    // The sentinels name the master; the client takes no address of its own then.
+    options.client.sentinel.addresses = target.sentinels;
+    options.client.sentinel.master = target.sentinel_master;
+    options.client.sentinel.username = target.sentinel_username;
+    options.client.sentinel.password = target.sentinel_password;
+  } else {
+    options.cluster_seeds = target.addresses;
+    options.client.address = target.addresses.front();
+  }
   options.client.username = target.username;
   options.client.password = target.password;
   options.client.db = shared.db;

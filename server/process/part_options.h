@@ -21,7 +21,9 @@ ConfigLoadOptions ConfigLoadOptionsFrom(const ConfigSettings& config);
 MemoryBackendOptions MemoryBackendOptionsFrom(const BackendSettings& backend);
 
 // One Redis: `target` (the main or the per-second one), a cluster or not, with the settings
-// both share. REQUIRES: `target.addresses` is not empty (ValidateSettings).
+// both share; with `target.sentinels`, the client finds the master through them (TLS, when on,
+// to the sentinels too). REQUIRES: `target.addresses` or `target.sentinels` is not empty
+// (ValidateSettings).
 RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
                                             const RedisTargetSettings& target, bool cluster);
 

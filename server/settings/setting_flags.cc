@@ -206,6 +206,17 @@ bool ReadAddresses(const std::string& text, Settings& settings, std::string*) {
   return true;
 }
 
+// "HOST:PORT,HOST:PORT": the sentinels of one Redis, blanks around each dropped.
+template <RedisTargetSettings BackendSettings::*kTarget>
+bool ReadSentinels(const std::string& text, Settings& settings, std::string*) {
+  std::vector<std::string>& sentinels = (settings.backend.*kTarget).sentinels;
+  sentinels.clear();
+  for (absl::string_view one : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    sentinels.emplace_back(absl::StripAsciiWhitespace(one));
+  }
+  return true;
+}
+
 using S = Settings;
 using ConfigS = ConfigSettings;
 using Xds = XdsSettings;
@@ -246,6 +257,10 @@ constexpr Entry kFlags[] = {
     Plain<&S::backend, &BackendS::shared, &Redis::tls_server_name>("redis_tls_server_name"),
     Plain<&S::backend, &BackendS::shared, &Redis::tls_skip_hostname_verification>(
         "redis_tls_skip_hostname_verification"),
+    Converted<std::string, &ReadSentinels<&BackendS::redis>>("redis_sentinels"),
+    Plain<&S::backend, &BackendS::redis, &Target::sentinel_master>("redis_sentinel_master"),
+    Plain<&S::backend, &BackendS::redis, &Target::sentinel_username>("redis_sentinel_username"),
+    Plain<&S::backend, &BackendS::redis, &Target::sentinel_password>("redis_sentinel_password"),
     Plain<&S::backend, &BackendS::shared, &Redis::db>("redis_db"),
     Plain<&S::limiter, &Limiter::key_prefix>("redis_key_prefix"),
     Plain<&S::backend, &BackendS::shared, &Redis::timeout>("redis_timeout"),
@@ -264,6 +279,13 @@ constexpr Entry kFlags[] = {
     Plain<&S::backend, &BackendS::per_second, &Target::username>("redis_per_second_username"),
     Plain<&S::backend, &BackendS::per_second, &Target::password>("redis_per_second_password"),
     Plain<&S::backend, &BackendS::per_second, &Target::tls>("redis_per_second_tls"),
+    Converted<std::string, &ReadSentinels<&BackendS::per_second>>("redis_per_second_sentinels"),
+    Plain<&S::backend, &BackendS::per_second, &Target::sentinel_master>(
+        "redis_per_second_sentinel_master"),
+    Plain<&S::backend, &BackendS::per_second, &Target::sentinel_username>(
+        "redis_per_second_sentinel_username"),
+    Plain<&S::backend, &BackendS::per_second, &Target::sentinel_password>(
+        "redis_per_second_sentinel_password"),
     Plain<&S::backend, &BackendS::per_second, &Target::connections>("redis_per_second_connections"),
     Plain<&S::limiter, &Limiter::over_limit_cache_keys>("over_limit_cache_keys"),
     Plain<&S::limiter, &Limiter::over_limit_cache_max_mib>("over_limit_cache_max_mib"),
@@ -340,6 +362,35 @@ std::string UpstreamSuffix(const std::vector<std::string>& names, const FlagText
   return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, "; "), ")");
 }
 
+// What ValidateSettings cannot tell from Settings alone, because a default is not a choice:
+// Sentinel leaves --redis_addresses (default 127.0.0.1:6379) unused, so given beside the
+// sentinels it names a server that would never be asked.
+std::vector<SettingError> CheckGivenFlags(const Settings& settings, const FlagTexts& flags) {
+  const BackendSettings& backend = settings.backend;
+  struct Target {
+    bool in_use;
+    const RedisTargetSettings& target;
+    absl::string_view addresses;
+    absl::string_view sentinels;
+  };
+  const Target targets[] = {
+      {backend.kind != BackendKind::kMemory, backend.redis, "redis_addresses", "redis_sentinels"},
+      {backend.per_second_kind.has_value(), backend.per_second, "redis_per_second_addresses",
+       "redis_per_second_sentinels"},
+  };
+  std::vector<SettingError> errors;
+  for (const Target& t : targets) {
+    if (t.in_use && !t.target.sentinels.empty() && flags.count(std::string(t.addresses)) > 0) {
+      errors.push_back(SettingError{
+          {std::string(t.addresses), std::string(t.sentinels)},
+          absl::StrCat("--", t.addresses, " and --", t.sentinels,
+                       " are exclusive: with Sentinel the sentinels name the master; give one "
+                       "or the other")});
+    }
+  }
+  return errors;
+}
+
 }  // namespace
 
 SettingsOrErrors SettingsFromFlags(const FlagTexts& flags) {
@@ -361,7 +412,11 @@ SettingsOrErrors SettingsFromFlags(const FlagTexts& flags) {
       unread.insert(it->first);
     }
   }
-  for (const SettingError& error : ValidateSettings(out.settings)) {
+  std::vector<SettingError> invalid = ValidateSettings(out.settings);
+  for (SettingError& error : CheckGivenFlags(out.settings, flags)) {
+    invalid.push_back(std::move(error));
+  }
+  for (const SettingError& error : invalid) {
     bool about_unread = false;
     for (const std::string& flag : error.flags) {
       about_unread = about_unread || unread.count(flag) > 0;

@@ -46,8 +46,10 @@ struct SettingsOrErrors {
 
 // Reads `flags` into Settings and validates the result whole. A text that does not parse as
 // its flag's type, or a value the setting does not take (--backend=mongo), is an error naming
-// the flag; so is each error of ValidateSettings, except one about a flag already reported.
-// An unknown flag name is an error too. Each message about a flag an envoyproxy/ratelimit
+// the flag; so is each error of ValidateSettings, except one about a flag already reported,
+// and --redis_addresses (or --redis_per_second_addresses) given beside the same Redis's
+// sentinels, which Settings alone cannot show (the address has a default, which Sentinel leaves
+// unused). An unknown flag name is an error too. Each message about a flag an envoyproxy/ratelimit
 // variable set ends with "(--<flag> set by <variables>)".
 SettingsOrErrors SettingsFromFlags(const FlagTexts& flags);
 

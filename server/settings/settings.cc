@@ -124,13 +124,54 @@ void CheckPrometheus(const PrometheusSettings& prometheus, Errors& errors) {
                absl::StrCat("--prometheus_path: '", prometheus.path, "' does not start with '/'"));
 }
 
-// The flags of one Redis, by the prefix of their names ("redis_" or "redis_per_second_").
+// The Sentinel flags of one Redis: each set only with the sentinels, which need the master's
+// name, serve a standalone Redis only, and are each HOST:PORT.
+void CheckRedisSentinel(const RedisTargetSettings& target, bool cluster, absl::string_view prefix,
+                        absl::string_view backend, Errors& errors) {
+  const std::string sentinels = absl::StrCat(prefix, "sentinels");
+  const std::string master = absl::StrCat(prefix, "sentinel_master");
+  const std::string username = absl::StrCat(prefix, "sentinel_username");
+  const std::string password = absl::StrCat(prefix, "sentinel_password");
+  const bool sentinel = !target.sentinels.empty();
+  errors.Check(sentinel == !target.sentinel_master.empty(),
+               {sentinel ? master : sentinels, sentinel ? sentinels : master},
+               absl::StrCat("--", sentinels, " and --", master,
+                            " go together: the sentinels, and the name they know the master by"));
+  if (!sentinel) {
+    // Credentials for sentinels that are not there are a mistake to see, not to ignore.
+    errors.Check(target.sentinel_username.empty(), {username, sentinels},
+                 absl::StrCat("--", username, " needs --", sentinels));
+    errors.Check(target.sentinel_password.empty(), {password, sentinels},
+                 absl::StrCat("--", password, " needs --", sentinels));
+    return;
+  }
+  errors.Check(!cluster, {sentinels, backend},
+               absl::StrCat("--", sentinels, ": Redis Sentinel serves a standalone Redis (--",
+                            backend, "=redis), not redis_cluster"));
+  for (const std::string& address : target.sentinels) {
+    const absl::Status valid =
+        absl::StartsWith(address, "unix:")
+            ? absl::InvalidArgumentError(absl::StrCat(
+                  "'", address, "' is a unix socket; sentinels are reached over TCP"))
+            : ValidateHostPort(address, 1);
+    errors.Check(valid.ok(), {sentinels},
+                 absl::StrCat("--", sentinels, ": ", valid.message(),
+                              " (each sentinel is HOST:PORT)"));
+  }
+  errors.Check(target.sentinel_username.empty() || !target.sentinel_password.empty(),
+               {username, password}, absl::StrCat("--", username, " needs --", password));
+}
+
+// The flags of one Redis, by the prefix of their names ("redis_" or "redis_per_second_");
+// `backend` is the flag that chose its kind.
 void CheckRedisTarget(const RedisTargetSettings& target, bool cluster, absl::string_view prefix,
-                      Errors& errors) {
+                      absl::string_view backend, Errors& errors) {
   const std::string addresses = absl::StrCat(prefix, "addresses");
-  errors.Check(!target.addresses.empty(), {addresses},
+  // With Sentinel the sentinels name the master; the addresses are not used.
+  const bool sentinel = !target.sentinels.empty();
+  errors.Check(sentinel || !target.addresses.empty(), {addresses},
                absl::StrCat("--", addresses, ": no address"));
-  errors.Check(cluster || target.addresses.size() <= 1, {addresses},
+  errors.Check(sentinel || cluster || target.addresses.size() <= 1, {addresses},
                absl::StrCat("--", addresses,
                             ": a standalone Redis takes one HOST:PORT "
                             "(redis_cluster takes several seed nodes)"));
@@ -140,7 +181,7 @@ void CheckRedisTarget(const RedisTargetSettings& target, bool cluster, absl::str
   const std::string password = absl::StrCat(prefix, "password");
   errors.Check(target.username.empty() || !target.password.empty(), {username, password},
                absl::StrCat("--", username, " needs --", password));
-  if (target.tls) {
+  if (target.tls && !sentinel) {
     // Redis serves TLS on its tls-port only; a unix socket is always plaintext.
     const std::string tls = absl::StrCat(prefix, "tls");
     for (const std::string& address : target.addresses) {
@@ -149,6 +190,7 @@ void CheckRedisTarget(const RedisTargetSettings& target, bool cluster, absl::str
                                 " is a unix socket; TLS to Redis is over TCP (HOST:PORT)"));
     }
   }
+  CheckRedisSentinel(target, cluster, prefix, backend, errors);
 }
 
 // The TLS setup both Redis share: it is used only by a Redis that has TLS on.
@@ -201,10 +243,11 @@ void CheckBackend(const BackendSettings& backend, Errors& errors) {
                "--redis_breaker_open must be positive");
   errors.Check(redis.breaker_open_min > absl::ZeroDuration(), {"redis_breaker_open_min"},
                "--redis_breaker_open_min must be positive");
-  CheckRedisTarget(backend.redis, backend.kind == BackendKind::kRedisCluster, "redis_", errors);
+  CheckRedisTarget(backend.redis, backend.kind == BackendKind::kRedisCluster, "redis_",
+                   "backend", errors);
   if (backend.per_second_kind.has_value()) {
     CheckRedisTarget(backend.per_second, *backend.per_second_kind == BackendKind::kRedisCluster,
-                     "redis_per_second_", errors);
+                     "redis_per_second_", "redis_per_second_backend", errors);
   }
   CheckRedisTls(backend, errors);
 }

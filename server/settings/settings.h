@@ -168,7 +168,7 @@ struct PrometheusSettings {
 // One Redis: the main one or the per-second one.
 struct RedisTargetSettings {
   // --redis_addresses / --redis_per_second_addresses, split at commas: a standalone Redis
-  // takes one HOST:PORT (or unix:PATH); a cluster takes seed nodes.
+  // takes one HOST:PORT (or unix:PATH); a cluster takes seed nodes. Not used with `sentinels`.
   std::vector<std::string> addresses;
   // --redis_username / --redis_per_second_username: ACL user (needs the password).
   std::string username;
@@ -176,9 +176,22 @@ struct RedisTargetSettings {
   std::string password;
   // --redis_connections / --redis_per_second_connections: per I/O thread. >= 1.
   int32_t connections = 2;
-  // --redis_tls / --redis_per_second_tls: TLS to this Redis (every node of a cluster alike),
-  // set up by RedisSettings' tls_* fields. Needs TCP addresses, not unix:PATH.
+  // --redis_tls / --redis_per_second_tls: TLS to this Redis (every node of a cluster alike;
+  // with Sentinel, the sentinels and the master), set up by RedisSettings' tls_* fields. Needs
+  // TCP addresses, not unix:PATH.
   bool tls = false;
+  // Redis Sentinel, for a standalone Redis only. --redis_sentinels /
+  // --redis_per_second_sentinels, split at commas: HOST:PORT of each sentinel. Non-empty: the
+  // master is whichever the sentinels name for `sentinel_master`, followed through failovers,
+  // and `addresses` is not used (setting_flags.h refuses the addresses flag given beside it).
+  std::vector<std::string> sentinels;
+  // --redis_sentinel_master / --redis_per_second_sentinel_master: the master's name as the
+  // sentinels know it (`sentinel monitor <name> ...`); needed with `sentinels`, and only then.
+  std::string sentinel_master;
+  // --redis_sentinel_username, --redis_sentinel_password (and the per-second twins): AUTH to
+  // the sentinels; the master keeps `username` and `password`. The username needs the password.
+  std::string sentinel_username;
+  std::string sentinel_password;
 };
 
 // What the main and the per-second Redis share.

@@ -31,6 +31,10 @@ struct RedisFlags {
   absl::string_view password;
   absl::string_view connections;
   absl::string_view tls;
+  absl::string_view sentinels;
+  absl::string_view sentinel_master;
+  absl::string_view sentinel_username;
+  absl::string_view sentinel_password;
 };
 
 constexpr RedisFlags kMainRedis = {"REDIS_",
@@ -40,7 +44,11 @@ constexpr RedisFlags kMainRedis = {"REDIS_",
                                    "redis_username",
                                    "redis_password",
                                    "redis_connections",
-                                   "redis_tls"};
+                                   "redis_tls",
+                                   "redis_sentinels",
+                                   "redis_sentinel_master",
+                                   "redis_sentinel_username",
+                                   "redis_sentinel_password"};
 constexpr RedisFlags kPerSecondRedis = {"REDIS_PERSECOND_",
                                         "/var/run/nutcracker/ratelimitpersecond.sock",
                                         "redis_per_second_backend",
@@ -48,7 +56,11 @@ constexpr RedisFlags kPerSecondRedis = {"REDIS_PERSECOND_",
                                         "redis_per_second_username",
                                         "redis_per_second_password",
                                         "redis_per_second_connections",
-                                        "redis_per_second_tls"};
+                                        "redis_per_second_tls",
+                                        "redis_per_second_sentinels",
+                                        "redis_per_second_sentinel_master",
+                                        "redis_per_second_sentinel_username",
+                                        "redis_per_second_sentinel_password"};
 
 // Upstream's one TLS setup for both Redis pools (REDIS_TLS_*), read when either has TLS on.
 constexpr std::pair<absl::string_view, absl::string_view> kRedisTlsFiles[] = {
@@ -60,8 +72,8 @@ constexpr absl::string_view kRedisTlsSkipHostname = "REDIS_TLS_SKIP_HOSTNAME_VER
 
 // Tuning knobs of upstream's Redis pool that Sluice's client has no use for.
 constexpr absl::string_view kRedisTuning[] = {
-    "PIPELINE_WINDOW",          "PIPELINE_LIMIT",          "CLUSTER_PIPELINE_PARALLELISM",
-    "POOL_ON_EMPTY_BEHAVIOR",   "HEALTH_CHECK_ACTIVE_CONNECTION", "SENTINEL_AUTH"};
+    "PIPELINE_WINDOW", "PIPELINE_LIMIT", "CLUSTER_PIPELINE_PARALLELISM", "POOL_ON_EMPTY_BEHAVIOR",
+    "HEALTH_CHECK_ACTIVE_CONNECTION"};
 constexpr absl::string_view kStartupTuning[] = {"REDIS_STARTUP_INITIAL_INTERVAL",
                                                 "REDIS_STARTUP_MAX_INTERVAL",
                                                 "REDIS_STARTUP_MAX_ELAPSED_TIME"};
@@ -339,41 +351,37 @@ class Translator {
     Set("config_ignore_dot_files", ignore_dot_files.value_or(false) ? "true" : "false", source);
   }
 
-  // One Redis: kind, addresses, credentials, pool size.
-  void Redis(const RedisFlags& flags) {
+  // "password", or "user:password" for a Redis 6 ACL user (upstream's driver cuts at the first
+  // ':' for REDIS_AUTH and REDIS_SENTINEL_AUTH alike).
+  void Credentials(absl::string_view auth, absl::string_view username_flag,
+                   absl::string_view password_flag, const std::string& source) {
+    const size_t colon = auth.find(':');
+    if (colon != absl::string_view::npos) {
+      Set(username_flag, std::string(auth.substr(0, colon)), source);
+      Set(password_flag, std::string(auth.substr(colon + 1)), source);
+    } else {
+      Set(password_flag, std::string(auth), source);
+    }
+  }
+
+  // A URL's scheme: rediss:// (TLS), redis:// or none.
+  struct UrlSchemes {
+    bool tls = false;
+    bool plain = false;
+  };
+
+  // The addresses of a single Redis or a cluster from its URL: HOST:PORT, a socket path (single,
+  // REDIS_SOCKET_TYPE=unix) or redis://[USER[:PASSWORD]@]HOST:PORT[/DB], whose credentials are
+  // taken into `auth` unless it holds some. False (after Fail) when the URL is wrong.
+  bool ServerAddresses(const RedisFlags& flags, bool cluster, std::optional<std::string>& auth,
+                       UrlSchemes& schemes) {
     const std::string prefix(flags.variable_prefix);
     auto var = [&prefix](absl::string_view name) { return absl::StrCat(prefix, name); };
-    const std::optional<bool> tls = Bool(var("TLS"));
-    const std::string type = absl::AsciiStrToLower(Get(var("TYPE")).value_or("single"));
-    bool cluster = false;
-    if (type == "cluster") {
-      cluster = true;
-    } else if (type == "sentinel") {
-      Fail(absl::StrCat(var("TYPE"), "=sentinel: Redis Sentinel is not supported; point ",
-                        var("URL"), " at the master or use ", var("TYPE"), "=cluster"));
-      return;
-    } else if (type != "single") {
-      Fail(absl::StrCat(var("TYPE"), "=", *Get(var("TYPE")), ": not single, cluster or sentinel"));
-      return;
-    }
-    // The variables that chose a Redis: its TYPE when set; otherwise what called for it
-    // (BACKEND_TYPE or REDIS_URL for the main one, REDIS_PERSECOND for the per-second one),
-    // with upstream's default type.
-    std::string chosen_by = var("TYPE");
-    if (!IsSet(var("TYPE"))) {
-      chosen_by = flags.variable_prefix == kMainRedis.variable_prefix
-                      ? SetNames({"BACKEND_TYPE", "REDIS_URL"})
-                      : std::string("REDIS_PERSECOND");
-      absl::StrAppend(&chosen_by, " (", var("TYPE"), " unset: single)");
-    }
-    Set(flags.backend, cluster ? "redis_cluster" : "redis", chosen_by);
-
-    std::optional<std::string> auth = Get(var("AUTH"));
     std::string url = Get(var("URL")).value_or(std::string(flags.default_url));
     std::string socket = absl::AsciiStrToLower(Get(var("SOCKET_TYPE")).value_or("unix"));
     if (socket != "unix" && socket != "tcp") {
       Fail(absl::StrCat(var("SOCKET_TYPE"), "=", *Get(var("SOCKET_TYPE")), ": not tcp or unix"));
-      return;
+      return false;
     }
     const bool tcp = socket == "tcp" || cluster;
     std::vector<std::string> addresses;
@@ -382,14 +390,12 @@ class Translator {
     // host name, which fails: no working upstream setup has one. Whoever writes it means TLS,
     // so it turns TLS on for this Redis as REDIS_TLS=true does; redis:// beside it in one list
     // contradicts it.
-    bool url_tls = false;
-    bool url_plain = false;
     for (absl::string_view one : absl::StrSplit(url, ',', absl::SkipWhitespace())) {
       one = absl::StripAsciiWhitespace(one);
       const bool secure = absl::ConsumePrefix(&one, "rediss://");
       const bool plain = !secure && absl::ConsumePrefix(&one, "redis://");
-      url_tls = url_tls || secure;
-      url_plain = url_plain || plain;
+      schemes.tls = schemes.tls || secure;
+      schemes.plain = schemes.plain || plain;
       if (secure || plain) {
         // [user[:password]@]host:port[/db]: credentials only when AUTH does not give them.
         if (size_t at = one.rfind('@'); at != absl::string_view::npos) {
@@ -414,7 +420,7 @@ class Translator {
           // The address only: the URL may hold a password.
           Fail(absl::StrCat(var("URL"), ": ", secure ? "rediss" : "redis", ":// address ",
                             valid.message()));
-          return;
+          return false;
         }
         addresses.emplace_back(one);
       } else if (!tcp) {
@@ -424,34 +430,25 @@ class Translator {
           // Not quoted: what precedes '@' may be a password.
           Fail(absl::StrCat(var("URL"), ": credentials (USER:PASSWORD@) need the redis:// form, "
                                         "redis://[USER[:PASSWORD]@]HOST:PORT[/DB]"));
-          return;
+          return false;
         }
         if (absl::Status valid = ValidateHostPort(one, 1); !valid.ok()) {
           Fail(absl::StrCat(var("URL"), ": ", valid.message(), " (", var("URL"),
                             " takes HOST:PORT or redis://[USER[:PASSWORD]@]HOST:PORT[/DB]",
                             cluster ? ", comma-separated" : "", ")"));
-          return;
+          return false;
         }
         addresses.emplace_back(one);
       }
     }
     if (addresses.empty()) {
       Fail(absl::StrCat(var("URL"), " is empty"));
-      return;
-    }
-    if (url_tls && url_plain) {
-      Fail(absl::StrCat(var("URL"), ": rediss:// and redis:// in one list; a Redis is reached "
-                                    "over TLS (rediss://) or not (redis://), all its nodes alike"));
-      return;
-    }
-    if (url_tls && tls.has_value() && !*tls) {
-      Fail(absl::StrCat(var("URL"), ": rediss:// asks for TLS, but ", var("TLS"), "=false"));
-      return;
+      return false;
     }
     if (!cluster && addresses.size() > 1) {
       Fail(absl::StrCat(var("URL"), ": a single Redis takes one address (", var("TYPE"),
                         "=cluster takes several)"));
-      return;
+      return false;
     }
     std::string addresses_from = SetNames({var("URL"), var("SOCKET_TYPE")});
     if (!IsSet(var("URL"))) {
@@ -459,10 +456,142 @@ class Translator {
                       var("URL"));
     }
     Set(flags.addresses, absl::StrJoin(addresses, ","), addresses_from);
-    if (url_tls || tls.has_value()) {
-      const bool on = url_tls || *tls;
+    return true;
+  }
+
+  // TYPE=sentinel: the URL is "<master name>,<sentinel1>,...,<sentinelN>", as upstream's driver
+  // splits it, with at least one sentinel. Each sentinel is HOST:PORT, or a URL radix reads:
+  // redis://[USER[:PASSWORD]@]HOST:PORT, whose credentials are the sentinels' (used when
+  // SENTINEL_AUTH gives none), or rediss:// (TLS on, as for a single Redis). Upstream reaches
+  // the sentinels and the master over TCP whatever SOCKET_TYPE says, and so does Sluice. False
+  // (after Fail) when the URL is wrong.
+  bool SentinelAddresses(const RedisFlags& flags, UrlSchemes& schemes) {
+    const std::string prefix(flags.variable_prefix);
+    auto var = [&prefix](absl::string_view name) { return absl::StrCat(prefix, name); };
+    const std::string form = "<master name>,<sentinel1>,...,<sentinelN>";
+    std::optional<std::string> url = Get(var("URL"));
+    if (!url.has_value()) {
+      Fail(absl::StrCat(var("TYPE"), "=sentinel needs ", var("URL"), "=", form));
+      return false;
+    }
+    std::vector<absl::string_view> parts;
+    for (absl::string_view one : absl::StrSplit(*url, ',', absl::SkipWhitespace())) {
+      parts.push_back(absl::StripAsciiWhitespace(one));
+    }
+    // Not quoted: a URL written without the master's name may hold a password.
+    if (parts.size() < 2) {
+      Fail(absl::StrCat(var("URL"), ": with ", var("TYPE"),
+                        "=sentinel, expected the master's name and then the sentinels, ", form,
+                        " (at least one sentinel)"));
+      return false;
+    }
+    const absl::string_view master = parts.front();
+    if (absl::StrContains(master, "://") || ValidateHostPort(master, 1).ok()) {
+      Fail(absl::StrCat(var("URL"), ": with ", var("TYPE"), "=sentinel, the first entry is the "
+                        "master's name as the sentinels know it, not an address: ", form));
+      return false;
+    }
+    std::vector<std::string> sentinels;
+    std::optional<std::string> url_auth;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      absl::string_view one = parts[i];
+      const bool secure = absl::ConsumePrefix(&one, "rediss://");
+      const bool plain = !secure && absl::ConsumePrefix(&one, "redis://");
+      schemes.tls = schemes.tls || secure;
+      schemes.plain = schemes.plain || plain;
+      if (secure || plain) {
+        if (size_t at = one.rfind('@'); at != absl::string_view::npos) {
+          const std::string auth(one.substr(0, at));
+          if (url_auth.has_value() && *url_auth != auth) {
+            Fail(absl::StrCat(var("URL"), ": the sentinels' URLs give different credentials; "
+                              "Sluice asks every sentinel with one set (",
+                              var("SENTINEL_AUTH"), ")"));
+            return false;
+          }
+          url_auth = auth;
+          one = one.substr(at + 1);
+        }
+        if (size_t slash = one.find('/'); slash != absl::string_view::npos) {
+          if (slash + 1 < one.size()) {
+            // Upstream's client would SELECT it on the sentinel, which has no databases.
+            Fail(absl::StrCat(var("URL"), ": a database number means nothing to a sentinel; "
+                              "the master's database is --redis_db"));
+            return false;
+          }
+          one = one.substr(0, slash);
+        }
+      } else if (one.find('@') != absl::string_view::npos) {
+        Fail(absl::StrCat(var("URL"), ": credentials (USER:PASSWORD@) need the redis:// form, "
+                                      "redis://[USER[:PASSWORD]@]HOST:PORT"));
+        return false;
+      }
+      if (absl::Status valid = ValidateHostPort(one, 1); !valid.ok()) {
+        Fail(absl::StrCat(var("URL"), ": sentinel ", valid.message(),
+                          " (each sentinel is HOST:PORT or redis://[USER[:PASSWORD]@]HOST:PORT, "
+                          "reached over TCP)"));
+        return false;
+      }
+      sentinels.emplace_back(one);
+    }
+    Set(flags.sentinels, absl::StrJoin(sentinels, ","), var("URL"));
+    Set(flags.sentinel_master, std::string(master), var("URL"));
+    if (std::optional<std::string> auth = Get(var("SENTINEL_AUTH"))) {
+      Credentials(*auth, flags.sentinel_username, flags.sentinel_password, var("SENTINEL_AUTH"));
+    } else if (url_auth.has_value()) {
+      Credentials(*url_auth, flags.sentinel_username, flags.sentinel_password, var("URL"));
+    }
+    return true;
+  }
+
+  // One Redis: kind, addresses (or sentinels), credentials, TLS, pool size.
+  void Redis(const RedisFlags& flags) {
+    const std::string prefix(flags.variable_prefix);
+    auto var = [&prefix](absl::string_view name) { return absl::StrCat(prefix, name); };
+    const std::optional<bool> tls = Bool(var("TLS"));
+    const std::string type = absl::AsciiStrToLower(Get(var("TYPE")).value_or("single"));
+    const bool cluster = type == "cluster";
+    const bool sentinel = type == "sentinel";
+    if (!cluster && !sentinel && type != "single") {
+      Fail(absl::StrCat(var("TYPE"), "=", *Get(var("TYPE")), ": not single, cluster or sentinel"));
+      return;
+    }
+    // The variables that chose a Redis: its TYPE when set; otherwise what called for it
+    // (BACKEND_TYPE or REDIS_URL for the main one, REDIS_PERSECOND for the per-second one),
+    // with upstream's default type.
+    std::string chosen_by = var("TYPE");
+    if (!IsSet(var("TYPE"))) {
+      chosen_by = flags.variable_prefix == kMainRedis.variable_prefix
+                      ? SetNames({"BACKEND_TYPE", "REDIS_URL"})
+                      : std::string("REDIS_PERSECOND");
+      absl::StrAppend(&chosen_by, " (", var("TYPE"), " unset: single)");
+    }
+    // Sentinel serves one standalone master.
+    Set(flags.backend, cluster ? "redis_cluster" : "redis", chosen_by);
+
+    // The master's (or the server's, or every cluster node's) credentials, with any sentinel.
+    std::optional<std::string> auth = Get(var("AUTH"));
+    UrlSchemes schemes;
+    if (sentinel ? !SentinelAddresses(flags, schemes)
+                 : !ServerAddresses(flags, cluster, auth, schemes)) {
+      return;
+    }
+    if (!sentinel && IsSet(var("SENTINEL_AUTH"))) {
+      Warn(absl::StrCat(var("SENTINEL_AUTH"), ": no effect; ", var("TYPE"),
+                        " is not sentinel (as upstream)"));
+    }
+    if (schemes.tls && schemes.plain) {
+      Fail(absl::StrCat(var("URL"), ": rediss:// and redis:// in one list; a Redis is reached "
+                                    "over TLS (rediss://) or not (redis://), all its nodes alike"));
+      return;
+    }
+    if (schemes.tls && tls.has_value() && !*tls) {
+      Fail(absl::StrCat(var("URL"), ": rediss:// asks for TLS, but ", var("TLS"), "=false"));
+      return;
+    }
+    if (schemes.tls || tls.has_value()) {
+      const bool on = schemes.tls || *tls;
       std::string source = var("TLS");
-      if (url_tls) {
+      if (schemes.tls) {
         source = IsSet(var("TLS")) ? absl::StrCat(var("TLS"), ", ", var("URL"))
                                    : absl::StrCat(var("URL"), " (rediss://)");
       }
@@ -470,14 +599,7 @@ class Translator {
       tls_on_ = tls_on_ || on;
     }
     if (auth.has_value()) {
-      // "password", or "user:password" for a Redis 6 ACL user.
-      const size_t colon = auth->find(':');
-      if (colon != std::string::npos) {
-        Set(flags.username, auth->substr(0, colon), var("AUTH"));
-        Set(flags.password, auth->substr(colon + 1), var("AUTH"));
-      } else {
-        Set(flags.password, *auth, var("AUTH"));
-      }
+      Credentials(*auth, flags.username, flags.password, var("AUTH"));
     }
     if (std::optional<int64_t> pool = Int(var("POOL_SIZE"), 1, 1024)) {
       Set(flags.connections, absl::StrCat(*pool), var("POOL_SIZE"));

@@ -2,8 +2,8 @@
 // Sluice flags, so that a Deployment written for envoyproxy/ratelimit starts Sluice unchanged.
 // Each variable that is set maps onto the flag with the same behaviour, is accepted with a
 // warning that says what Sluice does instead, or (when honouring it silently would be unsafe:
-// Sentinel, memcache) is an error that names it. docs/envoyproxy-ratelimit-settings.md
-// and the README have the table.
+// memcache) is an error that names it. docs/envoyproxy-ratelimit-settings.md and the README
+// have the table.
 //
 // A pure function of the environment it is given; thread-safe.
 #pragma once

@@ -209,17 +209,20 @@ TEST_F(MigrationE2eTest, UpstreamEnvironmentOnRedis) {
   ExpectReloadOnSymlinkSwap();
 }
 
-// Verifies a setting Sluice cannot honour safely stops the start with a message naming it.
-TEST_F(MigrationE2eTest, RefusesSentinelWithClearError) {
+// Verifies a Sentinel URL without sentinels (upstream panics on it) stops the start with a
+// message naming the variables and the form expected.
+TEST_F(MigrationE2eTest, RefusesSentinelUrlWithoutSentinels) {
   WriteConfigMap(Config(2), "1");
   ChildProcess sluice({SluiceServer::BinaryPath("sluice")}, absl::StrCat(dir_.path(), "/s.log"),
                       {absl::StrCat("RUNTIME_ROOT=", dir_.path(), "/runtime"),
                        "RUNTIME_SUBDIRECTORY=ratelimit", "REDIS_TYPE=sentinel",
-                       "REDIS_URL=mymaster,127.0.0.1:26379"});
+                       "REDIS_URL=mymaster"});
   const int status = sluice.Stop(0, std::chrono::seconds(10));
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 1);
-  EXPECT_THAT(sluice.ReadLog(), HasSubstr("REDIS_TYPE=sentinel"));
+  EXPECT_THAT(sluice.ReadLog(),
+              HasSubstr("REDIS_URL: with REDIS_TYPE=sentinel, expected the master's name and then "
+                        "the sentinels, <master name>,<sentinel1>,...,<sentinelN>"));
 }
 
 }  // namespace

@@ -1,12 +1,19 @@
 #include "server/process/part_options.h"
 
+#include <map>
+#include <optional>
+#include <string>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/settings/flag_layers.h"
+#include "server/settings/setting_flags.h"
 
 namespace sluice {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 
 // Verifies the config loader gets the config settings that bound and shape loading.
 TEST(PartOptionsTest, ConfigLoadOptions) {
@@ -116,6 +123,88 @@ TEST(PartOptionsTest, RedisTlsOptions) {
   EXPECT_FALSE(plain.skip_hostname_verification);
   per_second.tls = true;
   EXPECT_TRUE(RedisBackendOptionsFrom(shared, per_second, false).client.tls.enabled);
+}
+
+// Verifies a Redis with sentinels gets them, the master's name and the sentinels' credentials
+// as the client's Sentinel options, with no address of its own (the per-second Redis has none
+// to give), its own credentials kept for the master and TLS for the sentinels too; one without
+// sentinels gets no Sentinel.
+TEST(PartOptionsTest, RedisSentinelOptions) {
+  RedisSettings shared;
+  shared.tls_ca = "/certs/ca.crt";
+  RedisTargetSettings target;
+  target.sentinels = {"10.0.0.1:26379", "10.0.0.2:26379"};
+  target.sentinel_master = "mymaster";
+  target.sentinel_username = "watcher";
+  target.sentinel_password = "s3cret";
+  target.username = "app";
+  target.password = "hunter2";
+  target.tls = true;
+  const RedisBackendOptions options = RedisBackendOptionsFrom(shared, target, false);
+  const RedisSentinelOptions& sentinel = options.client.sentinel;
+  EXPECT_THAT(sentinel.addresses, ElementsAre("10.0.0.1:26379", "10.0.0.2:26379"));
+  EXPECT_EQ(sentinel.master, "mymaster");
+  EXPECT_EQ(sentinel.username, "watcher");
+  EXPECT_EQ(sentinel.password, "s3cret");
+  EXPECT_EQ(options.client.address, "");
+  EXPECT_THAT(options.cluster_seeds, IsEmpty());
+  EXPECT_EQ(options.client.username, "app");
+  EXPECT_EQ(options.client.password, "hunter2");
+  EXPECT_TRUE(options.client.tls.enabled);
+  EXPECT_EQ(options.client.tls.ca_file, "/certs/ca.crt");
+
+  // The main Redis's default address is not used with sentinels.
+  target.addresses = BackendSettings::DefaultRedis().addresses;
+  EXPECT_EQ(RedisBackendOptionsFrom(shared, target, false).client.address, "");
+
+  RedisTargetSettings plain;
+  plain.addresses = {"10.0.0.3:6379"};
+  const RedisBackendOptions direct = RedisBackendOptionsFrom(shared, plain, false);
+  EXPECT_EQ(direct.client.address, "10.0.0.3:6379");
+  EXPECT_THAT(direct.client.sentinel.addresses, IsEmpty());
+  EXPECT_EQ(direct.client.sentinel.master, "");
+}
+
+// Verifies upstream's Sentinel variables, main and per-second, reach the clients' Sentinel
+// options through the flags and settings they set.
+TEST(PartOptionsTest, UpstreamSentinelVariablesReachTheClients) {
+  const std::map<std::string, std::string> env = {
+      {"RUNTIME_ROOT", "/srv/runtime"},
+      {"REDIS_TYPE", "sentinel"},
+      {"REDIS_URL", "mymaster,10.0.0.1:26379,10.0.0.2:26379"},
+      {"REDIS_AUTH", "hunter2"},
+      {"REDIS_SENTINEL_AUTH", "watcher:s3cret"},
+      {"REDIS_PERSECOND", "true"},
+      {"REDIS_PERSECOND_TYPE", "sentinel"},
+      {"REDIS_PERSECOND_URL", "fastmaster,10.0.1.1:26379"},
+      {"REDIS_PERSECOND_SENTINEL_AUTH", "f4st"},
+  };
+  LayeredFlags layered = LayerFlags(
+      [&env](absl::string_view name) -> std::optional<std::string> {
+        auto it = env.find(std::string(name));
+        return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+      },
+      {});
+  ASSERT_THAT(layered.errors, IsEmpty());
+  SettingsOrErrors read = SettingsFromFlags(layered.flags);
+  ASSERT_THAT(read.errors, IsEmpty());
+  const BackendSettings& backend = read.settings.backend;
+  ASSERT_EQ(backend.kind, BackendKind::kRedis);
+  ASSERT_EQ(backend.per_second_kind, BackendKind::kRedis);
+
+  const RedisClientOptions main =
+      RedisBackendOptionsFrom(backend.shared, backend.redis, false).client;
+  EXPECT_THAT(main.sentinel.addresses, ElementsAre("10.0.0.1:26379", "10.0.0.2:26379"));
+  EXPECT_EQ(main.sentinel.master, "mymaster");
+  EXPECT_EQ(main.sentinel.username, "watcher");
+  EXPECT_EQ(main.sentinel.password, "s3cret");
+  EXPECT_EQ(main.password, "hunter2");
+  const RedisClientOptions per_second =
+      RedisBackendOptionsFrom(backend.shared, backend.per_second, false).client;
+  EXPECT_THAT(per_second.sentinel.addresses, ElementsAre("10.0.1.1:26379"));
+  EXPECT_EQ(per_second.sentinel.master, "fastmaster");
+  EXPECT_EQ(per_second.sentinel.username, "");
+  EXPECT_EQ(per_second.sentinel.password, "f4st");
 }
 
 // Verifies the limiter gets the request bounds, key prefix, failure policy and the

@@ -75,7 +75,7 @@ TEST_F(FlagLayersTest, EmptyOwnVariableSetsItsFlag) {
 // Verifies every error is reported, not the first: what upstream's variables cannot honour
 // (one message), and each SLUICE_* value that does not parse, which is then not applied.
 TEST_F(FlagLayersTest, ReportsEveryErrorAtOnce) {
-  env_ = {{"REDIS_TYPE", "sentinel"},
+  env_ = {{"NEAR_LIMIT_RATIO", "2"},
           {"BACKEND_TYPE", "memcache"},
           {"SLUICE_MAX_ENTRIES", "lots"},
           {"SLUICE_REDIS_TIMEOUT", "soon"},
@@ -85,6 +85,7 @@ TEST_F(FlagLayersTest, ReportsEveryErrorAtOnce) {
   EXPECT_THAT(layered.errors[0],
               HasSubstr("envoyproxy/ratelimit settings Sluice cannot honour:\n  BACKEND_TYPE="
                         "memcache"));
+  EXPECT_THAT(layered.errors[0], HasSubstr("\n  NEAR_LIMIT_RATIO=2: not a number from 0 to 1"));
   EXPECT_EQ(layered.errors[1],
             "environment variable SLUICE_REDIS_TIMEOUT='soon': Illegal value 'soon' specified "
             "for flag 'redis_timeout'");

@@ -10,6 +10,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // Flags as a command line sets them.
@@ -178,6 +179,87 @@ TEST(SettingFlagsTest, RedisTlsErrorsNameTheUpstreamVariables) {
                   "REDIS_TLS; --redis_addresses set by upstream's default REDIS_URL)",
                   "--redis_tls_cert and --redis_tls_key go together (mutual TLS to Redis) "
                   "(--redis_tls_cert set by REDIS_TLS_CLIENT_CERT)"));
+}
+
+// Verifies each Sentinel flag, main and per-second, is read into its own target's settings,
+// the sentinels split at commas with blanks around each dropped.
+TEST(SettingFlagsTest, ReadsTheRedisSentinelFlags) {
+  SettingsOrErrors read = SettingsFromFlags(CommandLine({
+      {"config", "/etc/sluice"},
+      {"backend", "redis"},
+      {"redis_sentinels", "10.0.0.1:26379, 10.0.0.2:26379 ,,10.0.0.3:26379"},
+      {"redis_sentinel_master", "mymaster"},
+      {"redis_sentinel_username", "watcher"},
+      {"redis_sentinel_password", "s3cret"},
+      {"redis_per_second_backend", "redis"},
+      {"redis_per_second_sentinels", "10.0.1.1:26379"},
+      {"redis_per_second_sentinel_master", "fastmaster"},
+      {"redis_per_second_sentinel_username", "fastwatcher"},
+      {"redis_per_second_sentinel_password", "f4st"},
+  }));
+  ASSERT_THAT(read.errors, IsEmpty());
+  const RedisTargetSettings& redis = read.settings.backend.redis;
+  EXPECT_THAT(redis.sentinels, ElementsAre("10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"));
+  EXPECT_EQ(redis.sentinel_master, "mymaster");
+  EXPECT_EQ(redis.sentinel_username, "watcher");
+  EXPECT_EQ(redis.sentinel_password, "s3cret");
+  // The default address stays, unused.
+  EXPECT_THAT(redis.addresses, ElementsAre("127.0.0.1:6379"));
+  const RedisTargetSettings& per_second = read.settings.backend.per_second;
+  EXPECT_THAT(per_second.sentinels, ElementsAre("10.0.1.1:26379"));
+  EXPECT_EQ(per_second.sentinel_master, "fastmaster");
+  EXPECT_EQ(per_second.sentinel_username, "fastwatcher");
+  EXPECT_EQ(per_second.sentinel_password, "f4st");
+  EXPECT_THAT(per_second.addresses, IsEmpty());
+
+  // Unset or empty: no Sentinel.
+  read = SettingsFromFlags(CommandLine({{"config", "/etc/sluice"}, {"redis_sentinels", " , "}}));
+  ASSERT_THAT(read.errors, IsEmpty());
+  EXPECT_THAT(read.settings.backend.redis.sentinels, IsEmpty());
+  EXPECT_EQ(read.settings.backend.redis.sentinel_master, "");
+}
+
+// Verifies --redis_addresses given beside --redis_sentinels (and the per-second twins) is an
+// error naming both, and the variables that set them; left at its default, it is not.
+TEST(SettingFlagsTest, SentinelsAndGivenAddressesAreExclusive) {
+  FlagTexts flags = CommandLine({{"config", "/etc/sluice"},
+                                 {"backend", "redis"},
+                                 {"redis_sentinels", "10.0.0.1:26379"},
+                                 {"redis_sentinel_master", "mymaster"}});
+  EXPECT_THAT(SettingsFromFlags(flags).errors, IsEmpty());
+  flags["redis_addresses"] = FlagText{"10.0.0.9:6379", FlagSource::kCommandLine, ""};
+  EXPECT_THAT(SettingsFromFlags(flags).errors,
+              ElementsAre("--redis_addresses and --redis_sentinels are exclusive: with Sentinel "
+                          "the sentinels name the master; give one or the other"));
+  // Even given as its default value: whoever wrote it means that server.
+  flags["redis_addresses"].text = "127.0.0.1:6379";
+  EXPECT_THAT(SettingsFromFlags(flags).errors, ElementsAre(HasSubstr("are exclusive")));
+  // Emptied sentinels leave the addresses in force.
+  flags["redis_sentinels"].text = "";
+  flags["redis_sentinel_master"].text = "";
+  EXPECT_THAT(SettingsFromFlags(flags).errors, IsEmpty());
+
+  flags = CommandLine({{"config", "/etc/sluice"},
+                       {"backend", "redis"},
+                       {"redis_per_second_backend", "redis"},
+                       {"redis_per_second_addresses", "10.0.0.9:6379"}});
+  flags["redis_per_second_sentinels"] =
+      FlagText{"10.0.1.1:26379", FlagSource::kUpstream, "REDIS_PERSECOND_URL"};
+  flags["redis_per_second_sentinel_master"] =
+      FlagText{"fastmaster", FlagSource::kUpstream, "REDIS_PERSECOND_URL"};
+  EXPECT_THAT(SettingsFromFlags(flags).errors,
+              ElementsAre("--redis_per_second_addresses and --redis_per_second_sentinels are "
+                          "exclusive: with Sentinel the sentinels name the master; give one or "
+                          "the other (--redis_per_second_sentinels set by REDIS_PERSECOND_URL)"));
+
+  // A Redis not in use reads neither.
+  flags = CommandLine({{"config", "/etc/sluice"},
+                       {"redis_addresses", "10.0.0.9:6379"},
+                       {"redis_sentinels", "10.0.0.1:26379"},
+                       {"redis_sentinel_master", "mymaster"},
+                       {"redis_per_second_addresses", "10.0.0.9:6379"},
+                       {"redis_per_second_sentinels", "10.0.1.1:26379"}});
+  EXPECT_THAT(SettingsFromFlags(flags).errors, IsEmpty());
 }
 
 // Verifies a message about a flag an envoyproxy/ratelimit variable set names the variable too.

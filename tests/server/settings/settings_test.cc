@@ -269,6 +269,116 @@ TEST(SettingsTest, RedisTlsIsChecked) {
   EXPECT_THAT(Messages(settings), IsEmpty());
 }
 
+// Verifies Redis Sentinel is valid for a standalone Redis, main and per-second, with TLS and
+// the sentinels' own credentials; the addresses are then not needed, nor checked.
+TEST(SettingsTest, RedisSentinelIsValidForAStandaloneRedis) {
+  Settings settings = Valid();
+  settings.backend.kind = BackendKind::kRedis;
+  RedisTargetSettings& redis = settings.backend.redis;
+  redis.sentinels = {"10.0.0.1:26379", "10.0.0.2:26379", "[::1]:26379"};
+  redis.sentinel_master = "mymaster";
+  redis.sentinel_username = "watcher";
+  redis.sentinel_password = "s3cret";
+  redis.username = "app";
+  redis.password = "hunter2";
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  // TLS to the sentinels; an unused unix address is no concern, and no address is needed.
+  redis.tls = true;
+  redis.addresses = {"unix:/run/redis.sock"};
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  redis.addresses.clear();
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  // The sentinels' password alone, without a user.
+  redis.sentinel_username.clear();
+  EXPECT_THAT(Messages(settings), IsEmpty());
+
+  settings.backend.per_second_kind = BackendKind::kRedis;
+  settings.backend.per_second.sentinels = {"10.0.1.1:26379"};
+  settings.backend.per_second.sentinel_master = "fastmaster";
+  EXPECT_THAT(Messages(settings), IsEmpty());
+}
+
+// Verifies the Sentinel checks, each error naming its flags with the one at fault first: the
+// sentinels and the master's name go together, Sentinel serves no cluster, each sentinel is
+// HOST:PORT over TCP, a sentinel user needs a password, and the sentinels' credentials need
+// sentinels.
+TEST(SettingsTest, RedisSentinelIsChecked) {
+  Settings settings = Valid();
+  settings.backend.kind = BackendKind::kRedis;
+  RedisTargetSettings& redis = settings.backend.redis;
+  redis.sentinels = {"10.0.0.1:26379"};
+  std::vector<SettingError> errors = ValidateSettings(settings);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].message,
+            "--redis_sentinels and --redis_sentinel_master go together: the sentinels, and the "
+            "name they know the master by");
+  EXPECT_THAT(errors[0].flags, ElementsAre("redis_sentinel_master", "redis_sentinels"));
+
+  redis.sentinels.clear();
+  redis.sentinel_master = "mymaster";
+  redis.sentinel_username = "watcher";
+  redis.sentinel_password = "s3cret";
+  errors = ValidateSettings(settings);
+  EXPECT_THAT(Messages(settings),
+              ElementsAre("--redis_sentinels and --redis_sentinel_master go together: the "
+                          "sentinels, and the name they know the master by",
+                          "--redis_sentinel_username needs --redis_sentinels",
+                          "--redis_sentinel_password needs --redis_sentinels"));
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("redis_sentinels", "redis_sentinel_master"));
+  EXPECT_THAT(errors[2].flags, ElementsAre("redis_sentinel_password", "redis_sentinels"));
+
+  redis.sentinels = {"10.0.0.1", "unix:/run/sentinel.sock", "10.0.0.2:0", ":26379",
+                     "10.0.0.3:26379"};
+  redis.sentinel_password.clear();
+  errors = ValidateSettings(settings);
+  EXPECT_THAT(
+      Messages(settings),
+      ElementsAre("--redis_sentinels: '10.0.0.1' is not HOST:PORT (each sentinel is HOST:PORT)",
+                  "--redis_sentinels: 'unix:/run/sentinel.sock' is a unix socket; sentinels are "
+                  "reached over TCP (each sentinel is HOST:PORT)",
+                  "--redis_sentinels: '10.0.0.2:0': port '0' is not a number from 1 to 65535 "
+                  "(each sentinel is HOST:PORT)",
+                  "--redis_sentinels: ':26379' has no host before ':PORT' (each sentinel is "
+                  "HOST:PORT)",
+                  "--redis_sentinel_username needs --redis_sentinel_password"));
+  ASSERT_EQ(errors.size(), 5u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("redis_sentinels"));
+  EXPECT_THAT(errors[4].flags, ElementsAre("redis_sentinel_username", "redis_sentinel_password"));
+
+  // A cluster is not Sentinel-managed; the seed nodes are still checked.
+  settings = Valid();
+  settings.backend.kind = BackendKind::kRedisCluster;
+  settings.backend.redis.sentinels = {"10.0.0.1:26379"};
+  settings.backend.redis.sentinel_master = "mymaster";
+  errors = ValidateSettings(settings);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].message,
+            "--redis_sentinels: Redis Sentinel serves a standalone Redis (--backend=redis), not "
+            "redis_cluster");
+  EXPECT_THAT(errors[0].flags, ElementsAre("redis_sentinels", "backend"));
+
+  // The per-second Redis's Sentinel, under its own flags.
+  settings = Valid();
+  settings.backend.kind = BackendKind::kRedis;
+  settings.backend.per_second_kind = BackendKind::kRedisCluster;
+  settings.backend.per_second.sentinels = {"fast:26379"};
+  settings.backend.per_second.sentinel_username = "watcher";
+  EXPECT_THAT(Messages(settings),
+              ElementsAre("--redis_per_second_sentinels and --redis_per_second_sentinel_master go "
+                          "together: the sentinels, and the name they know the master by",
+                          "--redis_per_second_sentinels: Redis Sentinel serves a standalone Redis "
+                          "(--redis_per_second_backend=redis), not redis_cluster",
+                          "--redis_per_second_sentinel_username needs "
+                          "--redis_per_second_sentinel_password"));
+
+  // The memory backend reads none of them.
+  settings.backend.kind = BackendKind::kMemory;
+  settings.backend.per_second_kind.reset();
+  settings.backend.redis.sentinel_master = "mymaster";
+  EXPECT_THAT(Messages(settings), IsEmpty());
+}
+
 // Verifies the names the flags spell.
 TEST(SettingsTest, NamesAsTheFlagsSpellThem) {
   EXPECT_EQ(BackendKindName(BackendKind::kMemory), "memory");

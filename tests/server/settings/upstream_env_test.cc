@@ -187,19 +187,15 @@ TEST_F(UpstreamEnvTest, ClusterRedis) {
   EXPECT_THAT(t.errors, IsEmpty());
 }
 
-// Verifies what cannot be honoured safely is an error naming it, and no password is printed.
+// Verifies what cannot be honoured safely is an error naming it.
 TEST_F(UpstreamEnvTest, RefusesWhatItCannotHonour) {
-  UpstreamTranslation t = Translate({{"REDIS_TYPE", "sentinel"},
-                                     {"REDIS_URL", "mymaster,10.0.0.1:26379"},
-                                     {"REDIS_AUTH", "hunter2"}});
-  EXPECT_THAT(t.errors, ElementsAre(HasSubstr("REDIS_TYPE=sentinel: Redis Sentinel is not "
-                                              "supported")));
-  EXPECT_THAT(absl::StrJoin(t.errors, " "), Not(HasSubstr("hunter2")));
   EXPECT_THAT(Translate({{"BACKEND_TYPE", "memcache"}}).errors,
               ElementsAre(HasSubstr("BACKEND_TYPE=memcache")));
+  EXPECT_THAT(Translate({{"REDIS_TYPE", "replicated"}, {"REDIS_URL", "a:1"}}).errors,
+              ElementsAre("REDIS_TYPE=replicated: not single, cluster or sentinel"));
   // The client certificate's name is checked with a client CA; without one there is no
   // certificate to check, as upstream.
-  t = Translate({{"GRPC_SERVER_USE_TLS", "true"},
+  UpstreamTranslation t = Translate({{"GRPC_SERVER_USE_TLS", "true"},
                  {"GRPC_CLIENT_TLS_CACERT", "/ca.crt"},
                  {"GRPC_CLIENT_TLS_SAN", "envoy"}});
   EXPECT_THAT(t.errors, IsEmpty());
@@ -245,8 +241,9 @@ TEST_F(UpstreamEnvTest, PerSecondRedis) {
   EXPECT_EQ(Flag(t, "redis_per_second_password"), "p");
   EXPECT_EQ(Flag(t, "redis_per_second_connections"), "3");
   EXPECT_EQ(Flag(t, "redis_addresses"), "main:6379");
-  env["REDIS_PERSECOND_TYPE"] = "sentinel";
-  EXPECT_THAT(Translate(env).errors, ElementsAre(HasSubstr("REDIS_PERSECOND_TYPE=sentinel")));
+  env["REDIS_PERSECOND_TYPE"] = "replicated";
+  EXPECT_THAT(Translate(env).errors,
+              ElementsAre("REDIS_PERSECOND_TYPE=replicated: not single, cluster or sentinel"));
 }
 
 // Verifies REDIS_TLS and REDIS_PERSECOND_TLS, on and off, each set its own Redis's switch, and
@@ -372,6 +369,187 @@ TEST_F(UpstreamEnvTest, RedissUrlTurnsTlsOn) {
   t = Translate({{"REDIS_URL", "rediss://u:hunter2@garbage"}});
   EXPECT_THAT(t.errors, ElementsAre("REDIS_URL: rediss:// address 'garbage' is not HOST:PORT"));
   EXPECT_THAT(absl::StrJoin(t.errors, " "), Not(HasSubstr("hunter2")));
+}
+
+// Verifies REDIS_TYPE=sentinel (any case): REDIS_URL's first entry is the master's name and the
+// rest its sentinels (blanks dropped, over TCP whatever REDIS_SOCKET_TYPE says, as upstream);
+// REDIS_SENTINEL_AUTH is the sentinels' password or user:password; REDIS_AUTH stays the
+// master's; no address is set.
+TEST_F(UpstreamEnvTest, SentinelRedis) {
+  std::map<std::string, std::string> env = {
+      {"REDIS_TYPE", "Sentinel"},
+      {"REDIS_SOCKET_TYPE", "unix"},
+      {"REDIS_URL", "mymaster, 10.0.0.1:26379,10.0.0.2:26379 ,"},
+      {"REDIS_AUTH", "app:hunter2"},
+      {"REDIS_SENTINEL_AUTH", "s3cret"},
+      {"REDIS_POOL_SIZE", "4"},
+  };
+  UpstreamTranslation t = Translate(env);
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("backend=redis",
+                                    "redis_sentinels=10.0.0.1:26379,10.0.0.2:26379",
+                                    "redis_sentinel_master=mymaster",
+                                    "redis_sentinel_password=s3cret", "redis_username=app",
+                                    "redis_password=hunter2", "redis_connections=4"));
+  EXPECT_EQ(t.flags[0].source, "REDIS_TYPE");
+  EXPECT_EQ(t.flags[1].source, "REDIS_URL");
+  EXPECT_EQ(t.flags[2].source, "REDIS_URL");
+  EXPECT_EQ(t.flags[3].source, "REDIS_SENTINEL_AUTH");
+  EXPECT_EQ(t.flags[4].source, "REDIS_AUTH");
+
+  // user:password, cut at the first ':' as upstream's driver cuts it.
+  env["REDIS_SENTINEL_AUTH"] = "watcher:s3:cret";
+  t = Translate(env);
+  EXPECT_EQ(Flag(t, "redis_sentinel_username"), "watcher");
+  EXPECT_EQ(Flag(t, "redis_sentinel_password"), "s3:cret");
+
+  // TLS to the sentinels and the master, with upstream's shared files.
+  env["REDIS_TLS"] = "true";
+  env["REDIS_TLS_CACERT"] = "/certs/ca.crt";
+  t = Translate(env);
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_EQ(Flag(t, "redis_tls"), "true");
+  EXPECT_EQ(Flag(t, "redis_tls_ca"), "/certs/ca.crt");
+
+  // No sentinel credentials: none set.
+  t = Translate({{"REDIS_TYPE", "SENTINEL"}, {"REDIS_URL", "mymaster,s1:26379"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("backend=redis", "redis_sentinels=s1:26379",
+                                    "redis_sentinel_master=mymaster"));
+}
+
+// Verifies a sentinel written as a URL: redis:// credentials are the sentinels' (as upstream's
+// client reads them) unless REDIS_SENTINEL_AUTH gives some; rediss:// turns TLS on, as for a
+// single Redis.
+TEST_F(UpstreamEnvTest, SentinelUrls) {
+  UpstreamTranslation t =
+      Translate({{"REDIS_TYPE", "sentinel"},
+                 {"REDIS_URL", "mymaster,redis://watcher:s3cret@s1:26379,redis://s2:26379/"},
+                 {"REDIS_AUTH", "hunter2"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("backend=redis", "redis_sentinels=s1:26379,s2:26379",
+                                    "redis_sentinel_master=mymaster",
+                                    "redis_sentinel_username=watcher",
+                                    "redis_sentinel_password=s3cret", "redis_password=hunter2"));
+  EXPECT_EQ(t.flags[4].source, "REDIS_URL");
+
+  t = Translate({{"REDIS_TYPE", "sentinel"},
+                 {"REDIS_URL", "mymaster,redis://watcher:old@s1:26379"},
+                 {"REDIS_SENTINEL_AUTH", "new"}});
+  EXPECT_EQ(Flag(t, "redis_sentinel_username"), "unset");
+  EXPECT_EQ(Flag(t, "redis_sentinel_password"), "new");
+
+  t = Translate({{"REDIS_TYPE", "sentinel"},
+                 {"REDIS_URL", "mymaster,rediss://s1:26379,rediss://s2:26379"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_EQ(Flag(t, "redis_sentinels"), "s1:26379,s2:26379");
+  EXPECT_EQ(Flag(t, "redis_tls"), "true");
+  EXPECT_EQ(t.flags.back().source, "REDIS_URL (rediss://)");
+}
+
+// Verifies a sentinel URL that cannot be right stops the start with a message that shows the
+// form expected and never a password: no sentinel (upstream panics with "Expected master name
+// and a list of urls for the sentinels"), no REDIS_URL, an address where the master's name
+// goes, a sentinel that is no HOST:PORT (a socket path among them), credentials without
+// redis://, two sets of credentials, a database, and TLS both asked for and refused.
+TEST_F(UpstreamEnvTest, SentinelUrlErrors) {
+  auto errors = [this](std::string url) {
+    return Translate({{"REDIS_TYPE", "sentinel"}, {"REDIS_URL", std::move(url)}}).errors;
+  };
+  const std::string expected_form =
+      "REDIS_URL: with REDIS_TYPE=sentinel, expected the master's name and then the sentinels, "
+      "<master name>,<sentinel1>,...,<sentinelN> (at least one sentinel)";
+  EXPECT_THAT(errors("mymaster"), ElementsAre(expected_form));
+  EXPECT_THAT(errors("mymaster, ,"), ElementsAre(expected_form));
+  EXPECT_THAT(errors("redis://u:hunter2@s1:26379"), ElementsAre(expected_form));
+  EXPECT_THAT(Translate({{"REDIS_TYPE", "sentinel"}}).errors,
+              ElementsAre("REDIS_TYPE=sentinel needs "
+                          "REDIS_URL=<master name>,<sentinel1>,...,<sentinelN>"));
+  EXPECT_THAT(errors("10.0.0.1:26379,10.0.0.2:26379"),
+              ElementsAre("REDIS_URL: with REDIS_TYPE=sentinel, the first entry is the master's "
+                          "name as the sentinels know it, not an address: "
+                          "<master name>,<sentinel1>,...,<sentinelN>"));
+  EXPECT_THAT(errors("mymaster,/var/run/sentinel.sock"),
+              ElementsAre("REDIS_URL: sentinel '/var/run/sentinel.sock' is not HOST:PORT (each "
+                          "sentinel is HOST:PORT or redis://[USER[:PASSWORD]@]HOST:PORT, reached "
+                          "over TCP)"));
+  EXPECT_THAT(errors("mymaster,s1:26379,s2"), ElementsAre(HasSubstr("sentinel 's2' is not")));
+  EXPECT_THAT(errors("mymaster,u:hunter2@s1:26379"),
+              ElementsAre("REDIS_URL: credentials (USER:PASSWORD@) need the redis:// form, "
+                          "redis://[USER[:PASSWORD]@]HOST:PORT"));
+  EXPECT_THAT(errors("mymaster,redis://a:hunter2@s1:26379,redis://b:hunter3@s2:26379"),
+              ElementsAre("REDIS_URL: the sentinels' URLs give different credentials; Sluice "
+                          "asks every sentinel with one set (REDIS_SENTINEL_AUTH)"));
+  EXPECT_THAT(errors("mymaster,redis://:hunter2@s1:26379/2"),
+              ElementsAre("REDIS_URL: a database number means nothing to a sentinel; the "
+                          "master's database is --redis_db"));
+  EXPECT_THAT(errors("mymaster,rediss://s1:26379,redis://s2:26379"),
+              ElementsAre(HasSubstr("rediss:// and redis:// in one list")));
+  EXPECT_THAT(Translate({{"REDIS_TYPE", "sentinel"},
+                         {"REDIS_URL", "mymaster,rediss://u:hunter2@s1:26379"},
+                         {"REDIS_TLS", "false"}})
+                  .errors,
+              ElementsAre("REDIS_URL: rediss:// asks for TLS, but REDIS_TLS=false"));
+  for (const std::string url : {"redis://u:hunter2@s1:26379", "mymaster,u:hunter2@s1:26379",
+                                "mymaster,redis://a:hunter2@s1:26379,redis://b:x@s2:26379",
+                                "mymaster,redis://:hunter2@s1:26379/2"}) {
+    EXPECT_THAT(absl::StrJoin(errors(url), " "), Not(HasSubstr("hunter2"))) << url;
+  }
+}
+
+// Verifies the per-second twins: REDIS_PERSECOND_TYPE=sentinel, REDIS_PERSECOND_URL and
+// REDIS_PERSECOND_SENTINEL_AUTH set the per-second Redis's Sentinel flags, the main Redis keeps
+// its own; a SENTINEL_AUTH beside another type has no effect, as upstream, and says so.
+TEST_F(UpstreamEnvTest, PerSecondSentinelRedis) {
+  std::map<std::string, std::string> env = {
+      {"REDIS_SOCKET_TYPE", "tcp"},
+      {"REDIS_URL", "main:6379"},
+      {"REDIS_PERSECOND", "true"},
+      {"REDIS_PERSECOND_TYPE", "sentinel"},
+      {"REDIS_PERSECOND_URL", "fastmaster,10.0.1.1:26379,10.0.1.2:26379"},
+      {"REDIS_PERSECOND_AUTH", "fast"},
+      {"REDIS_PERSECOND_SENTINEL_AUTH", "fastwatcher:f4st"},
+  };
+  UpstreamTranslation t = Translate(env);
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(Flags(t),
+              ElementsAre("backend=redis", "redis_addresses=main:6379",
+                          "redis_per_second_backend=redis",
+                          "redis_per_second_sentinels=10.0.1.1:26379,10.0.1.2:26379",
+                          "redis_per_second_sentinel_master=fastmaster",
+                          "redis_per_second_sentinel_username=fastwatcher",
+                          "redis_per_second_sentinel_password=f4st",
+                          "redis_per_second_password=fast"));
+  EXPECT_EQ(t.flags[2].source, "REDIS_PERSECOND_TYPE");
+  EXPECT_EQ(t.flags[3].source, "REDIS_PERSECOND_URL");
+  EXPECT_EQ(t.flags[5].source, "REDIS_PERSECOND_SENTINEL_AUTH");
+  env["REDIS_PERSECOND_SENTINEL_AUTH"] = "f4st";
+  t = Translate(env);
+  EXPECT_EQ(Flag(t, "redis_per_second_sentinel_username"), "unset");
+  EXPECT_EQ(Flag(t, "redis_per_second_sentinel_password"), "f4st");
+  env["REDIS_PERSECOND_URL"] = "fastmaster";
+  EXPECT_THAT(Translate(env).errors,
+              ElementsAre("REDIS_PERSECOND_URL: with REDIS_PERSECOND_TYPE=sentinel, expected the "
+                          "master's name and then the sentinels, "
+                          "<master name>,<sentinel1>,...,<sentinelN> (at least one sentinel)"));
+
+  t = Translate({{"REDIS_SOCKET_TYPE", "tcp"},
+                 {"REDIS_URL", "main:6379"},
+                 {"REDIS_SENTINEL_AUTH", "s3cret"},
+                 {"REDIS_PERSECOND", "true"},
+                 {"REDIS_PERSECOND_TYPE", "cluster"},
+                 {"REDIS_PERSECOND_URL", "a:7000"},
+                 {"REDIS_PERSECOND_SENTINEL_AUTH", "f4st"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings,
+              ElementsAre("REDIS_SENTINEL_AUTH: no effect; REDIS_TYPE is not sentinel (as "
+                          "upstream)",
+                          "REDIS_PERSECOND_SENTINEL_AUTH: no effect; REDIS_PERSECOND_TYPE is not "
+                          "sentinel (as upstream)"));
+  EXPECT_EQ(Flag(t, "redis_sentinel_password"), "unset");
+  EXPECT_EQ(Flag(t, "redis_per_second_sentinel_password"), "unset");
 }
 
 // Verifies the limiter settings, including STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT's negation
