@@ -1,6 +1,7 @@
 // Verifies the documented minimal ACL (examples/redis-acl.conf) is enough for Sluice: every
 // algorithm, a co-located group and a fixed window's give-back decide through a Redis user
-// that may run only the commands listed there, with no backend failure.
+// that may run only the commands listed there, with no backend failure; plain, and over mutual
+// TLS (the managed services' setup: in-transit encryption, a client certificate, an ACL user).
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "client/rls_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/certificates.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/sluice_server.h"
@@ -62,17 +64,34 @@ std::string DocumentedAclUser() {
   return "";
 }
 
-TEST(RedisAclTest, DocumentedMinimalAclRunsEveryAlgorithm) {
-  auto redis = RedisServer::Start({.acl_users = {DocumentedAclUser()}});
-  ASSERT_TRUE(redis.ok()) << redis.status();
+class RedisAclTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RedisAclTest, DocumentedMinimalAclRunsEveryAlgorithm) {
+  const bool tls = GetParam();
   TempDir dir;
+  testing::RedisServerOptions options{.acl_users = {DocumentedAclUser()}};
+  std::vector<std::string> flags = {"--backend=redis", "--redis_username=sluice",
+                                    absl::StrCat("--redis_password=", kPassword),
+                                    "--redis_clock=redis", "--redis_breaker_failures=0"};
+  if (tls) {
+    ASSERT_TRUE(testing::MakeCa(dir.path(), "ca").ok());
+    ASSERT_TRUE(testing::MakeCert(dir.path(), "redis", "ca").ok());
+    ASSERT_TRUE(testing::MakeClientCert(dir.path(), "sluice", "ca").ok());
+    options.tls = {.enabled = true,
+                   .cert_file = dir.path() + "/redis.crt",
+                   .key_file = dir.path() + "/redis.key",
+                   .ca_file = dir.path() + "/ca.crt",
+                   .client_auth = testing::RedisServerTlsOptions::ClientAuth::kYes};
+    flags.insert(flags.end(), {"--redis_tls", absl::StrCat("--redis_tls_ca=", dir.path(), "/ca.crt"),
+                               absl::StrCat("--redis_tls_cert=", dir.path(), "/sluice.crt"),
+                               absl::StrCat("--redis_tls_key=", dir.path(), "/sluice.key")});
+  }
+  auto redis = RedisServer::Start(options);
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  flags.push_back(absl::StrCat("--redis_addresses=",
+                               tls ? (*redis)->tls_address() : (*redis)->address()));
   const std::string config = dir.WriteFile("acl.yaml", kConfig);
-  auto sluice = SluiceServer::Start(
-      config,
-      {"--backend=redis", absl::StrCat("--redis_addresses=", (*redis)->address()),
-       "--redis_username=sluice", absl::StrCat("--redis_password=", kPassword),
-       "--redis_clock=redis", "--redis_breaker_failures=0"},
-      dir.path());
+  auto sluice = SluiceServer::Start(config, flags, dir.path());
   ASSERT_TRUE(sluice.ok()) << sluice.status();
   RlsClient client((*sluice)->grpc_address());
 
@@ -97,7 +116,8 @@ TEST(RedisAclTest, DocumentedMinimalAclRunsEveryAlgorithm) {
 
   const std::string metrics = HttpGet((*sluice)->http_port(), "/metrics");
   EXPECT_THAT(metrics, Not(HasSubstr("sluice_backend_failures_total{reason=\"other\"} 1")));
-  for (const char* reason : {"other", "connection", "timeout_in_flight", "timeout_before_send"}) {
+  for (const char* reason :
+       {"other", "connection", "timeout_in_flight", "timeout_before_send", "tls"}) {
     EXPECT_THAT(metrics,
                 HasSubstr(absl::StrCat("sluice_backend_failures_total{reason=\"", reason, "\"} 0")))
         << reason;
@@ -106,6 +126,11 @@ TEST(RedisAclTest, DocumentedMinimalAclRunsEveryAlgorithm) {
   EXPECT_THAT((*redis)->Command({"ACL", "DRYRUN", "sluice", "FLUSHALL"}).value_or("?"),
               Not(HasSubstr("OK")));
 }
+
+INSTANTIATE_TEST_SUITE_P(PlainAndTls, RedisAclTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("MutualTls") : std::string("Plain");
+                         });
 
 }  // namespace
 }  // namespace sluice
