@@ -57,6 +57,10 @@ def main():
     p.add_argument("--domain", default="bench_tb")
     p.add_argument("--descriptors", type=int, default=1)
     p.add_argument("--keyspace", type=int, default=100000)
+    p.add_argument("--tls", action="store_true",
+                   help="Redis also serves TLS (a CA and certificate made in the work directory); "
+                        "{tls_port} and {tls_dir} in --a/--b are replaced, e.g. --b=\"--redis_tls "
+                        "--redis_tls_ca={tls_dir}/ca.crt --redis_addresses=127.0.0.1:{tls_port}\"")
     opts = p.parse_args()
     build_bin = os.path.join(os.path.abspath(opts.build_dir), "bin")
     sluice_bin = {"A": build_bin,
@@ -74,7 +78,12 @@ def main():
     results = {"A": [], "B": []}
     flags = {"A": opts.a, "B": opts.b}
     try:
-        redis_proc, redis_port, redis = bench.start_redis(children, workdir)
+        tls_port = tls_dir = None
+        if opts.tls:
+            tls_port, tls_dir = bench.free_port(), bench.make_tls_files(workdir)
+            flags = {name: f.replace("{tls_port}", str(tls_port)).replace("{tls_dir}", tls_dir)
+                     for name, f in flags.items()}
+        redis_proc, redis_port, redis = bench.start_redis(children, workdir, tls_port, tls_dir)
         targets = {name: bench.start_sluice(children, sluice_bin[name], "redis", redis_port, redis,
                                             redis_proc.pid, shlex.split(flags[name]))
                    for name in ("A", "B")}

@@ -221,14 +221,45 @@ class Redis:
         return stats
 
 
-def start_redis(children, workdir):
+def make_tls_files(workdir):
+    """A CA and a server certificate for 127.0.0.1 in workdir/tls (openssl CLI): ca.crt,
+    server.crt, server.key. Returns the directory."""
+    tls_dir = os.path.join(workdir, "tls")
+    os.makedirs(tls_dir, exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    with open(os.path.join(tls_dir, "server.ext"), "w") as ext:
+        ext.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for argv in (
+            ["openssl", "req", "-x509", *ec, "-days", "2", "-subj", "/CN=bench-ca",
+             "-keyout", "ca.key", "-out", "ca.crt"],
+            ["openssl", "req", *ec, "-subj", "/CN=bench-redis", "-keyout", "server.key",
+             "-out", "server.csr"],
+            ["openssl", "x509", "-req", "-days", "2", "-in", "server.csr", "-CA", "ca.crt",
+             "-CAkey", "ca.key", "-CAcreateserial", "-extfile", "server.ext",
+             "-out", "server.crt"]):
+        subprocess.run(argv, cwd=tls_dir, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    return tls_dir
+
+
+def start_redis(children, workdir, tls_port=None, tls_dir=None):
+    """redis-server on a free port (plain: this script's own client speaks plain RESP); with
+    tls_port and tls_dir (make_tls_files) it also serves TLS there, client certificates
+    optional."""
     port = free_port()
     rdir = os.path.join(workdir, "redis")
     os.makedirs(rdir, exist_ok=True)
-    proc = children.start("redis-server", [
+    argv = [
         "redis-server", "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
         "--dir", rdir, "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning",
-    ])
+    ]
+    if tls_port is not None:
+        argv += ["--tls-port", str(tls_port),
+                 "--tls-cert-file", os.path.join(tls_dir, "server.crt"),
+                 "--tls-key-file", os.path.join(tls_dir, "server.key"),
+                 "--tls-ca-cert-file", os.path.join(tls_dir, "ca.crt"),
+                 "--tls-auth-clients", "optional"]
+    proc = children.start("redis-server", argv)
     deadline = time.monotonic() + 15
     while True:
         if proc.poll() is not None:
