@@ -165,6 +165,7 @@ absl::Status RedisServer::Launch() {
   std::vector<std::string> argv = options_.launcher;
   argv.push_back(options_.binary);
   argv.push_back(config_path_);
+  argv.insert(argv.end(), options_.arguments.begin(), options_.arguments.end());
   process_ = std::make_unique<ChildProcess>(std::move(argv), dir_.path() + "/redis.log");
   auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
   absl::Status last = absl::UnavailableError("not started yet");

@@ -68,6 +68,9 @@ struct RedisServerOptions {
   // More redis.conf lines, e.g. "cluster-enabled yes".
   std::vector<std::string> extra_config{};
   std::string binary = "redis-server";
+  // Command-line arguments after the config file, e.g. {"--sentinel"} to run a Redis Sentinel
+  // (whose Command() then talks to the sentinel).
+  std::vector<std::string> arguments{};
   // The address the server binds, and that address() and Command() use.
   std::string host = "127.0.0.1";
   // A command the server runs under, e.g. {"ip", "netns", "exec", "<name>"} to start it in a
