@@ -1,8 +1,9 @@
-// Chaos test: Sluice replicas on a real Redis, a standalone server and a 3+3 Redis Cluster, under
-// steady open-loop load from sluice-bench's engine, through the faults an operator meets: a
-// master paused (SIGSTOP) for longer than the budget, a master killed and failed over (the
-// cluster) or killed and started again (standalone), SCRIPT FLUSH, maxmemory reached with
-// noeviction, a Redis restart, and a recovery phase after them.
+// Chaos test: Sluice replicas on a real Redis, a standalone server, a 3+3 Redis Cluster and a
+// Sentinel-managed master and replica, under steady open-loop load from sluice-bench's engine,
+// through the faults an operator meets: a master paused (SIGSTOP) for longer than the budget, a
+// master killed and failed over (the cluster, Sentinel) or killed and started again
+// (standalone), a failover with the old master still running (Sentinel), SCRIPT FLUSH, maxmemory
+// reached with noeviction, a Redis restart, and a recovery phase after them.
 //
 // Each phase prints one row: decisions, gRPC errors, calls never sent, decisions the failure
 // policy answered (by the reason the backend gave), p99 latency, and the hits admitted against
@@ -46,6 +47,7 @@
 #include "tests/chaos/chaos_support.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_cluster.h"
+#include "tests/support/redis_sentinel.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/sluice_server.h"
 
@@ -54,6 +56,7 @@ namespace {
 
 using testing::RedisCluster;
 using testing::RedisClusterOptions;
+using testing::RedisSentinelDeployment;
 using testing::RedisServer;
 using testing::SluiceServer;
 using chaos::LoadSummary;
@@ -330,6 +333,42 @@ TEST_F(ChaosTest, RedisCluster) {
       {.name = "recovery", .clean = true},
   };
   RunAll("Redis Cluster 3+3", phases);
+}
+
+TEST_F(ChaosTest, RedisSentinel) {
+  auto started = RedisSentinelDeployment::Start({});
+  ASSERT_TRUE(started.ok()) << started.status();
+  RedisSentinelDeployment& deployment = **started;
+  StartSluice({"--backend=redis",
+               "--redis_sentinels=" + absl::StrJoin(deployment.SentinelAddresses(), ","),
+               "--redis_sentinel_master=" + deployment.master_name()});
+  if (HasFatalFailure()) return;
+
+  const Settings& s = settings_;
+  // The master is killed; the sentinels take down-after (1 s) and a vote to promote the
+  // replica, and announce it (+switch-master). The phase lasts long enough to see Sluice follow.
+  Phase sigkill = Fault(s, "sigkill", [&] {
+    deployment.KillMaster();
+    ASSERT_TRUE(deployment.WaitForFailover(std::chrono::seconds(30)).ok());
+  });
+  sigkill.min_duration = absl::Seconds(6);
+  // The killed master comes back (an empty master until the sentinels demote it), then a
+  // failover moves the master back to it while the other keeps running: only the sentinels'
+  // announcement can move Sluice.
+  Phase forced = Fault(s, "failover", [&] {
+    ASSERT_TRUE(deployment.RestartOldMaster().ok());
+    ASSERT_TRUE(deployment.WaitUntilReplicaSynced(std::chrono::seconds(30)).ok());
+    ASSERT_TRUE(deployment.ForceFailover(std::chrono::seconds(30)).ok());
+  });
+  forced.min_duration = absl::Seconds(4);
+  std::vector<Phase> phases = {
+      {.name = "steady", .clean = true},
+      sigkill,
+      {.name = "after kill", .clean = true},
+      forced,
+      {.name = "recovery", .clean = true},
+  };
+  RunAll("Redis Sentinel, master + replica, 3 sentinels", phases);
 }
 
 }  // namespace
