@@ -57,6 +57,7 @@ SCENARIOS = collections.OrderedDict([
     ("redis_1", ("redis", "grpc", "cost", 1, 1000)),
     ("redis_5", ("redis", "grpc", "cost", 5, 1000)),
     ("redis_over_limit_cache", ("redis", "grpc", "cost_over_limit", 1, 1)),
+    ("redis_tls_1", ("redis_tls", "grpc", "cost", 1, 1000)),
 ])
 SCENARIO_HELP = """\
   floor                   sluice-floor (gRPC alone, answers OK): what gRPC costs by itself
@@ -66,12 +67,14 @@ SCENARIO_HELP = """\
   redis_1                 Sluice, Redis backend, 1 token-bucket descriptor, admitted
   redis_5                 the same with 5 descriptors per request
   redis_over_limit_cache  Redis backend, one key far over its limit: answered from the
-                          over-limit cache without Redis"""
+                          over-limit cache without Redis
+  redis_tls_1             redis_1 with TLS to Redis (--redis_tls, a CA of the run's own)"""
 
 CATEGORIES = ("sluice", "grpc", "protobuf", "alloc", "other", "lock")
 GRPC_OBJECTS = ("libgrpc", "libgpr", "libupb", "libaddress_sorting", "libre2", "libcares",
-                "libz.", "libssl", "libcrypto")
-SLUICE_OBJECTS = ("libhiredis", "libevent", "libprometheus")
+                "libz.")
+# OpenSSL is the Redis connections' TLS: gRPC is plaintext in every scenario.
+SLUICE_OBJECTS = ("libhiredis", "libevent", "libprometheus", "libssl", "libcrypto")
 ALLOC_FUNCTIONS = re.compile(
     r"^(malloc|free|calloc|realloc|cfree|_int_malloc|_int_free|_int_realloc|_int_memalign|"
     r"malloc_consolidate|unlink_chunk|sysmalloc|tcache_\w+|__libc_(malloc|free|calloc|realloc|"
@@ -214,7 +217,7 @@ class Callgrind:
             time.sleep(0.1)
 
 
-def start_server(children, build_bin, workdir, kind, redis_port=None):
+def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None):
     grpc_port = bench.free_port()
     if kind == "floor":
         argv = [os.path.join(build_bin, "sluice-floor"), f"--grpc_address={HOST}:{grpc_port}"]
@@ -222,14 +225,20 @@ def start_server(children, build_bin, workdir, kind, redis_port=None):
     else:
         http_port = bench.free_port()
         argv = [os.path.join(build_bin, "sluice"),
-                f"--config={os.path.join(REPO, 'bench', 'config')}", f"--backend={kind}",
+                f"--config={os.path.join(REPO, 'bench', 'config')}",
+                f"--backend={'redis' if kind == 'redis_tls' else kind}",
                 f"--grpc_address={HOST}:{grpc_port}", f"--http_address={HOST}:{http_port}",
                 "--log_level=warning", "--config_poll_interval=0"]
-        if kind == "redis":
+        if kind in ("redis", "redis_tls"):
             # Under callgrind Sluice runs ~50 times slower: give each decision time enough that
             # no failure policy ever answers.
-            argv += [f"--redis_addresses={HOST}:{redis_port}", "--redis_timeout=10s",
-                     "--redis_breaker_failures=1000000"]
+            argv += ["--redis_timeout=10s", "--redis_breaker_failures=1000000"]
+            if kind == "redis":
+                argv.append(f"--redis_addresses={HOST}:{redis_port}")
+            else:
+                tls_port, tls_dir = tls
+                argv += [f"--redis_addresses={HOST}:{tls_port}", "--redis_tls",
+                         f"--redis_tls_ca={os.path.join(tls_dir, 'ca.crt')}"]
     server = Callgrind(children, f"{kind}-server", argv, workdir)
     bench.wait_for_port(grpc_port, server.proc, f"{kind}-server", children, timeout=180)
     server.grpc_port, server.http_port = grpc_port, http_port
@@ -372,18 +381,20 @@ def main():
     results = collections.OrderedDict()
     started = time.monotonic()
     try:
-        redis = redis_port = None
-        if any(SCENARIOS[n][0] == "redis" for n in names):
-            _, redis_port, redis = bench.start_redis(children, workdir)
-        for kind in ("floor", "memory", "redis"):
+        redis = redis_port = tls = None
+        if any(SCENARIOS[n][0] in ("redis", "redis_tls") for n in names):
+            # One Redis for both: plain on its port, TLS on another.
+            tls = (bench.free_port(), bench.make_tls_files(workdir))
+            _, redis_port, redis = bench.start_redis(children, workdir, *tls)
+        for kind in ("floor", "memory", "redis", "redis_tls"):
             mine = [n for n in names if SCENARIOS[n][0] == kind]
             if not mine:
                 continue
-            server = start_server(children, build_bin, workdir, kind, redis_port)
+            server = start_server(children, build_bin, workdir, kind, redis_port, tls)
             for name in mine:
                 base = baseline.get(name, {}).get("total")
                 results[name] = measure(opts, build_bin, server, name,
-                                        redis if kind == "redis" else None,
+                                        redis if kind in ("redis", "redis_tls") else None,
                                         base * (1 + opts.tolerance) if base else None)
                 if results[name]["answers"]["ok"] + results[name]["answers"]["over_limit"] \
                         != opts.requests:

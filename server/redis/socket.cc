@@ -146,8 +146,16 @@ StreamIo Stream::SslResult(int ret, absl::string_view what) {
   }
 }
 
+// SSL_get_error reads the thread's error queue, which must hold nothing from before the call:
+// cleared only when it holds something (clearing an empty queue costs as much as a small read).
+static void ClearSslErrors() {
+  if (ERR_peek_error() != 0) {
+    ERR_clear_error();
+  }
+}
+
 StreamIo Stream::Handshake() {
-  ERR_clear_error();
+  ClearSslErrors();
   const int ret = SSL_connect(ssl_.get());
   if (ret == 1) {
     return StreamIo{};
@@ -184,7 +192,7 @@ StreamIo Stream::Read(char* data, size_t size) {
     }
     return io;
   }
-  ERR_clear_error();
+  ClearSslErrors();
   size_t n = 0;
   const int ret = SSL_read_ex(ssl_.get(), data, size, &n);
   if (ret == 1) {
@@ -211,7 +219,7 @@ StreamIo Stream::Write(absl::string_view data) {
     }
     return io;
   }
-  ERR_clear_error();
+  ClearSslErrors();
   size_t n = 0;
   const int ret = SSL_write_ex(ssl_.get(), data.data(), data.size(), &n);
   if (ret == 1) {
@@ -226,6 +234,6 @@ StreamIo Stream::Write(absl::string_view data) {
   return io;
 }
 
-bool Stream::pending() const { return ssl_ != nullptr && SSL_pending(ssl_.get()) > 0; }
+bool Stream::pending() const { return ssl_ != nullptr && SSL_has_pending(ssl_.get()) == 1; }
 
 }  // namespace sluice

@@ -55,10 +55,11 @@ class Stream {
   // TLS only: one step of the client handshake. kDone when finished; kFailed with the reason
   // (the certificate check's verdict when that is what failed).
   StreamIo Handshake();
-  // Up to `size` bytes. TLS may hold decrypted bytes the socket no longer shows: call again
-  // until kWantRead (pending() says whether more is held).
+  // Up to `size` bytes. TLS may hold bytes read from the socket that it has not returned yet,
+  // which no socket event announces: call again while pending().
   StreamIo Read(char* data, size_t size);
   StreamIo Write(absl::string_view data);
+  // TLS: the session holds bytes read from the socket (whole records, or the rest of one).
   bool pending() const;
 
  private:

@@ -72,9 +72,13 @@ absl::StatusOr<SSL_CTX*> TlsClientContext::Build() const {
   };
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   // The output buffer may grow (and move) between a write the socket refused and its retry, and
-  // a write may take only part of the buffer: the connection writes what it can.
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                            SSL_MODE_RELEASE_BUFFERS);
+  // a write may take only part of the buffer: the connection writes what it can. (Not
+  // SSL_MODE_RELEASE_BUFFERS: a connection is busy, and it would free and allocate the
+  // buffers at every record.)
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Read what the socket holds in one read (not a record's header, then its body): the stream
+  // then drains what the session holds before it waits for the socket again.
+  SSL_CTX_set_read_ahead(ctx, 1);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   // As upstream: the given CAs are trusted besides the system's.
   SSL_CTX_set_default_verify_paths(ctx);

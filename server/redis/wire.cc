@@ -210,8 +210,8 @@ void RedisWire::HandleRead() {
 
 bool RedisWire::ReadIntoReader() {
   char buf[kReadChunk];
-  // A plain socket is read once per event (level-triggered: more wakes the loop again); TLS is
-  // read until the session holds nothing decrypted, which no socket event would announce.
+  // Once per event (level-triggered: what the socket still holds wakes the loop again), and
+  // under TLS again while the session holds bytes it has read, which no event would announce.
   do {
     StreamIo io = stream_.Read(buf, sizeof(buf));
     switch (io.kind) {
@@ -234,7 +234,7 @@ bool RedisWire::ReadIntoReader() {
         error_ = std::move(io.error);
         return false;
     }
-  } while (stream_.tls());
+  } while (stream_.pending());
   return true;
 }
 
