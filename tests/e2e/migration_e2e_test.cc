@@ -13,11 +13,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/rls_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/grpc_health.h"
 #include "tests/support/process.h"
+#include "tests/support/certificates.h"
+#include "tests/support/redis_sentinel.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/sluice_server.h"
 
@@ -207,6 +210,50 @@ TEST_F(MigrationE2eTest, UpstreamEnvironmentOnRedis) {
   EXPECT_THAT(*keys, HasSubstr("remote_address=10.0.0.1"));
   EXPECT_THAT(*keys, HasSubstr("path==/api/*"));  // the one shared counter
   ExpectReloadOnSymlinkSwap();
+}
+
+// Verifies Envoy Gateway's Redis TLS environment (REDIS_TLS=true and the client certificate it
+// mounts at /redis-certs, here in a directory of the test's own) against a Redis that requires
+// client certificates; the CA comes from REDIS_TLS_CACERT, as a user adds it to the rate-limit
+// deployment's env when the Redis certificate is not from a public CA.
+TEST_F(MigrationE2eTest, EnvoyGatewayRedisTlsEnvironment) {
+  const std::string certs = dir_.path() + "/redis-certs";
+  ASSERT_EQ(testing::RunCommand("mkdir -p " + certs).first, 0);
+  ASSERT_TRUE(testing::MakeCa(certs, "ca").ok());
+  ASSERT_TRUE(testing::MakeCert(certs, "redis", "ca").ok());
+  ASSERT_TRUE(testing::MakeClientCert(certs, "tls", "ca").ok());
+  testing::RedisServerOptions options;
+  options.tls = {.enabled = true,
+                 .cert_file = certs + "/redis.crt",
+                 .key_file = certs + "/redis.key",
+                 .ca_file = certs + "/ca.crt",
+                 .client_auth = testing::RedisServerTlsOptions::ClientAuth::kYes};
+  auto redis = RedisServer::Start(options);
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  WriteConfigMap(Config(2), "1");
+  Start({"REDIS_SOCKET_TYPE=tcp", absl::StrCat("REDIS_URL=", (*redis)->tls_address()),
+         "REDIS_TLS=true", absl::StrCat("REDIS_TLS_CLIENT_CERT=", certs, "/tls.crt"),
+         absl::StrCat("REDIS_TLS_CLIENT_KEY=", certs, "/tls.key"),
+         absl::StrCat("REDIS_TLS_CACERT=", certs, "/ca.crt")});
+  ExpectUpstreamBehaviour();
+  auto keys = (*redis)->Command({"KEYS", "*remote_address=10.0.0.1*"});
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_THAT(*keys, HasSubstr("remote_address=10.0.0.1"));
+}
+
+// Verifies upstream's Sentinel form, REDIS_TYPE=sentinel with REDIS_URL=<master>,<sentinels>:
+// decisions go to the master the sentinels name.
+TEST_F(MigrationE2eTest, UpstreamSentinelEnvironment) {
+  auto deployment = testing::RedisSentinelDeployment::Start({});
+  ASSERT_TRUE(deployment.ok()) << deployment.status();
+  WriteConfigMap(Config(2), "1");
+  Start({"REDIS_TYPE=sentinel",
+         absl::StrCat("REDIS_URL=", (*deployment)->master_name(), ",",
+                      absl::StrJoin((*deployment)->SentinelAddresses(), ","))});
+  ExpectUpstreamBehaviour();
+  auto keys = (*deployment)->master()->Command({"KEYS", "*remote_address=10.0.0.1*"});
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_THAT(*keys, HasSubstr("remote_address=10.0.0.1"));
 }
 
 // Verifies a Sentinel URL without sentinels (upstream panics on it) stops the start with a
