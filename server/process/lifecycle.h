@@ -28,7 +28,7 @@
 
 namespace sluice {
 
-// Ignores SIGPIPE (a write to a socket whose peer has gone, by hiredis or libevent with
+// Ignores SIGPIPE (a write to a socket whose peer has gone, by OpenSSL or libevent with
 // write(2), then fails with EPIPE instead of ending the process) and blocks SIGINT, SIGTERM
 // and SIGHUP, so that only WaitForStopSignal's signalfd takes them.
 // REQUIRES: before any thread starts (threads inherit the calling thread's mask).

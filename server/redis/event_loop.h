@@ -1,5 +1,5 @@
 // One I/O thread running a libevent event_base, the home of Redis connections: everything
-// registered on the loop's base (hiredis sockets, timers) is touched only by the loop thread.
+// registered on the loop's base (Redis sockets, timers) is touched only by the loop thread.
 // Other threads hand it work with Post: a lock-free queue plus an eventfd that is written only
 // when the queue goes from empty to non-empty, so a burst of posts costs one wake-up and the
 // loop runs the whole burst in one go.
@@ -53,7 +53,7 @@ class EventLoop {
   // false. Idempotent. REQUIRES: not called on the loop thread.
   void Stop();
 
-  // The loop's event_base, for hiredis and timers. REQUIRES: used on the loop thread only.
+  // The loop's event_base, for sockets and timers. REQUIRES: used on the loop thread only.
   event_base* base() const { return base_; }
   const std::string& name() const { return name_; }
 

@@ -34,7 +34,8 @@ class RedisReply {
   static RedisReply Integer(int64_t value);
   static RedisReply Array(std::vector<RedisReply> elements);
 
-  // A deep copy of a hiredis reply; `reply` keeps its owner (hiredis frees it after the callback).
+  // A deep copy of a hiredis reply; `reply` keeps its owner (the reader's caller frees it after
+  // the callback).
   static RedisReply FromHiredis(const redisReply& reply);
 
   Type type() const { return type_; }
