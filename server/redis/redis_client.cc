@@ -173,6 +173,18 @@ absl::Status RedisClient::Start(RedisClientResources resources,
       }
     });
   });
+  if (!options_.sentinel.addresses.empty()) {
+    // Made before the connections (which read sentinel_ when their readiness changes), started
+    // after them.
+    SentinelWatcherOptions watch;
+    watch.sentinel = options_.sentinel;
+    watch.tls = connection_options.tls;
+    watch.username = options_.username;
+    watch.password = options_.password;
+    watch.timeout = options_.connect_timeout;
+    sentinel_ = std::make_unique<SentinelWatcher>(
+        std::move(watch), [this](const RedisEndpoint& master) { Retarget(master); });
+  }
   RunOnEachLoop([&](size_t loop_index) {
     if (loop_index == 0) {
       probe_timer_ = std::make_unique<LoopTimer>(*loops_[0], [this] { OnProbeTimer(); });
@@ -187,16 +199,8 @@ absl::Status RedisClient::Start(RedisClientResources resources,
       connections_[loop_index * per_loop + k] = std::move(connection);
     }
   });
-  if (!options_.sentinel.addresses.empty()) {
-    SentinelWatcherOptions watch;
-    watch.sentinel = options_.sentinel;
-    watch.tls = connection_options.tls;
-    watch.username = options_.username;
-    watch.password = options_.password;
-    watch.timeout = options_.connect_timeout;
-    sentinel_ = std::make_unique<SentinelWatcher>(
-        std::move(watch), [this](const RedisEndpoint& master) { Retarget(master); });
-    sentinel_->Start();
+  if (sentinel_ != nullptr) {
+    sentinel_->Start();  // after the connections: its reports retarget them
   }
   return absl::OkStatus();
 }

@@ -56,7 +56,8 @@ class SentinelWatcher {
   SentinelWatcher& operator=(const SentinelWatcher&) = delete;
 
   void Start();
-  // Stops the thread and waits for it (at most about one step's timeout). Idempotent.
+  // Stops the thread and waits for it: at once while it listens, or after the connect or
+  // command it is blocked in (each bounded by the timeout). Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   // Begins a new round soon. Any thread.
   void AskAgain() ABSL_LOCKS_EXCLUDED(mu_);
