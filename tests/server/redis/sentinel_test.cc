@@ -82,13 +82,6 @@ class Load {
     MutexLock lock(mu_);
     return outcomes_;
   }
-  // Successful INCRs so far: what the key must hold on the master that took them all.
-  int64_t successes() {
-    MutexLock lock(mu_);
-    int64_t n = 0;
-    for (const Outcome& o : outcomes_) n += o.code == absl::StatusCode::kOk ? 1 : 0;
-    return n;
-  }
 
  private:
   void Loop() {
@@ -232,7 +225,8 @@ TEST_P(RedisSentinelTest, FindsTheMasterAndFollowsAKilledMastersFailoverUnderLoa
   int64_t on_new_master = 0;
   ASSERT_TRUE(absl::SimpleAtoi(ValueOn(*replica), &on_new_master));
   EXPECT_GE(on_new_master, after);
-  EXPECT_LE(on_new_master, load.successes());
+  // At most every INCR sent (one that timed out here may still have run there).
+  EXPECT_LE(on_new_master, static_cast<int64_t>(load.outcomes().size()));
   (void)old_master;
 }
 
