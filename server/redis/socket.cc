@@ -4,12 +4,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -37,6 +39,62 @@ void TuneTcp(int fd) {
 std::string Describe(const RedisEndpoint& endpoint) {
   return endpoint.unix_path.empty() ? absl::StrCat(endpoint.host, ":", endpoint.port)
                                     : absl::StrCat("unix:", endpoint.unix_path);
+}
+
+// The session's own socket I/O. OpenSSL's socket BIO writes with write(2), which raises SIGPIPE
+// on a socket whose peer has gone and ends any process that has not ignored it (a library must
+// not require that); this one sends with MSG_NOSIGNAL, as the plain path does.
+int SocketOf(BIO* bio) { return static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio))); }
+
+int BioWrite(BIO* bio, const char* data, size_t size, size_t* written) {
+  BIO_clear_retry_flags(bio);
+  const ssize_t n = send(SocketOf(bio), data, size, MSG_NOSIGNAL);
+  if (n >= 0) {
+    *written = static_cast<size_t>(n);
+    return 1;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+    BIO_set_retry_write(bio);
+  }
+  return 0;
+}
+
+int BioRead(BIO* bio, char* data, size_t size, size_t* read_bytes) {
+  BIO_clear_retry_flags(bio);
+  const ssize_t n = recv(SocketOf(bio), data, size, 0);
+  if (n > 0) {
+    *read_bytes = static_cast<size_t>(n);
+    return 1;
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    BIO_set_retry_read(bio);
+  }
+  if (n == 0) {
+    errno = 0;  // an end of stream, not an error: SSL_get_error says SSL_ERROR_SYSCALL, errno 0
+  }
+  return 0;
+}
+
+long BioCtrl(BIO* /*bio*/, int cmd, long /*num*/, void* /*ptr*/) {
+  // Writes go straight to the socket: nothing to flush. Every other request is unsupported.
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+int BioCreate(BIO* bio) {
+  BIO_set_init(bio, 1);
+  return 1;
+}
+
+const BIO_METHOD* SocketBioMethod() {
+  static const BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "sluice socket");
+    BIO_meth_set_write_ex(m, &BioWrite);
+    BIO_meth_set_read_ex(m, &BioRead);
+    BIO_meth_set_ctrl(m, &BioCtrl);
+    BIO_meth_set_create(m, &BioCreate);
+    return m;
+  }();
+  return method;
 }
 
 }  // namespace
@@ -107,7 +165,9 @@ absl::Status SocketConnectResult(int fd) {
 
 Stream::Stream(int fd, SslPtr ssl) : fd_(fd), ssl_(std::move(ssl)) {
   if (ssl_ != nullptr) {
-    SSL_set_fd(ssl_.get(), fd_);
+    BIO* bio = BIO_new(SocketBioMethod());
+    BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd_)));
+    SSL_set_bio(ssl_.get(), bio, bio);  // the session owns it (one reference for both ends)
   }
 }
 

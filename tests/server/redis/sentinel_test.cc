@@ -12,7 +12,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -21,6 +20,7 @@
 #include "server/common/mutex.h"
 #include "server/redis/redis_client.h"
 #include "tests/support/certificates.h"
+#include "tests/support/notification.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_sentinel.h"
 #include "tests/support/unshared_status.h"
@@ -43,7 +43,7 @@ absl::StatusOr<RedisReply> RunCommand(RedisClient& client, std::vector<std::stri
   CommandBatch batch;
   std::vector<std::string_view> views(args.begin(), args.end());
   batch.Add(absl::MakeConstSpan(views));
-  absl::Notification done;
+  testing::Notification done;
   absl::Status status;
   RedisReply reply;
   client.Execute(std::move(batch),

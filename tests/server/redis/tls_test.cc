@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -17,6 +16,7 @@
 #include "server/redis/redis_client.h"
 #include "server/redis/tls_context.h"
 #include "tests/support/certificates.h"
+#include "tests/support/notification.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/unshared_status.h"
@@ -89,7 +89,7 @@ class RedisTlsTest : public ::testing::Test {
     CommandBatch batch;
     std::vector<std::string_view> views(args.begin(), args.end());
     batch.Add(absl::MakeConstSpan(views));
-    absl::Notification done;
+    testing::Notification done;
     absl::Status status;
     RedisReply reply;
     client.Execute(std::move(batch), RealClock::Get().MonotonicMicros() + 1000000,
@@ -140,7 +140,7 @@ TEST_F(RedisTlsTest, VerifiedConnectionRunsCommandsAndScripts) {
   ASSERT_TRUE(script.ok());
   CommandBatch batch;
   batch.AddEvalSha(**script, {}, {"hi"});
-  absl::Notification done;
+  testing::Notification done;
   std::string echoed;
   client->Execute(std::move(batch), RealClock::Get().MonotonicMicros() + 1000000,
                   [&](absl::Status s, absl::Span<RedisReply> replies) {
@@ -173,7 +173,7 @@ TEST_F(RedisTlsTest, LargeRepliesAndPipelinesCrossTlsRecords) {
     std::string n = absl::StrCat(i);
     batch.Add({"INCRBY", "counter", n});
   }
-  absl::Notification done;
+  testing::Notification done;
   std::vector<int64_t> values;
   client->Execute(std::move(batch), RealClock::Get().MonotonicMicros() + 2000000,
                   [&](absl::Status s, absl::Span<RedisReply> replies) {
