@@ -524,11 +524,15 @@ bool RedisConnection::WriteFromCaller(PendingBatch* batch) {
     // A full socket buffer or a broken socket: the loop finishes the write or the disconnect as
     // if the socket had woken it. Posted tasks run before the connection can be destroyed.
     loop_.Post([this] {
-      MutexLock lock(mu_);
-      if (wire_ != nullptr) {
-        wire_->HandleWrite();
+      {
+        MutexLock lock(mu_);
+        if (wire_ != nullptr) {
+          wire_->HandleWrite();  // may read too (see OnSocketWritable)
+        }
+        FinishLoopWork();
+        answering_.swap(answered_);
       }
-      FinishLoopWork();
+      RunAnswered(answering_);
     });
   }
   return true;
@@ -583,6 +587,7 @@ void RedisConnection::AdoptCallerBatches() {
 
 void RedisConnection::DrainSubmissions() {
   MutexLock lock(mu_);
+  // (Nothing here reads: WriteQueuedFromLoop only flushes, or fails the wire.)
   // The drained batches are written right after they are queued, as a caller writes: arming the
   // write event for them (the wire asks for it with each command) would cost two epoll_ctl and a
   // trip through epoll_wait per drain, for a socket that is almost always writable.

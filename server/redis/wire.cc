@@ -134,17 +134,30 @@ void RedisWire::HandleWrite() {
     ContinueConnect();
     return;
   }
-  switch (Flush()) {
+  // A TLS read that had to wait for the socket to take a write (the session answering a key
+  // update) goes on now, before the write, so that what it must send goes first.
+  bool keep = true;
+  if (read_waits_for_write_) {
+    read_waits_for_write_ = false;
+    keep = ReadIntoReader();
+  }
+  const FlushResult flushed = Flush();
+  switch (flushed) {
     case FlushResult::kDone:
-      SetWriteWatched(false);
-      return;
+      SetWriteWatched(read_waits_for_write_);
+      break;
     case FlushResult::kPending:
       // A TLS write waiting for a read is retried by HandleRead, not by a writable socket.
-      SetWriteWatched(!write_waits_for_read_);
-      return;
+      SetWriteWatched(!write_waits_for_read_ || read_waits_for_write_);
+      break;
     case FlushResult::kFailed:
-      Fail(error_);
-      return;
+      break;
+  }
+  if (!DeliverReplies()) {
+    return;  // freed
+  }
+  if (!keep || flushed == FlushResult::kFailed) {
+    Fail(error_);
   }
 }
 
@@ -224,7 +237,8 @@ bool RedisWire::ReadIntoReader() {
       case StreamIo::kWantRead:
         return true;
       case StreamIo::kWantWrite:
-        SetWriteWatched(true);  // TLS: the read goes on once the session could write
+        read_waits_for_write_ = true;  // TLS: HandleWrite reads on once the socket is writable
+        SetWriteWatched(true);
         return true;
       case StreamIo::kClosed:
         error_ = "Server closed the connection";

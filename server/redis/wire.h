@@ -7,7 +7,8 @@
 // Contract (the same as hiredis' async context's, which RedisConnection was built on):
 // - Every method runs under the owner's lock: on the loop thread, except Command, Flush and the
 //   accessors, which a caller thread may use while it holds the owner's lock.
-// - Reply callbacks run, in the order the commands were queued, from HandleRead; with a null
+// - Reply callbacks run, in the order the commands were queued, from HandleRead (or from
+//   HandleWrite, when a TLS read had to wait for the socket to take a write); with a null
 //   reply when the wire goes away first (Free, or an error), then the owner hears of it
 //   (OnConnectFailed before the connection was up, else OnDisconnected) and the wire frees
 //   itself. So after HandleRead, HandleWrite or Free the wire may be gone.
@@ -120,8 +121,10 @@ class RedisWire {
   event* read_event_ = nullptr;
   event* write_event_ = nullptr;
   bool write_watched_ = false;
-  // TLS: a write that must wait for a read (the session is renegotiating keys).
+  // TLS: a write that must wait for a read, or a read that must wait for a write (the session
+  // is updating its keys).
   bool write_waits_for_read_ = false;
+  bool read_waits_for_write_ = false;
   redisReader* reader_ = nullptr;
   std::string out_;
   size_t out_sent_ = 0;
