@@ -33,13 +33,8 @@ bool IsNoScript(const redisReply* reply) {
 }
 
 std::string AddressOf(const RedisEndpoint& endpoint) {
-  if (!endpoint.unix_path.empty()) {
-    return absl::StrCat("unix:", endpoint.unix_path);
-  }
-  if (endpoint.host.empty()) {
-    return "(master not known yet)";
-  }
-  return absl::StrCat(endpoint.host, ":", endpoint.port);
+  return endpoint.host.empty() && endpoint.unix_path.empty() ? "(master not known yet)"
+                                                             : endpoint.ToString();
 }
 
 }  // namespace
@@ -112,8 +107,7 @@ void RedisConnection::Retarget(const RedisEndpoint& endpoint) {
   if (state_ == State::kClosed) {
     return;
   }
-  const bool same = endpoint.host == endpoint_.host && endpoint.port == endpoint_.port &&
-                    endpoint.unix_path == endpoint_.unix_path;
+  const bool same = endpoint == endpoint_;
   if (same && state_ != State::kDown) {
     FinishLoopWork();
     return;
@@ -268,7 +262,7 @@ void RedisConnection::OnConnectFailed(RedisWire* wire) {
   }
   // The wire frees itself right after this returns (failing the queued handshake), so forget it
   // without freeing it.
-  NoteWireFailure(*wire, "connect failed");
+  NoteWireFailure(*wire);
   ForgetContext();
   ScheduleReconnect();
 }
@@ -279,12 +273,12 @@ void RedisConnection::OnDisconnected(RedisWire* wire) {
     return;  // a wire this connection dropped itself
   }
   // The wire has already failed the pending commands and frees itself after this returns.
-  NoteWireFailure(*wire, state_ == State::kReady ? "connection lost" : "connect failed");
+  NoteWireFailure(*wire);
   ForgetContext();
   ScheduleReconnect();
 }
 
-void RedisConnection::NoteWireFailure(const RedisWire& wire, std::string_view what) {
+void RedisConnection::NoteWireFailure(const RedisWire& wire) {
   last_error_ = wire.error();
   // Refused by TLS before the connection was ready: a certificate or TLS setup to fix, not
   // weather, so counted and logged as such (each new cause at once).
@@ -299,12 +293,12 @@ void RedisConnection::NoteWireFailure(const RedisWire& wire, std::string_view wh
     }
     return;
   }
-  if (what == "connection lost") {
-    SLUICE_LOG_EVERY_SECONDS(WARNING, 5) << "redis " << address_ << ": " << what << ": "
-                                         << last_error_;
+  if (state_ == State::kReady) {
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 5)
+        << "redis " << address_ << ": connection lost: " << last_error_;
   } else {
-    SLUICE_LOG_EVERY_SECONDS(WARNING, 10) << "redis " << address_ << ": " << what << ": "
-                                          << last_error_;
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
+        << "redis " << address_ << ": connect failed: " << last_error_;
   }
 }
 

@@ -215,9 +215,9 @@ class RedisConnection : private RedisWire::Owner {
   bool SocketWatchPaused() const override;
   void OnConnectFailed(RedisWire* wire) override;
   void OnDisconnected(RedisWire* wire) override;
-  // Records why `wire` failed (last_error_, whether TLS refused it) and logs it.
-  void NoteWireFailure(const RedisWire& wire, std::string_view what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records why `wire` failed (last_error_, whether TLS refused it) and logs it: a lost
+  // connection if it was ready, else a failed connect.
+  void NoteWireFailure(const RedisWire& wire) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Everything from here on runs on the loop thread under mu_, except TryWriteFromCaller (a
   // caller's thread, which takes mu_ only if it is free) and WriteFromCaller (under it).

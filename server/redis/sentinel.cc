@@ -17,14 +17,6 @@ namespace {
 
 constexpr char kSwitchMaster[] = "+switch-master";
 
-std::string Describe(const RedisEndpoint& endpoint) {
-  return absl::StrCat(endpoint.host, ":", endpoint.port);
-}
-
-bool SameEndpoint(const RedisEndpoint& a, const RedisEndpoint& b) {
-  return a.host == b.host && a.port == b.port;
-}
-
 std::optional<int> ParsePort(std::string_view text) {
   int port = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
@@ -124,17 +116,11 @@ std::unique_ptr<RedisSyncClient> SentinelWatcher::ConnectSentinel(size_t index) 
     SLUICE_LOG_EVERY_SECONDS(WARNING, 10) << "redis sentinel: " << client.status().message();
     return nullptr;
   }
-  if (!options_.sentinel.password.empty()) {
-    absl::StatusOr<RedisReply> auth =
-        options_.sentinel.username.empty()
-            ? (*client)->Run({"AUTH", options_.sentinel.password})
-            : (*client)->Run({"AUTH", options_.sentinel.username, options_.sentinel.password});
-    if (!auth.ok() || auth->is_error()) {
-      SLUICE_LOG_EVERY_SECONDS(ERROR, 10)
-          << "redis sentinel " << address << ": AUTH failed: "
-          << (auth.ok() ? auth->str() : std::string(auth.status().message()));
-      return nullptr;
-    }
+  if (absl::Status auth = (*client)->Authenticate(options_.sentinel.username,
+                                                   options_.sentinel.password);
+      !auth.ok()) {
+    SLUICE_LOG_EVERY_SECONDS(ERROR, 10) << "redis sentinel: " << auth.message();
+    return nullptr;
   }
   return *std::move(client);
 }
@@ -146,15 +132,10 @@ bool SentinelWatcher::IsMaster(const RedisEndpoint& endpoint, std::string* why) 
     *why = std::string(client.status().message());
     return false;
   }
-  if (!options_.password.empty()) {
-    absl::StatusOr<RedisReply> auth =
-        options_.username.empty() ? (*client)->Run({"AUTH", options_.password})
-                                  : (*client)->Run({"AUTH", options_.username, options_.password});
-    if (!auth.ok() || auth->is_error()) {
-      *why = absl::StrCat("AUTH failed: ",
-                          auth.ok() ? auth->str() : std::string(auth.status().message()));
-      return false;
-    }
+  if (absl::Status auth = (*client)->Authenticate(options_.username, options_.password);
+      !auth.ok()) {
+    *why = std::string(auth.message());
+    return false;
   }
   absl::StatusOr<RedisReply> role = (*client)->Run({"ROLE"});
   if (!role.ok()) {
@@ -201,7 +182,7 @@ std::optional<std::pair<RedisEndpoint, size_t>> SentinelWatcher::FindMaster() {
     RedisEndpoint master{reply->elements()[0].str(), *port, ""};
     std::string not_master;
     if (!IsMaster(master, &not_master)) {
-      why.push_back(absl::StrCat(address, " names ", Describe(master), ": ", not_master));
+      why.push_back(absl::StrCat(address, " names ", master.ToString(), ": ", not_master));
       continue;
     }
     next_sentinel_ = index;
@@ -217,11 +198,11 @@ std::optional<std::pair<RedisEndpoint, size_t>> SentinelWatcher::FindMaster() {
 }
 
 void SentinelWatcher::Report(const RedisEndpoint& master) {
-  if (reported_.has_value() && SameEndpoint(*reported_, master)) {
+  if (reported_.has_value() && *reported_ == master) {
     return;
   }
   SLUICE_LOG(INFO) << "redis sentinel: master '" << options_.sentinel.master << "' is at "
-                   << Describe(master);
+                   << master.ToString();
   reported_ = master;
   {
     MutexLock lock(mu_);

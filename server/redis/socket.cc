@@ -36,11 +36,6 @@ void TuneTcp(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
 }
 
-std::string Describe(const RedisEndpoint& endpoint) {
-  return endpoint.unix_path.empty() ? absl::StrCat(endpoint.host, ":", endpoint.port)
-                                    : absl::StrCat("unix:", endpoint.unix_path);
-}
-
 // The session's own socket I/O. OpenSSL's socket BIO writes with write(2), which raises SIGPIPE
 // on a socket whose peer has gone and ends any process that has not ignored it (a library must
 // not require that); this one sends with MSG_NOSIGNAL, as the plain path does.
@@ -99,6 +94,10 @@ const BIO_METHOD* SocketBioMethod() {
 
 }  // namespace
 
+std::string RedisEndpoint::ToString() const {
+  return unix_path.empty() ? absl::StrCat(host, ":", port) : absl::StrCat("unix:", unix_path);
+}
+
 absl::StatusOr<int> StartSocketConnect(const RedisEndpoint& endpoint) {
   if (!endpoint.unix_path.empty()) {
     sockaddr_un addr{};
@@ -116,7 +115,7 @@ absl::StatusOr<int> StartSocketConnect(const RedisEndpoint& endpoint) {
         errno != EINPROGRESS && errno != EAGAIN) {
       std::string error = std::strerror(errno);
       close(fd);
-      return absl::UnavailableError(absl::StrCat("connect ", Describe(endpoint), ": ", error));
+      return absl::UnavailableError(absl::StrCat("connect ", endpoint.ToString(), ": ", error));
     }
     return fd;
   }
@@ -146,7 +145,7 @@ absl::StatusOr<int> StartSocketConnect(const RedisEndpoint& endpoint) {
   }
   freeaddrinfo(found);
   if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("connect ", Describe(endpoint), ": ", error));
+    return absl::UnavailableError(absl::StrCat("connect ", endpoint.ToString(), ": ", error));
   }
   return fd;
 }

@@ -18,6 +18,10 @@ struct RedisEndpoint {
   std::string host{};  // an IP literal or a name (resolved, blocking, at each connect)
   int port = 6379;
   std::string unix_path{};  // not empty: this unix domain socket instead of host:port
+
+  // "host:port" or "unix:path", for messages.
+  std::string ToString() const;
+  bool operator==(const RedisEndpoint&) const = default;
 };
 
 // A non-blocking socket whose connect to `endpoint` has started (or finished). TCP sockets get

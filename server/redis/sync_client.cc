@@ -12,19 +12,10 @@
 #include "server/redis/command.h"
 
 namespace sluice {
-namespace {
-
-std::string Describe(const RedisEndpoint& endpoint) {
-  return endpoint.unix_path.empty() ? absl::StrCat(endpoint.host, ":", endpoint.port)
-                                    : absl::StrCat("unix:", endpoint.unix_path);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<RedisSyncClient>> RedisSyncClient::Connect(
     const RedisEndpoint& endpoint, TlsClientContext* tls, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  const std::string address = Describe(endpoint);
+  const std::string address = endpoint.ToString();
   SslPtr ssl;
   if (tls != nullptr) {
     absl::StatusOr<SslPtr> session = tls->NewSession(endpoint.host);
@@ -106,6 +97,22 @@ absl::StatusOr<RedisReply> RedisSyncClient::Run(std::initializer_list<std::strin
     return Fail(absl::StrCat(name, ": no reply within ", absl::FormatDuration(timeout_)));
   }
   return **std::move(reply);
+}
+
+absl::Status RedisSyncClient::Authenticate(std::string_view username, std::string_view password) {
+  if (password.empty()) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<RedisReply> reply =
+      username.empty() ? Run({"AUTH", password}) : Run({"AUTH", username, password});
+  if (!reply.ok()) {
+    return reply.status();
+  }
+  if (reply->is_error()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("redis ", address_, ": AUTH failed: ", reply->str()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RedisSyncClient::Send(std::initializer_list<std::string_view> args) {

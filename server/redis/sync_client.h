@@ -34,6 +34,10 @@ class RedisSyncClient {
   // failed or timed-out exchange, after which the client is of no further use.
   absl::StatusOr<RedisReply> Run(std::initializer_list<std::string_view> args);
 
+  // AUTH with `password` alone (requirepass) or as `username`; OK at once without a password.
+  // kFailedPrecondition when the server refuses, kUnavailable on a failed exchange.
+  absl::Status Authenticate(std::string_view username, std::string_view password);
+
   // The two halves of Run, for a subscription: Send writes one command (within the timeout);
   // Read waits up to `wait` for the next reply or pushed message: nullopt if none came, and the
   // client stays usable.

@@ -125,13 +125,20 @@ RedisWire::FlushResult RedisWire::Flush() {
   return FlushResult::kDone;
 }
 
-void RedisWire::HandleWrite() {
+bool RedisWire::ReadyForIo() {
   if (!error_.empty()) {
-    Fail(error_);
-    return;
+    Fail(error_);  // a failed Flush, seen at the next event
+    return false;
   }
   if (state_ != State::kConnected) {
     ContinueConnect();
+    return false;
+  }
+  return true;
+}
+
+void RedisWire::HandleWrite() {
+  if (!ReadyForIo()) {
     return;
   }
   // A TLS read that had to wait for the socket to take a write (the session answering a key
@@ -199,12 +206,7 @@ void RedisWire::BecomeConnected() {
 }
 
 void RedisWire::HandleRead() {
-  if (!error_.empty()) {
-    Fail(error_);
-    return;
-  }
-  if (state_ != State::kConnected) {
-    ContinueConnect();
+  if (!ReadyForIo()) {
     return;
   }
   const bool keep = ReadIntoReader();

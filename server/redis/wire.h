@@ -101,7 +101,10 @@ class RedisWire {
   static void OnReadable(int fd, short events, void* arg);
   static void OnWritable(int fd, short events, void* arg);
 
-  // Moves the connect on; true once connected.
+  // Whether HandleRead or HandleWrite may do I/O; otherwise it has done what the state asks
+  // (failed the wire, or moved the connect on), and the wire may be gone.
+  bool ReadyForIo();
+  // Moves the connect on.
   void ContinueConnect();
   void BecomeConnected();
   // Reads what the socket holds into the reader; false (error_ set) when the wire must go.

@@ -28,13 +28,9 @@ absl::StatusOr<SlotMap> SlotMapLoader::Load(const std::string& address) const {
     }
     return reply;
   };
-  if (!options_.password.empty()) {
-    absl::StatusOr<RedisReply> auth =
-        options_.username.empty() ? run({"AUTH", options_.password})
-                                  : run({"AUTH", options_.username, options_.password});
-    if (!auth.ok()) {
-      return auth.status();
-    }
+  if (absl::Status auth = (*client)->Authenticate(options_.username, options_.password);
+      !auth.ok()) {
+    return auth;
   }
   absl::StatusOr<RedisReply> slots = run({"CLUSTER", "SLOTS"});
   if (!slots.ok()) {
