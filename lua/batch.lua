@@ -10,8 +10,9 @@
 --   EVALSHA <sha> N <key 1> ... <key N> <args>
 --   KEYS[i]  check i's storage key. Keys may repeat: each check is decided on what the checks
 --            before it wrote. No other key is touched.
---   ARGV[1]  N records struct.pack("<ddddd", now, limit, period_us, burst, hits), 40 * N bytes,
---            check i's as single.lua takes it (each check has its own now; limit at least 1).
+--   ARGV[1]  N records struct.pack("<dddddd", now, limit, period_us, burst, hits, charge),
+--            48 * N bytes, check i's as single.lua takes it (each check has its own now; limit
+--            at least 1).
 --   Reply:   N records of 40 bytes, in key order, each as single.lua's reply.
 --   A malformed call (N = 0, a wrong argument count or length) is an error reply
 --   "ERR sluice <script>: ...", and nothing is read or written. A record whose value is not an
@@ -20,29 +21,30 @@
 
 local n = #KEYS
 local packed = ARGV[1]
-if n == 0 or #ARGV ~= 1 or #packed ~= 40 * n then
+if n == 0 or #ARGV ~= 1 or #packed ~= 48 * n then
   return argument_error(SCRIPT, string.format(
-    "expected N >= 1 keys and 1 argument of 40 * N bytes (now, limit, period_us, burst, hits " ..
-    "per key, as little-endian doubles), got %d keys, %d arguments, %d bytes", n, #ARGV,
+    "expected N >= 1 keys and 1 argument of 48 * N bytes (now, limit, period_us, burst, hits, " ..
+    "charge per key, as little-endian doubles), got %d keys, %d arguments, %d bytes", n, #ARGV,
     #(packed or "")))
 end
 -- One pass, each check validated just before it is decided: a second pass, or a table of the
 -- unpacked values, costs more than a tenth of a decision (callgrind).
 local reply = {}
 for i = 1, n do
-  local now, limit, period, burst, hits = struct.unpack("<ddddd", packed, 40 * i - 39)
+  local now, limit, period, burst, hits, charge = struct.unpack("<dddddd", packed, 48 * i - 47)
   -- Integers in range, as in single.lua.
   if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0 and
       limit >= 1 and limit < TWO_53 and limit % 1 == 0 and
       period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
       burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
-      hits >= 0 and hits < TWO_53 and hits % 1 == 0) then
-    return argument_error(SCRIPT, nil, "key " .. i, now, limit, period, burst, hits, 1)
+      hits >= 0 and hits < TWO_53 and hits % 1 == 0 and (charge == 0 or charge == 1)) then
+    return argument_error(SCRIPT, nil, "key " .. i, now, limit, period, burst, hits, 1, charge)
   end
   local key = KEYS[i]
+  local charge_denied = charge == 1 and hits > 0
   local allowed, remaining, retry, reset, delay, write, a, b, c, d
   -- @evaluate inline
-  if allowed then
+  if allowed or charge_denied then
     commit(key, reset, write, a, b, c, d)
   end
   reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)

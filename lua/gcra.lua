@@ -33,11 +33,16 @@ end
   allowed = hits <= burst and ahead + cost <= tolerance
   local ahead_after = ahead
   local new
-  if allowed then
+  if allowed or charge_denied then
     if tat < now then
       tat = now
     end
+    -- A charge while denied moves the TAT past the tolerance, kept within one period beyond it.
     tat = tat + cost
+    local cap = now + (tolerance + period)
+    if tat > cap then
+      tat = cap
+    end
     new = struct.pack("<Bd", 5, tat)
     ahead_after = 0
     if not (tat < now) then
@@ -53,8 +58,8 @@ end
     if hits > burst then
       retry = reset
     else
-      retry = first_admitted(ceil_micros((ahead + cost) - tolerance), gcra_admits, now, tat, cost,
-        tolerance)
+      retry = first_admitted(ceil_micros((ahead_after + cost) - tolerance), gcra_admits, now, tat,
+        cost, tolerance)
     end
   end
   delay, a, b = 0, old, new

@@ -1,24 +1,26 @@
 -- group.lua: the driver of the "group" script (prelude.lua, search.lua, every algorithm part,
 -- then group.lua; see lua/CMakeLists.txt). It decides several keys, of possibly different
 -- algorithms, all or nothing: phase 1 decides every key on its stored state without writing
--- anything; phase 2 writes the new states only if every key admitted. The keys of one group
--- must live in one Redis Cluster slot (one hash tag), as for any script.
+-- anything; phase 2 writes the new states only if every key admitted, except that a key whose
+-- rule charges always (charge 1) with hits > 0 is written whatever the group's outcome. The keys
+-- of one group must live in one Redis Cluster slot (one hash tag), as for any script.
 --
 -- Calling contract (lua/README.md):
 --   EVALSHA <sha> N <key 1> ... <key N> <args>
 --   KEYS[i]  the storage key of check i; the N keys must be distinct. No other key is touched.
 --            A fixed window's key is its window's key (server/backend/script_codec.h).
---   ARGV[1]  struct.pack("<d", now) followed by N records struct.pack("<ddddd", algorithm_code,
---            limit, period_us, burst, hits), 8 + 40 * N bytes: check i's algorithm code (0
---            fixed_window, 1 sliding_window_log, 2 sliding_window_counter, 3 token_bucket,
---            4 leaky_bucket, 5 gcra: sluice::Algorithm) and limit values, ranges as in
---            single.lua. One now for the whole group.
+--   ARGV[1]  struct.pack("<d", now) followed by N records struct.pack("<dddddd",
+--            algorithm_code, limit, period_us, burst, hits, charge), 8 + 48 * N bytes: check i's
+--            algorithm code (0 fixed_window, 1 sliding_window_log, 2 sliding_window_counter,
+--            3 token_bucket, 4 leaky_bucket, 5 gcra: sluice::Algorithm) and limit values, ranges
+--            as in single.lua. One now for the whole group.
 --   Reply:   N records of 40 bytes, in key order: struct.pack("<ddddd", allowed (1/0),
 --            remaining, retry_after_us, reset_after_us, delay_us). Each key's decision is the
 --            one it makes on its own (as the memory backend reports it): when one key denies,
 --            the others may still say allowed, with remaining counted as if they had consumed,
---            yet none of them wrote anything. The caller treats the group as denied if any key
---            is.
+--            yet none of them wrote anything, unless it charges always: such a key is written as
+--            its own decision left it (admitted or denied and charged). The caller treats the
+--            group as denied if any key is.
 --   A malformed call (N = 0, a wrong argument count or length, an unknown algorithm code, a bad
 --   number, a repeated key) is an error reply "ERR sluice group: ...", and nothing is read or
 --   written.
@@ -27,21 +29,23 @@
 
 local n = #KEYS
 local packed = ARGV[1]
-if n == 0 or #ARGV ~= 1 or #packed ~= 8 + 40 * n then
+if n == 0 or #ARGV ~= 1 or #packed ~= 8 + 48 * n then
   return argument_error(SCRIPT, string.format(
-    "expected N >= 1 keys and 1 argument of 8 + 40 * N bytes (now, then algorithm_code, " ..
-    "limit, period_us, burst, hits per key, as little-endian doubles), got %d keys, " ..
+    "expected N >= 1 keys and 1 argument of 8 + 48 * N bytes (now, then algorithm_code, " ..
+    "limit, period_us, burst, hits, charge per key, as little-endian doubles), got %d keys, " ..
     "%d arguments, %d bytes", n, #ARGV, #(packed or "")))
 end
 local now = struct.unpack("<d", packed)
 if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0) then
   return argument_error(SCRIPT, nil, nil, now)
 end
--- Checked whole before anything is read: a flat list of evaluate, limit, period, burst, hits.
+-- Checked whole before anything is read: a flat list of evaluate, limit, period, burst, hits,
+-- charge_denied.
 local checks = {}
 local seen = {}
 for i = 1, n do
-  local algorithm, limit, period, burst, hits = struct.unpack("<ddddd", packed, 9 + 40 * (i - 1))
+  local algorithm, limit, period, burst, hits, charge =
+    struct.unpack("<dddddd", packed, 9 + 48 * (i - 1))
   local evaluate = algorithms[algorithm]
   if not evaluate then
     return argument_error(SCRIPT, string.format(
@@ -50,25 +54,25 @@ for i = 1, n do
   if not (limit >= 0 and limit < TWO_53 and limit % 1 == 0 and
       period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
       burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
-      hits >= 0 and hits < TWO_53 and hits % 1 == 0) then
-    return argument_error(SCRIPT, nil, "key " .. i, nil, limit, period, burst, hits)
+      hits >= 0 and hits < TWO_53 and hits % 1 == 0 and (charge == 0 or charge == 1)) then
+    return argument_error(SCRIPT, nil, "key " .. i, nil, limit, period, burst, hits, nil, charge)
   end
   local key = KEYS[i]
   if seen[key] then
     return argument_error(SCRIPT, string.format("KEYS[%d] repeats KEYS[%d]", i, seen[key]))
   end
   seen[key] = i
-  local at = 5 * (i - 1)
-  checks[at + 1], checks[at + 2], checks[at + 3], checks[at + 4], checks[at + 5] =
-    evaluate, limit, period, burst, hits
+  local at = 6 * (i - 1)
+  checks[at + 1], checks[at + 2], checks[at + 3], checks[at + 4], checks[at + 5], checks[at + 6] =
+    evaluate, limit, period, burst, hits, charge == 1 and hits > 0
 end
 
--- Phase 1: decide every key; keep each admitted key's state to commit.
+-- Phase 1: decide every key; keep the state to commit of each key admitted or charged.
 local reply = {}
 local commits = {}
 local all_allowed = true
 for i = 1, n do
-  local at = 5 * (i - 1)
+  local at = 6 * (i - 1)
   local limit, period, hits = checks[at + 2], checks[at + 3], checks[at + 5]
   local allowed, remaining, retry, reset, delay, write, a, b, c, d
   if limit == 0 then
@@ -78,10 +82,11 @@ for i = 1, n do
       retry = 0
     end
   else
+    local charge_denied = checks[at + 6]
     allowed, remaining, retry, reset, delay, write, a, b, c, d =
-      checks[at + 1](KEYS[i], now, limit, period, checks[at + 4], hits)
-    if allowed then
-      commits[#commits + 1] = {KEYS[i], reset, write, a, b, c, d}
+      checks[at + 1](KEYS[i], now, limit, period, checks[at + 4], hits, charge_denied)
+    if allowed or charge_denied then
+      commits[#commits + 1] = {KEYS[i], reset, write, a, b, c, d, charge_denied}
     end
   end
   reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)
@@ -89,10 +94,10 @@ for i = 1, n do
     all_allowed = false
   end
 end
--- Phase 2: all or nothing.
-if all_allowed then
-  for i = 1, #commits do
-    local w = commits[i]
+-- Phase 2: all or nothing, but for the keys that are charged whatever happens.
+for i = 1, #commits do
+  local w = commits[i]
+  if all_allowed or w[8] then
     commit(w[1], w[2], w[3], w[4], w[5], w[6], w[7])
   end
 end

@@ -44,9 +44,15 @@ end
   allowed = hits <= burst and level + hits <= burst
   delay = 0
   local new
-  if allowed then
-    delay = ceil_micros((level * period) / limit)
+  if allowed or charge_denied then
+    if allowed then
+      delay = ceil_micros((level * period) / limit)
+    end
+    -- A charge while denied rises past the capacity, kept up to one period's drain beyond it.
     level = level + hits
+    if level > burst + limit then
+      level = burst + limit
+    end
     stored_level, stored_last = level, last
     new = struct.pack("<Bdd", 4, level, last)
   end

@@ -25,23 +25,26 @@ local MAX_PERIOD = 1125899906842624 -- 2^50 us (35.7 years): now + 4 periods sta
 -- The algorithm bodies (lua/README.md, "Composition"). An algorithm part's text below its line
 -- "-- evaluate <code>" (the code of sluice::Algorithm) is its body: a driver gets it either inline
 -- (the single-key scripts: no function to create or call) or as algorithms[code], a function
--- of (key, now, limit, period, burst, hits) (the group script). The body runs with those six in
--- scope, limit > 0 (the single-key and batch drivers refuse limit 0, which Sluice decides
--- without Redis; the group driver answers it as ZeroLimitDecision, without touching the key); it reads the key, decides, and assigns (never declares)
+-- of (key, now, limit, period, burst, hits, charge_denied) (the group script). The body runs with
+-- those seven in scope (charge_denied: the rule charges always and hits > 0, so a denial is
+-- charged and written like an admission: sluice::Charge::kAlways), limit > 0 (the single-key and
+-- batch drivers refuse limit 0, which Sluice decides without Redis; the group driver answers it
+-- as ZeroLimitDecision, without touching the key); it reads the key, decides, and assigns (never
+-- declares)
 --   allowed (boolean), remaining, retry, reset, delay: the decision (retry, reset and delay in
 --     microseconds: retry_after_us, reset_after_us, delay_us);
---   write, a, b, c, d: how to store the decided state, for commit below. A string state leaves
---     write nil and sets a = the value read (false: none; a wrong type reads as an error table,
---     which is replaced) and b = the value decided; any other state sets write to a function
---     write(key, ttl_ms, a, b, c, d).
+--   write, a, b, c, d: how to store the decided state, for commit below, which the driver calls
+--     when `allowed or charge_denied`. A string state leaves write nil and sets a = the value
+--     read (false: none; a wrong type reads as an error table, which is replaced) and b = the
+--     value decided; any other state sets write to a function write(key, ttl_ms, a, b, c, d).
 -- A body ends at the end of its part and never returns.
 
 -- The error reply for a malformed call: "ERR sluice <script>: [<context>: ]<what is wrong>".
 -- script: SCRIPT, the composed script's name. what: the problem, or nil to name the first bad
--- value among now and the four limit values (nil ones are skipped). min_limit: the least limit
--- the script takes (default 0). Runs only on errors.
+-- value among now, the four limit values and charge (nil ones are skipped). min_limit: the least
+-- limit the script takes (default 0). Runs only on errors.
 local function argument_error(script, what, context, now, limit, period, burst, hits,
-    min_limit)
+    min_limit, charge)
   -- Literal limits rather than the constants above: no upvalues, the cheapest closure.
   local function bad(x, name, min, max)
     -- x % 1 is NaN for infinities and NaN, and every comparison with NaN is false.
@@ -52,16 +55,17 @@ local function argument_error(script, what, context, now, limit, period, burst, 
   end
   local message = what or bad(now, "now", -(2 ^ 52 - 1), 2 ^ 52 - 1) or
     bad(limit, "limit", min_limit or 0, 2 ^ 53 - 1) or bad(period, "period_us", 1, 2 ^ 50) or
-    bad(burst, "burst", 0, 2 ^ 53 - 1) or bad(hits, "hits", 0, 2 ^ 53 - 1)
+    bad(burst, "burst", 0, 2 ^ 53 - 1) or bad(hits, "hits", 0, 2 ^ 53 - 1) or
+    bad(charge, "charge", 0, 1)
   if context then
     message = context .. ": " .. tostring(message)
   end
   return redis.error_reply(string.format("ERR sluice %s: %s", script, message or "bad arguments"))
 end
 
--- Stores an admitted request's decided state (a body's write, a, b, c, d) with a TTL of `reset`
--- (reset_after_us) rounded up to whole milliseconds, at least 1; when reset is 0 the state
--- decides like a fresh key: write gets ttl_ms 0, a string state is deleted. An unchanged string
+-- Stores a request's decided state (admitted, or denied and charged: a body's write, a, b, c, d)
+-- with a TTL of `reset` (reset_after_us) rounded up to whole milliseconds, at least 1; when
+-- reset is 0 the state decides like a fresh key: write gets ttl_ms 0, a string state is deleted. An unchanged string
 -- value keeps its TTL: the deadline it was written with still holds.
 local function commit(key, reset, write, a, b, c, d)
   local ttl_ms = 0

@@ -6,45 +6,50 @@
 -- Calling contract (lua/README.md):
 --   EVALSHA <sha> 1 <key> <args>
 --   KEYS[1]  the storage key; any bytes. The script touches no other key.
---   ARGV[1]  struct.pack("<ddddd", now, limit, period_us, burst, hits), 40 bytes, every value an
---            integer: now, the caller's clock in microseconds since the Unix epoch, |now| < 2^52;
---            limit in [1, 2^53) (Sluice decides a limit of 0 itself, without Redis);
---            period_us in [1, 2^50]; burst in [0, 2^53) (ignored by the window algorithms);
---            hits in [0, 2^53).
+--   ARGV[1]  struct.pack("<dddddd", now, limit, period_us, burst, hits, charge), 48 bytes, every
+--            value an integer: now, the caller's clock in microseconds since the Unix epoch,
+--            |now| < 2^52; limit in [1, 2^53) (Sluice decides a limit of 0 itself, without
+--            Redis); period_us in [1, 2^50]; burst in [0, 2^53) (ignored by the window
+--            algorithms); hits in [0, 2^53); charge 0 (if_admitted) or 1 (always: a denial of
+--            hits > 0 is charged too; sluice::Charge).
 --   Reply:   struct.pack("<ddddd", allowed (1/0), remaining, retry_after_us, reset_after_us,
 --            delay_us), 40 bytes: the fields of sluice::Decision (server/algorithm/algorithm.h),
 --            bit for bit what the C++ decides.
---   The text form, for people and redis-benchmark: 5 decimal arguments now, limit, period_us,
---   burst, hits instead of the packed one, and the reply the array of 5 integers {allowed,
---   remaining, retry_after_us, reset_after_us, delay_us}. Same decisions, dearer for Redis.
+--   The text form, for people and redis-benchmark: 5 or 6 decimal arguments now, limit,
+--   period_us, burst, hits[, charge] instead of the packed one (charge 0 when left out), and the
+--   reply the array of 5 integers {allowed, remaining, retry_after_us, reset_after_us,
+--   delay_us}. Same decisions, dearer for Redis.
 --   A malformed call (wrong number of keys or arguments, a wrong length, a value that is not an
 --   integer in its range) is an error reply "ERR sluice <algorithm>: ...", and nothing is read or
 --   written.
--- An admitted request writes the key's new state with a TTL of reset_after_us rounded up to
--- whole milliseconds (at least 1 ms), or deletes it when reset_after_us is 0 (the state then
--- decides like a fresh key). A denied request writes nothing and leaves the TTL alone.
+-- An admitted request, or a denied one that is charged, writes the key's new state with a TTL
+-- of reset_after_us rounded up to whole milliseconds (at least 1 ms), or deletes it when
+-- reset_after_us is 0 (the state then decides like a fresh key). Any other denied request writes
+-- nothing and leaves the TTL alone.
 --
 -- Packed doubles rather than decimal text: Redis 7.0 spends about 0.3 us per tonumber() and
 -- about 1.5 us turning a 5-element table into a reply; one struct.unpack and one packed string
 -- cost a fraction of that (lua/README.md has the measurements).
 
-local now, limit, period, burst, hits
-local text = #ARGV == 5 -- the text form (for redis-cli and redis-benchmark), see above
+local now, limit, period, burst, hits, charge
+local text = #ARGV == 5 or #ARGV == 6 -- the text form (for redis-cli and redis-benchmark)
 if text then
-  now, limit, period, burst, hits =
-    tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-  if #KEYS ~= 1 or not (now and limit and period and burst and hits) then
+  now, limit, period, burst, hits, charge =
+    tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
+    tonumber(ARGV[6] or "0")
+  if #KEYS ~= 1 or not (now and limit and period and burst and hits and charge) then
     return argument_error(SCRIPT, string.format(
-      "expected 1 key and 5 decimal arguments (now, limit, period_us, burst, hits), got %d " ..
-      "keys and arguments '%s' '%s' '%s' '%s' '%s'", #KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4],
-      ARGV[5]))
+      "expected 1 key and 5 or 6 decimal arguments (now, limit, period_us, burst, hits[, " ..
+      "charge]), got %d keys and arguments '%s' '%s' '%s' '%s' '%s' '%s'", #KEYS, ARGV[1],
+      ARGV[2], ARGV[3], ARGV[4], ARGV[5], tostring(ARGV[6])))
   end
-elseif #KEYS == 1 and #ARGV == 1 and #ARGV[1] == 40 then
-  now, limit, period, burst, hits = struct.unpack("<ddddd", ARGV[1])
+elseif #KEYS == 1 and #ARGV == 1 and #ARGV[1] == 48 then
+  now, limit, period, burst, hits, charge = struct.unpack("<dddddd", ARGV[1])
 else
   return argument_error(SCRIPT, string.format(
-    "expected 1 key and 1 argument of 40 bytes (now, limit, period_us, burst, hits as " ..
-    "little-endian doubles) or 5 decimal arguments, got %d keys, %d arguments", #KEYS, #ARGV))
+    "expected 1 key and 1 argument of 48 bytes (now, limit, period_us, burst, hits, charge as " ..
+    "little-endian doubles) or 5 or 6 decimal arguments, got %d keys, %d arguments", #KEYS,
+    #ARGV))
 end
 -- Integers in range (x % 1 is NaN for infinities and NaN, and every comparison with NaN is
 -- false).
@@ -52,13 +57,14 @@ if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0 and
     limit >= 1 and limit < TWO_53 and limit % 1 == 0 and
     period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
     burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
-    hits >= 0 and hits < TWO_53 and hits % 1 == 0) then
-  return argument_error(SCRIPT, nil, nil, now, limit, period, burst, hits, 1)
+    hits >= 0 and hits < TWO_53 and hits % 1 == 0 and (charge == 0 or charge == 1)) then
+  return argument_error(SCRIPT, nil, nil, now, limit, period, burst, hits, 1, charge)
 end
 local key = KEYS[1]
+local charge_denied = charge == 1 and hits > 0
 local allowed, remaining, retry, reset, delay, write, a, b, c, d
 -- @evaluate inline
-if allowed then
+if allowed or charge_denied then
   commit(key, reset, write, a, b, c, d)
 end
 if text then

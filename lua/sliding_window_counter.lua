@@ -50,8 +50,10 @@ end
 
   allowed = hits <= limit and estimate + hits <= limit
   local new
-  if allowed then
+  if allowed or charge_denied then
     current = current + hits
+    -- What the retry search below starts from: the state as written.
+    stored_ws, stored_current, stored_previous = ws, current, previous
     new = struct.pack("<Bddd", 2, ws, current, previous)
   end
   local estimate_after = weighted + current

@@ -11,7 +11,8 @@
 -- members, nothing is summed. Each call reads the newest entry and walks only the expired ones
 -- at the head (O(expired + log n)); a denial finds the entry whose expiry frees enough room with
 -- one ZREVRANGEBYSCORE on the cumulative scores (O(log n)). Expired entries are trimmed only
--- when a request is admitted, and the set starts again from 0 when nothing in it is live.
+-- when a request is admitted (or charged), and the set starts again from 0 when nothing in it
+-- is live.
 -- Any other type at the key (another algorithm's string) is a fresh key, replaced on admission.
 
 local SWL_HEAD = 4 -- entries read from the head at first; later reads double
@@ -96,7 +97,7 @@ end
 
   allowed = hits <= limit and total <= limit - hits
   local trim, score, entry_ts = expired, 0, now
-  if allowed then
+  if allowed or charge_denied then
     if any_live then
       score = newest_cum
     elseif exists then
@@ -124,10 +125,16 @@ end
       retry = reset
     else
       -- The entry whose expiry frees `need` hits: the last one with cum_before < base + need.
+      -- A denial that was charged adds its entry (cum_before = score) only when committed, after
+      -- this: when that entry is the one, its time answers.
       local need = total + hits - limit
-      local entry = redis.call("ZREVRANGEBYSCORE", key, string.format("(%d", base + need), "-inf",
-        "LIMIT", 0, 1)
-      retry = struct.unpack("<d", entry[1]) + period - now
+      if charge_denied and base + need > score then
+        retry = entry_ts + period - now
+      else
+        local entry = redis.call("ZREVRANGEBYSCORE", key, string.format("(%d", base + need),
+          "-inf", "LIMIT", 0, 1)
+        retry = struct.unpack("<d", entry[1]) + period - now
+      end
     end
   end
   delay, write, a, b, c, d = 0, swl_commit, trim, score, entry_ts, hits

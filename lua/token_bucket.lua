@@ -43,8 +43,12 @@ end
 
   allowed = hits <= burst and tokens >= hits
   local new
-  if allowed then
+  if allowed or charge_denied then
+    -- A charge while denied goes into debt, kept down to one period's refill.
     tokens = tokens - hits
+    if tokens < -limit then
+      tokens = -limit
+    end
     stored_tokens, stored_last = tokens, last
     new = struct.pack("<Bdd", 3, tokens, last)
   end

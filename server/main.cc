@@ -250,9 +250,13 @@ ABSL_FLAG(bool, ietf_rate_limit_headers, Defaults().limiter.ietf_rate_limit_head
           "of the descriptor closest to its limit, named by its rule's name or stat key");
 ABSL_FLAG(bool, retry_after_header, Defaults().limiter.retry_after_header,
           "add a retry-after header (whole seconds, rounded up) to OVER_LIMIT answers");
+ABSL_FLAG(std::string, default_charge, "if_admitted",
+          "whether a denied request's hits are charged, for rules without their own charge: "
+          "if_admitted (a denied request consumes nothing) or always (every hit asked is "
+          "charged, into debt past the limit: envoyproxy/ratelimit's increment-first, and "
+          "usage reported after the response)");
 ABSL_FLAG(bool, count_denied_hits, Defaults().limiter.count_denied_hits,
-          "a denied request's hits still count on a lone fixed-window rule, as in "
-          "envoyproxy/ratelimit by default; false: a denied request consumes nothing");
+          "the older name of --default_charge=always (true wins over --default_charge)");
 ABSL_FLAG(int32_t, max_descriptors, Defaults().limiter.max_descriptors,
           "most descriptors accepted in one request");
 ABSL_FLAG(int32_t, max_entries, Defaults().limiter.max_entries,

@@ -1,5 +1,7 @@
 #include "server/algorithm/algorithm.h"
 
+#include <algorithm>
+
 #include "server/algorithm/fixed_window.h"
 #include "server/algorithm/gcra.h"
 #include "server/algorithm/leaky_bucket.h"
@@ -45,6 +47,19 @@ std::optional<Algorithm> ParseAlgorithm(absl::string_view name) {
   return std::nullopt;
 }
 
+absl::string_view ChargeName(Charge charge) {
+  return charge == Charge::kAlways ? "always" : "if_admitted";
+}
+
+std::optional<Charge> ParseCharge(absl::string_view name) {
+  for (Charge charge : {Charge::kIfAdmitted, Charge::kAlways}) {
+    if (ChargeName(charge) == name) {
+      return charge;
+    }
+  }
+  return std::nullopt;
+}
+
 AlgorithmState NewState(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kFixedWindow:
@@ -82,6 +97,9 @@ Decision NeverAdmittedDecision(const LimitParams& params) {
 Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_us, uint64_t hits) {
   if (params.limit == 0) {
     return ZeroLimitDecision(params, hits);
+  }
+  if (params.charge == Charge::kAlways) {
+    hits = std::min(hits, kMaxChargedHits);
   }
   switch (params.algorithm) {
     case Algorithm::kFixedWindow:

@@ -11,7 +11,9 @@
 //   - Admission is all-or-nothing: a request of `hits` is admitted whole or not at all, and a
 //     denied request leaves the state bit for bit as it was (nothing is consumed, nothing is
 //     refilled or rolled over either). An admitted request, hits == 0 included, writes the
-//     state as seen at now.
+//     state as seen at now. The one exception is a rule that charges always (Charge::kAlways,
+//     below): there a denied request of hits > 0 is charged like an admitted one, and the state
+//     goes past the limit (into debt).
 //   - hits == 0 checks the limit without consuming. It goes through the same admission test
 //     as any request, so it is admitted when the state is exactly at the limit (e.g. a fixed
 //     window with count == limit: count + 0 <= limit), as envoyproxy/ratelimit treats
@@ -51,6 +53,35 @@ enum class Algorithm : uint8_t {
 absl::string_view AlgorithmName(Algorithm algorithm);
 std::optional<Algorithm> ParseAlgorithm(absl::string_view name);
 
+// Whether a request's hits are charged when it is denied.
+enum class Charge : uint8_t {
+  // Only an admitted request consumes; a denied one leaves the state as it was. Sluice's
+  // default: a client that retries over the limit does not push its own limit further away.
+  kIfAdmitted = 0,
+  // Every hit asked is charged, admitted or not (envoyproxy/ratelimit's increment-first, and
+  // what a usage report after the response needs: the usage happened). The state goes past the
+  // limit: the windows count past it; the token bucket's tokens fall below zero, the leaky
+  // bucket's level rises above its capacity and GCRA's arrival time moves beyond the burst
+  // tolerance. While the state is past the limit even a check of 0 hits is denied, remaining is
+  // 0, and retry_after says when the same request would be admitted. What bounds a debt:
+  //   - fixed window: the window (the next one starts from 0);
+  //   - sliding window log: the period (each charge leaves the log one period after it was made);
+  //   - sliding window counter: two windows (a charge weighs on the next window only);
+  //   - token bucket, leaky bucket, GCRA: at most one period's limit of debt is kept (tokens
+  //     down to -limit, level up to burst + limit, arrival time up to now + tolerance + period),
+  //     so a key in debt is out of debt within one period of its last charge.
+  // hits above kMaxChargedHits are charged as kMaxChargedHits.
+  kAlways = 1,
+};
+
+// "if_admitted", "always" as written in the YAML config (`charge:`) and in --default_charge.
+absl::string_view ChargeName(Charge charge);
+std::optional<Charge> ParseCharge(absl::string_view name);
+
+// The most hits one request charges under Charge::kAlways: the Lua scripts take hits below 2^53,
+// and every debt is bounded well before (or, for the windows, only by the window itself).
+inline constexpr uint64_t kMaxChargedHits = (uint64_t{1} << 53) - 1;
+
 struct LimitParams {
   Algorithm algorithm = Algorithm::kFixedWindow;
   // Requests admitted per period (windows), or tokens refilled / water drained per period
@@ -60,11 +91,10 @@ struct LimitParams {
   int64_t period_us = 0;
   // Capacity of the token or leaky bucket, or the burst GCRA tolerates. Ignored by the windows.
   uint64_t burst = 0;
-  // fixed_window only: a denied request's hits still count (envoyproxy/ratelimit's
-  // increment-first behaviour, --count_denied_hits), so a client that keeps retrying over the
-  // limit keeps the window full. The exception to "a denied request leaves the state as it
-  // was" above. Ignored by the other algorithms, and inside a group (all-or-nothing wins).
-  bool count_denied = false;
+  // Whether a denied request's hits are charged (see Charge). Inside a group (all-or-nothing)
+  // a check that charges always is charged whatever the group's outcome; the others consume
+  // only when the whole group is admitted.
+  Charge charge = Charge::kIfAdmitted;
 };
 
 struct Decision {
@@ -136,7 +166,8 @@ AlgorithmState NewState(Algorithm algorithm);
 
 // Runs one decision of params.algorithm at now_us for `hits`, updating `state`. A limit of 0 is
 // decided here, once for every algorithm (ZeroLimitDecision); each algorithm's own Evaluate*
-// function requires params.limit > 0.
+// function requires params.limit > 0. Under Charge::kAlways, hits above kMaxChargedHits are
+// decided as kMaxChargedHits (as the Lua scripts are sent them).
 // REQUIRES: state holds the alternative for params.algorithm (see NewState); params.period_us > 0.
 Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_us,
                   uint64_t hits);
@@ -167,6 +198,12 @@ inline uint64_t Capacity(const LimitParams& params) {
 // some wait: hits <= Capacity(params), and hits == 0 when the limit is 0 (nothing replenishes).
 inline bool CanEverAdmit(const LimitParams& params, uint64_t hits) {
   return hits <= (params.limit == 0 ? 0 : Capacity(params));
+}
+
+// Whether deciding a request of `hits` changes the state even when it is denied: a rule that
+// charges always, asked for hits > 0, with a limit above 0 (a limit of 0 keeps no state).
+inline bool ChargesWhenDenied(const LimitParams& params, uint64_t hits) {
+  return params.charge == Charge::kAlways && hits > 0 && params.limit > 0;
 }
 
 // The decision for a request that can never be admitted (!CanEverAdmit), made without reading

@@ -18,7 +18,7 @@ Decision EvaluateFixedWindow(const LimitParams& params, FixedWindowState& state,
   Decision decision;
   // Written so that nothing overflows; count may exceed limit after the limit was lowered.
   decision.allowed = hits <= limit && count <= limit - hits;
-  if (decision.allowed || (params.count_denied && hits > 0)) {
+  if (decision.allowed || ChargesWhenDenied(params, hits)) {
     count = count > std::numeric_limits<uint64_t>::max() - hits
                 ? std::numeric_limits<uint64_t>::max()
                 : count + hits;

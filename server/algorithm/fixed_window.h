@@ -6,8 +6,8 @@
 //
 // Arithmetic (mirrored by lua/fixed_window.lua), with P = period_us and L = limit:
 //   w = floor(now / P) * P; a state whose window_start_us != w counts 0 (a new window).
-//   allowed   iff count + hits <= L; then count += hits (a denial writes nothing, unless
-//             params.count_denied: then count += hits whatever the outcome, saturating).
+//   allowed   iff count + hits <= L; then count += hits (a denial writes nothing, unless the
+//             rule charges always: then count += hits whatever the outcome, saturating).
 //   remaining = max(0, L - count).
 //   reset     = (w + P) - now if count > 0, else 0.
 //   retry     = (w + P) - now when denied; reset when hits > L (never admitted).

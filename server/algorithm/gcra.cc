@@ -26,11 +26,13 @@ Decision EvaluateGcra(const LimitParams& params, GcraState& state, int64_t now_u
   const double tolerance = interval * static_cast<double>(params.burst);
   const double cost = static_cast<double>(hits) * interval;
 
-  const double ahead = Ahead(state.tat_us, now_us);
   Decision decision;
-  decision.allowed = hits <= params.burst && ahead + cost <= tolerance;
-  if (decision.allowed) {
-    state.tat_us = std::max(state.tat_us, static_cast<double>(now_us)) + cost;
+  decision.allowed = hits <= params.burst && Ahead(state.tat_us, now_us) + cost <= tolerance;
+  if (decision.allowed || ChargesWhenDenied(params, hits)) {
+    // A charge while denied moves the TAT past the tolerance, kept within one period beyond it.
+    const double now = static_cast<double>(now_us);
+    state.tat_us = std::min(std::max(state.tat_us, now) + cost,
+                            now + (tolerance + static_cast<double>(params.period_us)));
   }
   const double ahead_after = Ahead(state.tat_us, now_us);
 
@@ -42,7 +44,7 @@ Decision EvaluateGcra(const LimitParams& params, GcraState& state, int64_t now_u
     if (hits > params.burst) {
       decision.retry_after_us = decision.reset_after_us;
     } else {
-      const int64_t guess = now_us + CeilMicros((ahead + cost) - tolerance);
+      const int64_t guess = now_us + CeilMicros((ahead_after + cost) - tolerance);
       const double tat_us = state.tat_us;
       const auto admits = [&](int64_t t) { return Ahead(tat_us, t) + cost <= tolerance; };
       decision.retry_after_us = FirstAdmittedTime(now_us, guess, admits) - now_us;

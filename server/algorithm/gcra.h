@@ -9,15 +9,17 @@
 // double in exactly this order:
 //   T = P / L; tau = T * B.
 //   tat = max(state.tat_us, now); ahead = tat - now   [exact: both are near now]
-//   allowed   iff hits <= B and ahead + hits * T <= tau; then state.tat_us = tat + hits * T
-//             (a denial writes nothing).
+//   allowed   iff hits <= B and ahead + hits * T <= tau; then
+//             state.tat_us = min(tat + hits * T, now + (tau + P)) (a denial writes nothing;
+//             under Charge::kAlways a denial of hits > 0 is written the same way: a TAT beyond
+//             now + tau is a debt).
 //   With ahead' = max(state.tat_us, now) - now after the decision:
 //   remaining = the largest n >= 0 with ahead' + n * T <= tau, searched by MostThatFits from
 //               max(0, floor((tau - ahead') / T)) (that quotient alone is sometimes one short).
 //   reset     = ceil(ahead').
 //   retry     = first admitted time (FirstAdmittedTime in algorithm_internal.h) of
 //               "max(tat, t) - t + hits * T <= tau" from the estimate
-//               now + ceil((ahead + hits * T) - tau), minus now. When hits > B (never
+//               now + ceil((ahead' + hits * T) - tau), minus now. When hits > B (never
 //               admitted): retry = reset.
 //   The admission test works on ahead rather than on (tat + hits * T) - now because an
 //   absolute time near 1.7e15 us has a resolution of 0.25 us: rounding tat + hits * T there

@@ -40,9 +40,12 @@ Decision EvaluateLeakyBucket(const LimitParams& params, LeakyBucketState& state,
 
   Decision decision;
   decision.allowed = hits <= params.burst && level + cost <= burst;
-  if (decision.allowed) {
-    decision.delay_us = CeilMicros((level * period) / limit);
-    level += cost;
+  if (decision.allowed || ChargesWhenDenied(params, hits)) {
+    if (decision.allowed) {
+      decision.delay_us = CeilMicros((level * period) / limit);
+    }
+    // A charge while denied rises past the capacity, kept up to one period's drain beyond it.
+    level = std::min(level + cost, burst + limit);
     stored = Bucket{level, last_us};
     state.level = level;
     state.last_us = last_us;

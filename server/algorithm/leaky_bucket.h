@@ -10,7 +10,9 @@
 //   drain(t)  = max(0, level - (max(0, t - last) * L) / P)   [state's level and last]
 //   level     = drain(now); last = max(last, now).
 //   allowed   iff hits <= B and level + hits <= B; then delay = ceil((level * P) / L),
-//             level += hits and {level, last} is written (a denial writes nothing).
+//             level = min(level + hits, B + L) and {level, last} is written (a denial writes
+//             nothing; under Charge::kAlways a denial of hits > 0 is written the same way,
+//             without a delay: a level above B is a debt).
 //   remaining = the largest n >= 0 with level + n <= B (level after the decision), searched
 //               from max(0, floor(B - level)) by MostThatFits: near B the subtraction and the
 //               addition can round apart, and the admission test has the last word.

@@ -1,5 +1,7 @@
 #include "server/algorithm/sliding_window_counter.h"
 
+#include <limits>
+
 #include "server/algorithm/algorithm_internal.h"
 
 namespace sluice {
@@ -83,8 +85,10 @@ Decision EvaluateSlidingWindowCounter(const LimitParams& params, SlidingWindowCo
   Decision decision;
   decision.allowed =
       hits <= limit && estimate + static_cast<double>(hits) <= static_cast<double>(limit);
-  if (decision.allowed) {
-    counters.current += hits;
+  if (decision.allowed || ChargesWhenDenied(params, hits)) {
+    counters.current = counters.current > std::numeric_limits<uint64_t>::max() - hits
+                           ? std::numeric_limits<uint64_t>::max()
+                           : counters.current + hits;
     state.window_start_us = window_start;
     state.current = counters.current;
     state.previous = counters.previous;

@@ -11,7 +11,8 @@
 //   weighted  = (previous * (P - (now - w))) / P
 //   estimate  = weighted + current
 //   allowed   iff hits <= L and estimate + hits <= L; then current += hits and the rolled state
-//             is written (a denial writes nothing).
+//             is written (a denial writes nothing; under Charge::kAlways a denial of hits > 0
+//             is written the same way, current going past L).
 //   remaining = the largest n >= 0 with (weighted + current) + n <= L (current after the
 //               decision), searched from max(0, floor(L - (weighted + current))) by
 //               MostThatFits, so it agrees with the admission test whatever the rounding.

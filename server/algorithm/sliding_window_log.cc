@@ -24,7 +24,7 @@ Decision EvaluateSlidingWindowLog(const LimitParams& params, SlidingWindowLogSta
 
   Decision decision;
   decision.allowed = hits <= limit && total <= limit - hits;
-  if (decision.allowed) {
+  if (decision.allowed || ChargesWhenDenied(params, hits)) {
     entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(first));
     first = 0;
     if (hits > 0) {

@@ -7,7 +7,8 @@
 // Arithmetic (mirrored by lua/sliding_window_log.lua), with P = period_us and L = limit:
 //   An entry (ts, n) has expired at now iff ts + P <= now; total = hits of the live entries.
 //   allowed   iff total + hits <= L; then expired entries are dropped and, if hits > 0,
-//             (now, hits) is appended (a denial writes nothing). An admission in the same
+//             (now, hits) is appended (a denial writes nothing; under Charge::kAlways a denial
+//             of hits > 0 is written the same way, total going past L). An admission in the same
 //             microsecond as the newest entry, or earlier (a clock that stepped back), is
 //             added to the newest entry, so the log stays sorted and an admission never
 //             expires sooner than it would have.

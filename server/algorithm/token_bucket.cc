@@ -39,8 +39,9 @@ Decision EvaluateTokenBucket(const LimitParams& params, TokenBucketState& state,
 
   Decision decision;
   decision.allowed = hits <= params.burst && tokens >= cost;
-  if (decision.allowed) {
-    tokens -= cost;
+  if (decision.allowed || ChargesWhenDenied(params, hits)) {
+    // A charge while denied goes into debt, kept down to one period's refill.
+    tokens = std::max(tokens - cost, -limit);
     stored = Bucket{tokens, last_us};
     state.initialized = true;
     state.tokens = tokens;

@@ -9,8 +9,9 @@
 //   A fresh state is a full bucket: tokens = B, last = now.
 //   refill(t) = min(B, tokens + (max(0, t - last) * L) / P)   [state's tokens and last]
 //   tokens    = refill(now); last = max(last, now).
-//   allowed   iff hits <= B and tokens >= hits; then tokens -= hits and {tokens, last} is
-//             written (a denial writes nothing).
+//   allowed   iff hits <= B and tokens >= hits; then tokens = max(tokens - hits, -L) and
+//             {tokens, last} is written (a denial writes nothing; under Charge::kAlways a
+//             denial of hits > 0 is written the same way: tokens below 0 are a debt).
 //   remaining = max(0, floor(tokens)), tokens after the decision.
 //   reset     = 0 if tokens >= B; else first admitted time of "refill(t) >= B" from the
 //               estimate last + ceil(((B - tokens) * P) / L), minus now.

@@ -276,7 +276,8 @@ void MemoryBackend::EvaluateGroup(absl::Span<const LimitCheck> checks,
     shards_[s].mu.Lock();
   }
 
-  // Decide on copies first; commit only if every check admits.
+  // Decide on copies first; commit only if every check admits, except for the checks that are
+  // charged whatever happens (Charge::kAlways), whose trial state is committed either way.
   absl::InlinedVector<AlgorithmState, 4> trial;
   absl::InlinedVector<Entry*, 4> entries;
   // The shard of each entry, or null for a key too large to keep (decided on `unkept`).
@@ -301,12 +302,13 @@ void MemoryBackend::EvaluateGroup(absl::Span<const LimitCheck> checks,
     d = ::sluice::Evaluate(checks[i].params, trial.back(), now_us, checks[i].hits);
     all_allowed = all_allowed && d.allowed;
   }
-  if (all_allowed) {
-    for (size_t j = 0; j < group.size(); ++j) {
+  for (size_t j = 0; j < group.size(); ++j) {
+    const LimitCheck& check = checks[group[j]];
+    if (all_allowed || ChargesWhenDenied(check.params, check.hits)) {
       entries[j]->state = std::move(trial[j]);
       entries[j]->expires_at_us = now_us + std::max<int64_t>(1, decisions[group[j]].reset_after_us);
       if (entry_shards[j] != nullptr) {
-        Settle(*entry_shards[j], *entries[j], checks[group[j]].params, now_us);
+        Settle(*entry_shards[j], *entries[j], check.params, now_us);
       }
     }
   }

@@ -315,9 +315,10 @@ absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, in
         const Decision decision =
             FixedWindowDecision(call.params, now, call.hits,
                                 saturated ? std::numeric_limits<int64_t>::max() : count.integer());
-        // INCRBY counted the hits; a denial gives them back unless denied hits are meant to
-        // count (--count_denied_hits, envoyproxy/ratelimit's increment-first).
-        if (!decision.allowed && call.hits > 0 && !call.params.count_denied && !saturated) {
+        // INCRBY counted the hits; a denial gives them back unless the rule charges always
+        // (envoyproxy/ratelimit's increment-first).
+        if (!decision.allowed && call.hits > 0 && call.params.charge != Charge::kAlways &&
+            !saturated) {
           GiveBack(call.window_key, call.hits);
         }
         decisions[call.checks[0]] = decision;

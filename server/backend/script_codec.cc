@@ -1,5 +1,6 @@
 #include "server/backend/script_codec.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -47,6 +48,9 @@ bool ToInteger(double value, double min, int64_t* out) {
 }  // namespace
 
 uint64_t WireHits(const LimitParams& params, uint64_t hits) {
+  if (params.charge == Charge::kAlways) {
+    return std::min(hits, kMaxChargedHits);
+  }
   const uint64_t capacity = Capacity(params);
   return hits > capacity && capacity < kMaxWireCapacity ? capacity + 1 : hits;
 }
@@ -58,6 +62,7 @@ void AppendSingleScriptArgs(int64_t now_us, const LimitParams& params, uint64_t 
   AppendDouble(static_cast<double>(params.period_us), out);
   AppendDouble(AsDouble(params.burst), out);
   AppendDouble(AsDouble(WireHits(params, hits)), out);
+  AppendDouble(static_cast<double>(params.charge), out);
 }
 
 void AppendGroupScriptNow(int64_t now_us, std::string* out) {
@@ -70,6 +75,7 @@ void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::strin
   AppendDouble(static_cast<double>(params.period_us), out);
   AppendDouble(AsDouble(params.burst), out);
   AppendDouble(AsDouble(WireHits(params, hits)), out);
+  AppendDouble(static_cast<double>(params.charge), out);
 }
 
 absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,

@@ -28,23 +28,25 @@
 namespace sluice {
 
 // Bytes of one check's record in a script's argument and of one decision in a reply.
-inline constexpr size_t kScriptCheckBytes = 40;
+inline constexpr size_t kScriptCheckBytes = 48;
 inline constexpr size_t kScriptDecisionBytes = 40;
 
 // The hits Redis is sent for a check of `hits`: the same, except that a request of more than
 // the rule can ever hold (!CanEverAdmit) is sent as Capacity + 1 hits. Every algorithm decides
 // that exactly as the real request (denied, whatever the state: the same remaining, retry and
-// reset; with LimitParams::count_denied the window is full either way), and it stays in the
-// range a script takes (below 2^53) and INCRBY takes (below 2^63). Sluice's decision path
-// never sends such a check (RateLimiter decides it first); this keeps every Backend caller safe.
+// reset), and it stays in the range a script takes (below 2^53) and INCRBY takes (below 2^63).
+// Sluice's decision path never sends such a check of a rule that charges only if admitted
+// (DecideByRule decides it first); this keeps every Backend caller safe. A rule that charges
+// always is charged what it is asked, so its hits are sent as they are, up to kMaxChargedHits
+// (as sluice::Evaluate decides them).
 uint64_t WireHits(const LimitParams& params, uint64_t hits);
 
-// ARGV[1] of a single-key script: now, limit, period_us, burst, hits (sent as WireHits).
+// ARGV[1] of a single-key script: now, limit, period_us, burst, hits (sent as WireHits), charge.
 void AppendSingleScriptArgs(int64_t now_us, const LimitParams& params, uint64_t hits,
                             std::string* out);
 
 // ARGV[1] of the group script: AppendGroupScriptNow once, then AppendGroupScriptCheck per key,
-// in key order (algorithm code, limit, period_us, burst, hits as WireHits).
+// in key order (algorithm code, limit, period_us, burst, hits as WireHits, charge).
 void AppendGroupScriptNow(int64_t now_us, std::string* out);
 void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out);
 

@@ -57,6 +57,9 @@ struct RateLimitRule {
   // failure_mode local: the fraction of the limit (and burst) one replica admits on its own
   // while the backend cannot decide, in (0, 1]. Unset: 1 / --replicas_hint.
   std::optional<double> local_share;
+  // `charge:` whether a denied request's hits are charged (LimitParams::charge). Unset:
+  // --default_charge decides (Resolve).
+  std::optional<Charge> charge;
 };
 
 // One node of a domain's descriptor tree: a `key` (and `value`, if any) in the YAML.

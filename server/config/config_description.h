@@ -81,6 +81,7 @@ struct RuleDescription {
   Field<uint32_t> unit_multiplier;
   Field<std::string> hash_tag;
   Field<double> local_share;
+  Field<std::string> charge;  // "if_admitted" or "always", in any case
 };
 
 // One descriptor: a key, a value or none, its rules, and the descriptors below it.

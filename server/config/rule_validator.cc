@@ -74,6 +74,7 @@ class RuleChecker {
   absl::Status CheckUnlimited(const RuleDescription& description) const;
   absl::Status CheckLimit(RuleDescription& description, RateLimitRule& rule) const;
   absl::StatusOr<Algorithm> CheckAlgorithm(const Field<std::string>& algorithm) const;
+  absl::Status CheckCharge(const Field<std::string>& charge, RateLimitRule& rule) const;
   absl::Status CheckUnitMultiplier(const Field<uint32_t>& multiplier, RateLimitRule& rule) const;
   absl::StatusOr<uint64_t> CheckBurst(const Field<uint32_t>& burst, Algorithm algorithm,
                                       uint32_t limit) const;
@@ -110,6 +111,7 @@ absl::Status RuleChecker::Check(RuleDescription& description, RateLimitRule& rul
   ASSIGN_OR_RETURN(const uint64_t burst,
                    CheckBurst(description.burst, algorithm, rule.requests_per_unit));
   RETURN_IF_ERROR(CheckLocalShare(description.local_share, rule));
+  RETURN_IF_ERROR(CheckCharge(description.charge, rule));
 
   const int64_t period_seconds =
       UnitSeconds(rule.unit) * static_cast<int64_t>(rule.unit_multiplier);
@@ -157,6 +159,7 @@ absl::Status RuleChecker::CheckUnlimited(const RuleDescription& description) con
       {"unit_multiplier", description.unit_multiplier.given, description.unit_multiplier.line},
       {"hash_tag", description.hash_tag.given, description.hash_tag.line},
       {"local_share", description.local_share.given, description.local_share.line},
+      {"charge", description.charge.given, description.charge.line},
   };
   for (const LimitField& field : limit_fields) {
     if (field.given) {
@@ -195,6 +198,23 @@ absl::Status RuleChecker::CheckLimit(RuleDescription& description, RateLimitRule
   }
   RETURN_IF_ERROR(requests.read_error);
   rule.requests_per_unit = requests.value;
+  return absl::OkStatus();
+}
+
+absl::Status RuleChecker::CheckCharge(const Field<std::string>& charge,
+                                      RateLimitRule& rule) const {
+  if (!charge.given) {
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(charge.read_error);
+  const std::optional<Charge> parsed = ParseCharge(absl::AsciiStrToLower(charge.value));
+  if (!parsed.has_value()) {
+    return Error(charge.line, "charge",
+                 absl::StrCat("invalid charge '", charge.value,
+                              "' (expected if_admitted: a denied request consumes nothing, or "
+                              "always: every hit asked is charged, past the limit)"));
+  }
+  rule.charge = *parsed;
   return absl::OkStatus();
 }
 

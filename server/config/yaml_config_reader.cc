@@ -181,7 +181,7 @@ bool DomainReader::ReadRule(const YAML::Node& node, const std::string& path,
   absl::StatusOr<MapEntries> entries =
       fields_.ReadMap(node, path, out.line,
                       {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm",
-                       "burst", "unit_multiplier", "hash_tag", "local_share"});
+                       "burst", "unit_multiplier", "hash_tag", "local_share", "charge"});
   if (!entries.ok()) {
     out.read_error = entries.status();
     return false;
@@ -197,6 +197,7 @@ bool DomainReader::ReadRule(const YAML::Node& node, const std::string& path,
   fields_.ReadUint32(*entries, "burst", path, out.burst);
   fields_.ReadNumber(*entries, "local_share", path, "a number more than 0 and at most 1",
                      out.local_share);
+  fields_.ReadString(*entries, "charge", path, out.charge);
   return true;
 }
 

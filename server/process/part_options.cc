@@ -93,7 +93,7 @@ RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings) {
   options.respond.reset_header = limiter.reset_header;
   options.respond.ietf_rate_limit_headers = limiter.ietf_rate_limit_headers;
   options.respond.retry_after_header = limiter.retry_after_header;
-  options.count_denied_hits = limiter.count_denied_hits;
+  options.default_charge = limiter.count_denied_hits ? Charge::kAlways : limiter.default_charge;
   return options;
 }
 

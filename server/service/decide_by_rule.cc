@@ -15,6 +15,10 @@ void DecideByRule(RequestPlan& plan, CheckDecisions& decisions) {
       if (check.params.limit != 0 && CanEverAdmit(check.params, check.hits)) {
         continue;
       }
+      if (ChargesWhenDenied(check.params, check.hits)) {
+        plan.charges_never_admitted = true;
+        continue;
+      }
       decisions.decisions[c] = check.params.limit == 0
                                    ? ZeroLimitDecision(check.params, check.hits)
                                    : NeverAdmittedDecision(check.params);
@@ -22,7 +26,9 @@ void DecideByRule(RequestPlan& plan, CheckDecisions& decisions) {
       denied = denied || !decisions.decisions[c].allowed;
     }
     for (size_t c = i; denied && c < end; ++c) {
-      checks[c].hits = 0;
+      if (!ChargesWhenDenied(checks[c].params, checks[c].hits)) {
+        checks[c].hits = 0;
+      }
     }
   }
 }

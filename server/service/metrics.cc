@@ -77,6 +77,10 @@ Metrics::Metrics(size_t max_rule_series)
       decisions_(CounterFamily(*registry_, "sluice_decisions_total",
                                "Descriptors decided, by the algorithm of the rule that answered "
                                "and how")),
+      charged_over_limit_(CounterFamily(*registry_, "sluice_hits_charged_over_limit_total",
+                                        "Hits of denied requests charged all the same (rules "
+                                        "that charge always), by the algorithm of the rule "
+                                        "shown")),
       reloads_(CounterFamily(*registry_, "sluice_config_reloads_total",
                              "Config reloads by result")),
       reloads_ok_(reloads_.Add({{"result", "ok"}})),
@@ -88,6 +92,8 @@ Metrics::Metrics(size_t max_rule_series)
                                  "under key=\"_folded\" instead of their own")
                        .Add({})) {
   for (int a = 0; a < kAlgorithms; ++a) {
+    charged_over_limit_counters_[a] = &charged_over_limit_.Add(
+        {{"algorithm", std::string(AlgorithmName(static_cast<Algorithm>(a)))}});
     for (int o = 0; o < kDecisionOutcomes; ++o) {
       decision_counters_[a][o] = &decisions_.Add(
           {{"algorithm", std::string(AlgorithmName(static_cast<Algorithm>(a)))},
@@ -167,6 +173,16 @@ void Metrics::CountFailurePolicyDecision(FailureMode mode) {
 }
 
 void Metrics::CountGlobalShadowMode() { global_shadow_mode_.Increment(); }
+
+void Metrics::CountChargedOverLimit(Algorithm algorithm, uint64_t hits) {
+  charged_over_limit_counters_[static_cast<size_t>(algorithm)]->Increment(
+      static_cast<double>(hits));
+}
+
+uint64_t Metrics::HitsChargedOverLimit(Algorithm algorithm) const {
+  return static_cast<uint64_t>(
+      charged_over_limit_counters_[static_cast<size_t>(algorithm)]->Value());
+}
 
 void Metrics::CountDecision(Algorithm algorithm, DecisionOutcome outcome) {
   decision_counters_[static_cast<size_t>(algorithm)][static_cast<size_t>(outcome)]->Increment();

@@ -80,6 +80,10 @@ class Metrics {
   void CountGlobalShadowMode();
   // One descriptor decided by a rule of `algorithm` (the rule that answered it).
   void CountDecision(Algorithm algorithm, DecisionOutcome outcome);
+  // Hits charged by denied requests (rules that charge always), by the algorithm of the rule
+  // shown: sluice_hits_charged_over_limit_total{algorithm}.
+  void CountChargedOverLimit(Algorithm algorithm, uint64_t hits);
+  uint64_t HitsChargedOverLimit(Algorithm algorithm) const;
   // Time from a request's arrival to its answer, by transport.
   MetricHistogram& RequestLatency(Transport transport) {
     return request_latency_[static_cast<size_t>(transport)];
@@ -144,6 +148,9 @@ class Metrics {
   // [algorithm][outcome], all created up front.
   prometheus::Family<prometheus::Counter>& decisions_;
   prometheus::Counter* decision_counters_[kAlgorithms][kDecisionOutcomes] = {};
+  // [algorithm], all created up front.
+  prometheus::Family<prometheus::Counter>& charged_over_limit_;
+  prometheus::Counter* charged_over_limit_counters_[kAlgorithms] = {};
   std::array<MetricHistogram, 2> request_latency_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Counter& reloads_ok_;

@@ -30,7 +30,9 @@ void OverLimitStep::Answer(const RequestPlan& plan, CheckDecisions& decisions) {
   }
   const PlanChecks& checks = plan.checks;
   for (size_t c = 0; c < checks.size(); ++c) {
-    if (decisions.by[c] != DecidedBy::kNobody || !LoneOpen(checks, decisions, c)) {
+    // A check that charges when denied must reach the backend to be charged.
+    if (decisions.by[c] != DecidedBy::kNobody || !LoneOpen(checks, decisions, c) ||
+        ChargesWhenDenied(checks[c].params, checks[c].hits)) {
       continue;
     }
     if (const int64_t wait = cache_->DeniedFor(checks[c].key, checks[c].hits); wait > 0) {
@@ -46,8 +48,11 @@ void OverLimitStep::Learn(const RequestPlan& plan, const CheckDecisions& decisio
   }
   for (const DescriptorPlan& descriptor : plan.descriptors) {
     const size_t c = descriptor.first_check;
+    // A denial that was charged says when that many hits fit again, not when the debt is
+    // repaid; only a check of 0 hits learns that (and answers checks of 0 hits until then).
     if (descriptor.rules.size() == 1 && decisions.by[c] == DecidedBy::kBackend &&
-        !decisions.decisions[c].allowed) {
+        !decisions.decisions[c].allowed &&
+        !ChargesWhenDenied(plan.checks[c].params, plan.checks[c].hits)) {
       cache_->Remember(plan.keys[c], plan.checks[c].hits, decisions.decisions[c].retry_after_us);
     }
   }

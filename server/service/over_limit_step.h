@@ -2,7 +2,10 @@
 // right). Before the backend, Answer decides the lone checks the cache knows to be denied; after
 // it, Learn remembers the backend's denials of descriptors with a single rule. A group is
 // all-or-nothing and needs every member's state, so a check that shares its group with another
-// undecided check is never answered from the cache. The cache is cleared when a call brings a
+// undecided check is never answered from the cache. A check of a rule that charges always
+// (Charge::kAlways) with hits > 0 is neither answered nor learned: it must reach the backend to
+// be charged; such a rule's checks of 0 hits (a gateway's "is anything left?") are answered
+// until the debt is repaid. The cache is cleared when a call brings a
 // config other than the last one seen: a new config may admit what the old one denied.
 // Thread-safe: the cache is, and the config seen is an atomic.
 #pragma once

@@ -16,7 +16,7 @@ ResolveOptions ResolveOptionsOf(const RateLimiterOptions& options) {
   ResolveOptions out;
   out.key_prefix = options.key_prefix;
   out.failure_mode = options.failure_mode;
-  out.count_denied_hits = options.count_denied_hits;
+  out.default_charge = options.default_charge;
   out.describe_request = options.respond.response_dynamic_metadata;
   return out;
 }
@@ -27,6 +27,18 @@ MemoryBackendOptions LocalStoreOptions(const RateLimiterOptions& options) {
   out.max_bytes = std::max<size_t>(1, options.local_max_bytes);
   out.metric_prefix = "sluice_local_fallback";
   return out;
+}
+
+// Marks `never` on the denials of checks their rule can never admit, decided by a backend because
+// they were charged (RequestPlan::charges_never_admitted).
+void MarkNeverAdmitted(const RequestPlan& plan, CheckDecisions& decisions) {
+  for (size_t c = 0; c < plan.checks.size(); ++c) {
+    Decision& d = decisions.decisions[c];
+    if (decisions.by[c] != DecidedBy::kNobody && !d.allowed &&
+        !CanEverAdmit(plan.checks[c].params, plan.checks[c].hits)) {
+      d.never = true;
+    }
+  }
 }
 
 void AddHits(prometheus::Counter* counter, uint64_t n) {
@@ -147,6 +159,9 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
     metrics_.CountBackendFailure(FailureReasonOf(status));
     policy = failure_policy_.Apply(status, call->plan, call->decisions);
   }
+  if (call->plan.charges_never_admitted) {
+    MarkNeverAdmitted(call->plan, call->decisions);
+  }
   over_limit_.Learn(call->plan, call->decisions);
   ResponseAccount account;
   Respond(call->plan, call->decisions, policy, respond_options_, call->response, &account);
@@ -167,6 +182,9 @@ void RateLimiter::Count(const ResponseAccount& account, const Response& response
     AddHits(counters.over_limit, d.hits.over_limit);
     AddHits(counters.over_limit_with_local_cache, d.hits.over_limit_with_local_cache);
     AddHits(counters.shadow_mode, d.hits.shadow_mode);
+    if (d.hits.charged_over_limit > 0) {
+      metrics_.CountChargedOverLimit(d.algorithm, d.hits.charged_over_limit);
+    }
   }
   for (size_t mode = 0; mode < account.policy_decisions.size(); ++mode) {
     for (uint32_t n = account.policy_decisions[mode]; n > 0; --n) {

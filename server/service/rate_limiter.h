@@ -53,9 +53,10 @@ struct RateLimiterOptions {
   // What the response says beyond the decisions (near_limit ratio, shadow and quota modes,
   // dynamic metadata, rate-limit headers, retry-after): handed to Respond as it is.
   RespondOptions respond;
-  // A denied request's hits still count on a lone fixed-window rule (upstream's default;
-  // [STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false]). LimitParams::count_denied.
-  bool count_denied_hits = false;
+  // Whether a denied request's hits are charged, for the rules that do not say (`charge:`):
+  // --default_charge (always under upstream's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset or
+  // false). LimitParams::charge.
+  Charge default_charge = Charge::kIfAdmitted;
 };
 
 class RateLimiter {

@@ -72,6 +72,9 @@ struct RequestPlan {
   // keys point into `keys`). Checks of one group are consecutive (LimitCheck::group).
   absl::InlinedVector<std::string, kInlinePlanChecks> keys;
   PlanChecks checks;
+  // Some check asks more hits than its rule can ever hold yet goes to the backend, to be charged
+  // (Charge::kAlways): its denial is marked `never` once decided (RateLimiter).
+  bool charges_never_admitted = false;
   // With response_dynamic_metadata: the request's part of the dynamic metadata, built while the
   // request is alive.
   google::protobuf::Struct request_metadata;

@@ -175,7 +175,7 @@ void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions&
     plan.keys.push_back(StorageKey(options.key_prefix, domain, scratch.entries, rule->key_suffix,
                                    rule->hash_tag));
     LimitParams params = rule->params;
-    params.count_denied = options.count_denied_hits;
+    params.charge = rule->charge.value_or(options.default_charge);
     plan.checks.push_back(LimitCheck{{}, params, descriptor.hits, index});
   }
 }

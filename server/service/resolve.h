@@ -22,8 +22,8 @@ struct ResolveOptions {
   std::string key_prefix;
   // What answers a descriptor the backend cannot decide, unless its domain sets its own.
   FailureMode failure_mode = FailureMode::kAllow;
-  // Every check's LimitParams::count_denied.
-  bool count_denied_hits = false;
+  // The LimitParams::charge of the checks of rules that do not set their own (`charge:`).
+  Charge default_charge = Charge::kIfAdmitted;
   // Builds RequestPlan::request_metadata (--response_dynamic_metadata).
   bool describe_request = false;
 };

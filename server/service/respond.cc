@@ -180,6 +180,21 @@ Choice Choose(const CheckDecisions& decisions, size_t first, size_t end) {
   return choice;
 }
 
+// The hits a denied descriptor's checks [first, end) were charged all the same: those of the
+// first check that charges when denied and was decided by a backend (the remote one, or the
+// local fallback's), else 0.
+uint64_t ChargedWhileDenied(const RequestPlan& plan, const CheckDecisions& decisions,
+                            size_t first, size_t end) {
+  for (size_t c = first; c < end; ++c) {
+    const DecidedBy by = decisions.by[c];
+    if ((by == DecidedBy::kBackend || by == DecidedBy::kLocal) &&
+        ChargesWhenDenied(plan.checks[c].params, plan.checks[c].hits)) {
+      return std::min(plan.checks[c].hits, kMaxChargedHits);
+    }
+  }
+  return 0;
+}
+
 // Answers descriptor `i` (which has rules) into *out; returns its wait if it is over the limit
 // and the wait is known (kNeverUs: never passes), else -1.
 int64_t AnswerWithRules(const RequestPlan& plan, size_t i, const CheckDecisions& decisions,
@@ -213,6 +228,11 @@ int64_t AnswerWithRules(const RequestPlan& plan, size_t i, const CheckDecisions&
   tally.shown[i] = &rule;
   FillLimit(rule, out->mutable_current_limit());
   // The check's params: a local decision is measured against the scaled capacity.
+  RuleHits hits = CountHits(decision, plan.checks[choice.chosen].params, descriptor.hits,
+                            options.near_limit_ratio, by == DecidedBy::kCache, shadow);
+  if (choice.denied) {
+    hits.charged_over_limit = ChargedWhileDenied(plan, decisions, first, end);
+  }
   account.descriptors.push_back(
       {rule.params.algorithm,
        !choice.denied            ? DecisionOutcome::kWithinLimit
@@ -220,9 +240,7 @@ int64_t AnswerWithRules(const RequestPlan& plan, size_t i, const CheckDecisions&
        : decision.never          ? DecisionOutcome::kNeverAdmitted
        : by == DecidedBy::kCache ? DecisionOutcome::kOverLimitCached
                                  : DecisionOutcome::kOverLimit,
-       descriptor.stat_key,
-       CountHits(decision, plan.checks[choice.chosen].params, descriptor.hits,
-                 options.near_limit_ratio, by == DecidedBy::kCache, shadow)});
+       descriptor.stat_key, hits});
   if (!choice.denied) {
     out->set_limit_remaining(ClampRemaining(decision.remaining));
     *out->mutable_duration_until_reset() = ToDuration(decision.reset_after_us);

@@ -53,6 +53,9 @@ struct RuleHits {
   uint64_t over_limit = 0;
   uint64_t over_limit_with_local_cache = 0;
   uint64_t shadow_mode = 0;
+  // Sluice's, beside upstream's: the hits a denied descriptor was charged all the same (a rule
+  // that charges always, decided by a backend).
+  uint64_t charged_over_limit = 0;
 };
 
 // What one response says happened, for the metrics.

@@ -161,6 +161,15 @@ bool ReadFailureMode(const std::string& text, Settings& settings, std::string* e
   return true;
 }
 
+bool ReadDefaultCharge(const std::string& text, Settings& settings, std::string* error) {
+  if (std::optional<Charge> charge = ParseCharge(text)) {
+    settings.limiter.default_charge = *charge;
+    return true;
+  }
+  *error = absl::StrCat("--default_charge: '", text, "' is not if_admitted or always");
+  return false;
+}
+
 bool ReadConfigSource(const std::string& text, Settings& settings, std::string* error) {
   for (ConfigSourceKind source : {ConfigSourceKind::kFiles, ConfigSourceKind::kXds}) {
     if (text == ConfigSourceKindName(source)) {
@@ -314,6 +323,7 @@ constexpr Entry kFlags[] = {
     Plain<&S::limiter, &Limiter::ietf_rate_limit_headers>("ietf_rate_limit_headers"),
     Plain<&S::limiter, &Limiter::retry_after_header>("retry_after_header"),
     Plain<&S::limiter, &Limiter::count_denied_hits>("count_denied_hits"),
+    Converted<std::string, &ReadDefaultCharge>("default_charge"),
     Plain<&S::limiter, &Limiter::max_descriptors>("max_descriptors"),
     Plain<&S::limiter, &Limiter::max_entries>("max_entries"),
     Plain<&S::limiter, &Limiter::max_key_bytes>("max_key_bytes"),

@@ -16,6 +16,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/algorithm/algorithm.h"
 #include "server/common/logging.h"
 #include "server/config/failure_mode.h"
 
@@ -297,7 +298,10 @@ struct LimiterSettings {
   bool ietf_rate_limit_headers = false;
   // --retry_after_header: retry-after on OVER_LIMIT answers.
   bool retry_after_header = true;
-  // --count_denied_hits: a denied request's hits still count on a lone fixed-window rule.
+  // --default_charge: whether a denied request's hits are charged, for the rules that do not
+  // say (`charge:`). LimitParams::charge.
+  Charge default_charge = Charge::kIfAdmitted;
+  // --count_denied_hits: the older name of --default_charge=always; true wins.
   bool count_denied_hits = false;
 };
 

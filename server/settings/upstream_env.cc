@@ -114,6 +114,7 @@ class Translator {
     Limiter();
     Prometheus();
     NotHonoured();
+    UpstreamCharge();
     return std::move(out_);
   }
 
@@ -687,6 +688,16 @@ class Translator {
     }
   }
 
+  // A deployment configured by upstream's variables gets upstream's charging: every hit, admitted
+  // or not, when STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT is unset (false is mapped in Limiter).
+  void UpstreamCharge() {
+    const bool upstream = !out_.flags.empty() || !out_.warnings.empty() || !out_.errors.empty();
+    if (upstream && !IsSet("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")) {
+      Set("default_charge", "always",
+          "envoyproxy/ratelimit's default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset)");
+    }
+  }
+
   void Limiter() {
     for (const auto& [variable, flag] : kBoolFlags) {
       if (std::optional<bool> value = Bool(variable)) {
@@ -698,10 +709,10 @@ class Translator {
         Set(flag, *value, std::string(variable));
       }
     }
-    // Upstream counts a denied request's hits unless told to stop; Sluice's flag says the
-    // opposite way round.
+    // Upstream charges a denied request's hits unless told to stop (increment first); unset,
+    // that is its default, applied in Run once any upstream variable was seen.
     if (std::optional<bool> stop = Bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")) {
-      Set("count_denied_hits", *stop ? "false" : "true",
+      Set("default_charge", *stop ? "if_admitted" : "always",
           "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
     }
     if (std::optional<int64_t> bytes =

@@ -227,7 +227,7 @@ class DomainReader {
         out.read_error = ConfigError(
             domain_.source, 0, keys.Path(key),
             "unknown key (expected algorithm, burst, unit_multiplier, hash_tag, local_share, "
-            "value_to_metric, share_threshold or failure_mode)");
+            "charge, value_to_metric, share_threshold or failure_mode)");
         return false;
       }
     }
@@ -236,7 +236,7 @@ class DomainReader {
 
   static bool IsRuleKey(absl::string_view key) {
     return key == "algorithm" || key == "burst" || key == "unit_multiplier" ||
-           key == "hash_tag" || key == "local_share";
+           key == "hash_tag" || key == "local_share" || key == "charge";
   }
 
   static void ReadRuleKey(const SluiceKeys& keys, absl::string_view key, const Value& value,
@@ -249,6 +249,8 @@ class DomainReader {
       keys.Uint32(value, key, rule.unit_multiplier);
     } else if (key == "hash_tag") {
       keys.String(value, key, rule.hash_tag);
+    } else if (key == "charge") {
+      keys.String(value, key, rule.charge);
     } else {
       keys.Number(value, key, rule.local_share);
     }

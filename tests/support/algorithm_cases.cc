@@ -207,9 +207,14 @@ class Parser {
                                     kCaseBaseUs, "us"));
         }
         params.period_us = *period;
+      } else if (key == "charge") {
+        if (value != "if_admitted" && value != "always") {
+          return Error(absl::StrCat("bad charge '", value, "' (if_admitted or always)"));
+        }
+        params.charge = value == "always" ? Charge::kAlways : Charge::kIfAdmitted;
       } else {
         return Error(absl::StrCat("unknown parameter '", key,
-                                  "' (expected algorithm=, limit=, period=, burst=)"));
+                                  "' (expected algorithm=, limit=, period=, burst=, charge=)"));
       }
     }
     for (const char* required : {"algorithm", "limit", "period"}) {
@@ -368,7 +373,8 @@ std::string FormatParams(const LimitParams& params) {
     }
   }
   return absl::StrCat("algorithm=", name, " limit=", params.limit, " period=", params.period_us,
-                      "us burst=", params.burst);
+                      "us burst=", params.burst, " charge=",
+                      params.charge == Charge::kAlways ? "always" : "if_admitted");
 }
 
 std::string StepLocation(const AlgorithmCase& test_case, const CaseStep& step) {

@@ -7,6 +7,7 @@
 //
 //   case <name>
 //   params algorithm=<name> limit=<count> period=<duration> [burst=<count>]
+//          [charge=if_admitted|always]
 //   at <time> hits <count> -> allow|deny remaining <count> retry <duration> reset <duration>
 //                             [delay <duration>]
 //

@@ -253,11 +253,16 @@ absl::StatusOr<std::vector<Decision>> ToDecisions(const redisReply* reply, size_
 
 // The single-key scripts' text form (for redis-cli and redis-benchmark): five decimal
 // arguments instead of the packed one.
+// Five arguments when the rule charges if admitted (charge left out), six when it charges always.
 ScriptCall TextSingle(const std::string& key, int64_t now_us, const LimitParams& p, uint64_t hits) {
-  return ScriptCall{std::string(AlgorithmName(p.algorithm)),
-                    {key},
-                    {absl::StrCat(now_us), absl::StrCat(p.limit), absl::StrCat(p.period_us),
-                     absl::StrCat(p.burst), absl::StrCat(hits)}};
+  ScriptCall call{std::string(AlgorithmName(p.algorithm)),
+                  {key},
+                  {absl::StrCat(now_us), absl::StrCat(p.limit), absl::StrCat(p.period_us),
+                   absl::StrCat(p.burst), absl::StrCat(hits)}};
+  if (p.charge == Charge::kAlways) {
+    call.args.push_back("1");
+  }
+  return call;
 }
 
 // A text-form reply as decisions: an array of 5 integers per key, `count` keys. An error reply
@@ -543,6 +548,9 @@ LimitParams RandomParams(std::mt19937_64& rng, Algorithm algorithm, bool zero_li
   if (rng() % 4 == 0) {
     p.burst = p.limit;
   }
+  if (rng() % 3 == 0) {
+    p.charge = Charge::kAlways;
+  }
   return p;
 }
 
@@ -713,8 +721,8 @@ TEST_F(LuaScriptsTest, BatchWithABadLaterRecordFailsWhole) {
   ASSERT_TRUE(Redis().Command({"DEL", key, key2}) != nullptr);
   const int64_t now = kCaseBaseUs;
   ScriptCall call{"token_bucket_batch", {key, key2},
-                  {PackDoubles({static_cast<double>(now), 10, 1'000'000, 10, 1}) +
-                   PackDoubles({static_cast<double>(now), 10, 1'000'000, 10, 1.5})}};
+                  {PackDoubles({static_cast<double>(now), 10, 1'000'000, 10, 1, 0}) +
+                   PackDoubles({static_cast<double>(now), 10, 1'000'000, 10, 1.5, 0})}};
   absl::StatusOr<std::vector<Decision>> d = RunAtomically({call})[0];
   ASSERT_FALSE(d.ok());
   EXPECT_THAT(std::string(d.status().message()),
@@ -724,9 +732,9 @@ TEST_F(LuaScriptsTest, BatchWithABadLaterRecordFailsWhole) {
   EXPECT_EQ(Integer({"DEL", key}), 1);
 }
 
-// Verifies that random groups of one to four keys of mixed algorithms decide as the C++
-// algorithms do when run all-or-nothing (decide every key on a copy; commit all only if all
-// admit), as the memory backend runs a group.
+// Verifies that random groups of one to four keys of mixed algorithms and charges decide as the
+// C++ algorithms do when run all-or-nothing (decide every key on a copy; commit all only if all
+// admit, and those that charge always in any case), as the memory backend runs a group.
 TEST_F(LuaScriptsTest, RandomGroupsMatchCpp) {
   std::mt19937_64 rng(7);
   for (int seq = 0; seq < 150; ++seq) {
@@ -751,8 +759,11 @@ TEST_F(LuaScriptsTest, RandomGroupsMatchCpp) {
         decisions.push_back(Evaluate(checks[k].params, trial[k], now, checks[k].hits));
         all = all && decisions.back().allowed;
       }
-      if (all) {
-        states = std::move(trial);
+      // As the memory backend: all or nothing, but for the checks charged whatever happens.
+      for (size_t k = 0; k < size; ++k) {
+        if (all || ChargesWhenDenied(checks[k].params, checks[k].hits)) {
+          states[k] = std::move(trial[k]);
+        }
       }
       calls.push_back(Group(now, checks));
       expected.push_back(decisions);
@@ -798,7 +809,7 @@ TEST_F(LuaScriptsTest, SaturatedDurationsMatchCpp) {
 
 // ---- The text form.
 
-// Verifies that the single-key scripts' text form (five decimal arguments, answered with an
+// Verifies that the single-key scripts' text form (five or six decimal arguments, answered with an
 // array of five integers) decides as the packed form and the C++ do, and leaves the same state:
 // random sequences run both ways, on a key per form.
 TEST_F(LuaScriptsTest, TextFormDecidesAsPackedForm) {
@@ -1084,17 +1095,20 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
     ScriptCall call;
     std::string message;
   };
-  // token_bucket on `key`; its valid argument is now, limit 10 per second, burst 10, hits 1.
-  const std::string valid = PackDoubles({now, 10, 1'000'000, 10, 1});
+  // token_bucket on `key`; its valid argument is now, limit 10 per second, burst 10, hits 1,
+  // charge 0.
+  const std::string valid = PackDoubles({now, 10, 1'000'000, 10, 1, 0});
   auto single = [&](std::vector<std::string> args) {
     return ScriptCall{"token_bucket", {key}, std::move(args)};
   };
-  auto values = [&](double n, double limit, double period, double burst, double hits) {
-    return single({PackDoubles({n, limit, period, burst, hits})});
+  auto values = [&](double n, double limit, double period, double burst, double hits,
+                    double charge = 0) {
+    return single({PackDoubles({n, limit, period, burst, hits, charge})});
   };
   // A group's argument: now, then per key a record of algorithm code, limit, period_us, burst,
-  // hits. `record` is a valid one (token_bucket, as above).
-  const std::string record = PackDoubles({3, 10, 1'000'000, 10, 1});
+  // hits, charge (0 when a record below leaves it out). `record` is a valid one (token_bucket,
+  // as above).
+  const std::string record = PackDoubles({3, 10, 1'000'000, 10, 1, 0});
   auto group = [&](std::vector<std::string> keys, std::vector<std::string> args) {
     return ScriptCall{"group", std::move(keys), std::move(args)};
   };
@@ -1102,7 +1116,7 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
                       std::vector<std::vector<double>> records) {
     std::string packed = PackDoubles({n});
     for (const std::vector<double>& r : records) {
-      packed += PackDoubles({r[0], r[1], r[2], r[3], r[4]});
+      packed += PackDoubles({r[0], r[1], r[2], r[3], r[4], r.size() > 5 ? r[5] : 0});
     }
     return group(std::move(keys), {std::move(packed)});
   };
@@ -1110,13 +1124,13 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
 
   std::vector<Bad> bad = {
       // Counts and lengths. (Five arguments are the text form, below.)
-      {single({}), "expected 1 key and 1 argument of 40 bytes"},
-      {single({""}), "expected 1 key and 1 argument of 40 bytes"},
-      {single({valid.substr(0, 39)}), "expected 1 key and 1 argument of 40 bytes"},
-      {single({valid + "x"}), "expected 1 key and 1 argument of 40 bytes"},
+      {single({}), "expected 1 key and 1 argument of 48 bytes"},
+      {single({""}), "expected 1 key and 1 argument of 48 bytes"},
+      {single({valid.substr(0, 47)}), "expected 1 key and 1 argument of 48 bytes"},
+      {single({valid + "x"}), "expected 1 key and 1 argument of 48 bytes"},
       {single({valid, valid}), "got 1 keys, 2 arguments"},
       {single({valid, valid, valid, valid}), "got 1 keys, 4 arguments"},
-      {single({valid, valid, valid, valid, valid, valid}), "got 1 keys, 6 arguments"},
+      {single({valid, valid, valid, valid, valid, valid, valid}), "got 1 keys, 7 arguments"},
       {ScriptCall{"token_bucket", {key, key2}, {valid}}, "got 2 keys, 1 arguments"},
       {ScriptCall{"token_bucket", {}, {valid}}, "got 0 keys, 1 arguments"},
       // now: an integer with |now| < 2^52.
@@ -1153,13 +1167,19 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
       {values(now, 10, 1'000'000, 10, kNan), "hits must be an integer in [0,"},
       {values(now, 10, 1'000'000, 10, kInf), "hits must be an integer in [0,"},
       {values(now, 10, 1'000'000, 10, kTwo53), "hits must be an integer in [0,"},
-      // The text form: five decimal arguments, checked alike.
-      {single({"abc", "10", "1000000", "10", "1"}), "expected 1 key and 5 decimal arguments"},
-      {single({"", "10", "1000000", "10", "1"}), "expected 1 key and 5 decimal arguments"},
-      {single({"1", "10", "1000000", "10", "0x"}), "expected 1 key and 5 decimal arguments"},
-      {single({"1", "ten", "1000000", "10", "1"}), "expected 1 key and 5 decimal arguments"},
+      // charge: 0 or 1.
+      {values(now, 10, 1'000'000, 10, 1, 2), "charge must be an integer in [0, 1]"},
+      {values(now, 10, 1'000'000, 10, 1, 0.5), "charge must be an integer in [0, 1]"},
+      {values(now, 10, 1'000'000, 10, 1, kNan), "charge must be an integer in [0, 1]"},
+      // The text form: five or six decimal arguments, checked alike.
+      {single({"abc", "10", "1000000", "10", "1"}), "expected 1 key and 5 or 6 decimal arguments"},
+      {single({"", "10", "1000000", "10", "1"}), "expected 1 key and 5 or 6 decimal arguments"},
+      {single({"1", "10", "1000000", "10", "0x"}),
+       "expected 1 key and 5 or 6 decimal arguments"},
+      {single({"1", "ten", "1000000", "10", "1"}),
+       "expected 1 key and 5 or 6 decimal arguments"},
       {ScriptCall{"token_bucket", {key, key2}, {"1", "10", "1000000", "10", "1"}},
-       "5 decimal arguments (now, limit, period_us, burst, hits), got 2 keys"},
+       "5 or 6 decimal arguments (now, limit, period_us, burst, hits[, charge]), got 2 keys"},
       {single({"1.5", "10", "1000000", "10", "1"}), "now must be an integer in"},
       {single({"99999999999999999999", "10", "1000000", "10", "1"}), "now must be an integer"},
       {single({"1", "-1", "1000000", "10", "1"}), "limit must be an integer in [1,"},
@@ -1168,16 +1188,17 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
       {single({"1", "10", "1000000", "inf", "1"}), "burst must be an integer in [0,"},
       {single({"1", "10", "1000000", "10", "nan"}), "hits must be an integer in [0,"},
       {single({"1", "10", "1000000", "10", "9007199254740992"}), "hits must be an integer in [0,"},
+      {single({"1", "10", "1000000", "10", "1", "2"}), "charge must be an integer in [0, 1]"},
 
       // The group: counts and lengths.
       {group({}, {PackDoubles({now})}), "ERR sluice group: expected N >= 1 keys"},
       {group({}, {}), "expected N >= 1 keys"},
       {group({key}, {}), "got 1 keys, 0 arguments"},
       {group({key}, {PackDoubles({now}) + record, ""}), "got 1 keys, 2 arguments"},
-      {group({key}, {(PackDoubles({now}) + record).substr(0, 47)}), "1 arguments, 47 bytes"},
-      {group({key}, {PackDoubles({now}) + record + "x"}), "1 arguments, 49 bytes"},
-      {group({key}, {record}), "1 arguments, 40 bytes"},
-      {group({key, key2}, {PackDoubles({now}) + record}), "got 2 keys, 1 arguments, 48 bytes"},
+      {group({key}, {(PackDoubles({now}) + record).substr(0, 55)}), "1 arguments, 55 bytes"},
+      {group({key}, {PackDoubles({now}) + record + "x"}), "1 arguments, 57 bytes"},
+      {group({key}, {record}), "1 arguments, 48 bytes"},
+      {group({key, key2}, {PackDoubles({now}) + record}), "got 2 keys, 1 arguments, 56 bytes"},
       // now, then each record's values.
       {group_of({key}, kNan, {tb}), "group: now must be an integer in"},
       {group_of({key}, now + 0.5, {tb}), "group: now must be an integer in"},
@@ -1208,15 +1229,20 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
        "key 2: burst must be an integer"},
       {group_of({key, key2}, now, {tb, {2, 10, 1'000'000, 0, kNan}}),
        "key 2: hits must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, 10, 1, 2}}), "key 1: charge must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, 10, 1, kInf}}),
+       "key 1: charge must be an integer"},
       // A batch script: counts and lengths, and a bad first record.
       {ScriptCall{"token_bucket_batch", {}, {valid}}, "token_bucket_batch: expected N >= 1 keys"},
       {ScriptCall{"token_bucket_batch", {key}, {}}, "got 1 keys, 0 arguments"},
       {ScriptCall{"token_bucket_batch", {key}, {valid, valid}}, "got 1 keys, 2 arguments"},
-      {ScriptCall{"token_bucket_batch", {key}, {valid + "x"}}, "1 arguments, 41 bytes"},
-      {ScriptCall{"token_bucket_batch", {key, key2}, {valid}}, "got 2 keys, 1 arguments, 40"},
-      {ScriptCall{"token_bucket_batch", {key, key2}, {PackDoubles({now, 10, 1, 10, kInf}) + valid}},
+      {ScriptCall{"token_bucket_batch", {key}, {valid + "x"}}, "1 arguments, 49 bytes"},
+      {ScriptCall{"token_bucket_batch", {key, key2}, {valid}}, "got 2 keys, 1 arguments, 48"},
+      {ScriptCall{"token_bucket_batch",
+                  {key, key2},
+                  {PackDoubles({now, 10, 1, 10, kInf, 0}) + valid}},
        "key 1: hits must be an integer"},
-      {ScriptCall{"token_bucket_batch", {key, key2}, {PackDoubles({now, 0, 1, 10, 1}) + valid}},
+      {ScriptCall{"token_bucket_batch", {key, key2}, {PackDoubles({now, 0, 1, 10, 1, 0}) + valid}},
        "key 1: limit must be an integer in [1,"},
       // The group takes a limit of 0 (ZeroLimitDecision), but nothing below it.
       {group_of({key}, now, {{3, -1, 1'000'000, 10, 1}}), "key 1: limit must be an integer in [0,"},
@@ -1232,12 +1258,12 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
     const std::string name(AlgorithmName(algorithm));
     bad.push_back({ScriptCall{name, {key}, {valid.substr(0, 32)}},
                    absl::StrCat("ERR sluice ", name, ": expected 1 key")});
-    bad.push_back({ScriptCall{name, {key}, {PackDoubles({now, 10, 1'000'000, 10, kNan})}},
+    bad.push_back({ScriptCall{name, {key}, {PackDoubles({now, 10, 1'000'000, 10, kNan, 0})}},
                    absl::StrCat("ERR sluice ", name, ": hits must be an integer")});
     const std::string batch_name = absl::StrCat(name, "_batch");
     bad.push_back({ScriptCall{batch_name, {key}, {valid.substr(0, 32)}},
                    absl::StrCat("ERR sluice ", batch_name, ": expected N >= 1 keys")});
-    bad.push_back({ScriptCall{batch_name, {key}, {PackDoubles({now, 10, 1'000'000, 10, kNan})}},
+    bad.push_back({ScriptCall{batch_name, {key}, {PackDoubles({now, 10, 1'000'000, 10, kNan, 0})}},
                    absl::StrCat("ERR sluice ", batch_name, ": key 1: hits must be an integer")});
   }
   for (const Bad& b : bad) {

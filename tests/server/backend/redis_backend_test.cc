@@ -135,7 +135,7 @@ TEST_F(RedisBackendTest, AgreesWithMemoryBackendOnEveryAlgorithm) {
 }
 
 // Verifies a Backend caller may ask any hits, up to 2^64 - 1, in every call shape (a lane, a
-// request's batch, a group, the lone fixed window's INCRBY, with and without count_denied): Redis
+// request's batch, a group, the lone fixed window's INCRBY, charging if admitted or always): Redis
 // decides as the memory backend does, and never fails for the arguments (the scripts take
 // hits below 2^53 only, INCRBY below 2^63).
 TEST_F(RedisBackendTest, HugeHitsAreDecidedAsTheMemoryBackendDecidesThem) {
@@ -144,14 +144,15 @@ TEST_F(RedisBackendTest, HugeHitsAreDecidedAsTheMemoryBackendDecidesThem) {
   for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
                       Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
                       Algorithm::kLeakyBucket, Algorithm::kGcra}) {
-    for (bool count_denied : {false, true}) {
+    for (Charge charge : {Charge::kIfAdmitted, Charge::kAlways}) {
       LimitParams p = Params(a, 3, 1000000, 3);
-      p.count_denied = count_denied;
-      const std::string key = absl::StrCat("{huge}", static_cast<int>(a), ":", count_denied);
+      p.charge = charge;
+      const std::string key =
+          absl::StrCat("{huge}", static_cast<int>(a), ":", ChargeName(charge));
       const std::string other = key + ":other";
       for (uint64_t hits : huge) {
-        SCOPED_TRACE(absl::StrCat(AlgorithmName(a), " hits ", hits, " count_denied ",
-                                  count_denied));
+        SCOPED_TRACE(absl::StrCat(AlgorithmName(a), " hits ", hits, " charge ",
+                                  ChargeName(charge)));
         // A lone check, two lone checks of one request, and a group.
         const std::vector<std::vector<LimitCheck>> shapes = {
             {LimitCheck{key, p, hits, 0}},
@@ -433,11 +434,11 @@ TEST_F(RedisBackendTest, DeniedLoneFixedWindowGivesHitsBack) {
   EXPECT_EQ(small.decisions[0].remaining, 0u);
 }
 
-// Verifies --count_denied_hits (LimitParams::count_denied): a denied lone fixed window keeps
-// its hits counted, as envoyproxy/ratelimit's increment-first does, and so does memory.
-TEST_F(RedisBackendTest, CountDeniedLoneFixedWindowKeepsHits) {
+// Verifies Charge::kAlways on a lone fixed window: a denied request keeps its hits counted, as
+// envoyproxy/ratelimit's increment-first does, and so does memory.
+TEST_F(RedisBackendTest, ChargeAlwaysLoneFixedWindowKeepsHits) {
   LimitParams window = Params(Algorithm::kFixedWindow, 3, 60000000);
-  window.count_denied = true;
+  window.charge = Charge::kAlways;
   EXPECT_TRUE(Run(*backend_, {{"{c}fw", window, 2, 0}}).decisions[0].allowed);
   EXPECT_FALSE(Run(*backend_, {{"{c}fw", window, 2, 0}}).decisions[0].allowed);
   std::string key;

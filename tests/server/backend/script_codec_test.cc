@@ -28,22 +28,32 @@ double At(const std::string& packed, size_t i) {
   return v;
 }
 
-// Verifies the argument layouts the drivers unpack ("<ddddd" and "<d" + N * "<ddddd").
+// Verifies the argument layouts the drivers unpack ("<dddddd" and "<d" + N * "<dddddd"), the
+// last value of each record the charge (0 if_admitted, 1 always).
 TEST(ScriptCodecTest, ArgumentLayouts) {
   const LimitParams p{Algorithm::kGcra, 7, 1'000'000, 9};
   std::string single;
   AppendSingleScriptArgs(1'700'000'000'123'456, p, 3, &single);
-  EXPECT_EQ(single, Pack({1'700'000'000'123'456.0, 7, 1'000'000, 9, 3}));
+  EXPECT_EQ(single, Pack({1'700'000'000'123'456.0, 7, 1'000'000, 9, 3, 0}));
+  LimitParams always = p;
+  always.charge = Charge::kAlways;
+  single.clear();
+  AppendSingleScriptArgs(5, always, 3, &single);
+  EXPECT_EQ(single, Pack({5, 7, 1'000'000, 9, 3, 1}));
 
   std::string group;
   AppendGroupScriptNow(-5, &group);
   AppendGroupScriptCheck(p, 0, &group);
-  AppendGroupScriptCheck(LimitParams{Algorithm::kFixedWindow, 4, 2, 0}, 4, &group);
+  LimitParams window{Algorithm::kFixedWindow, 4, 2, 0};
+  window.charge = Charge::kAlways;
+  AppendGroupScriptCheck(window, 4, &group);
   ASSERT_EQ(group.size(), 8 + 2 * kScriptCheckBytes);
   EXPECT_EQ(At(group, 0), -5);
   EXPECT_EQ(At(group, 1), 5);  // kGcra
-  EXPECT_EQ(At(group, 6), 0);  // kFixedWindow
-  EXPECT_EQ(At(group, 10), 4);
+  EXPECT_EQ(At(group, 6), 0);  // if_admitted
+  EXPECT_EQ(At(group, 7), 0);  // kFixedWindow
+  EXPECT_EQ(At(group, 11), 4);
+  EXPECT_EQ(At(group, 12), 1);  // always
 }
 
 // Verifies a limit at or above 2^53 is not rounded into range: the scripts see >= 2^53 and
@@ -74,6 +84,16 @@ TEST(ScriptCodecTest, HitsBeyondCapacityAreSentAsCapacityPlusOne) {
   AppendGroupScriptNow(0, &group);
   AppendGroupScriptCheck(window, huge, &group);
   EXPECT_EQ(At(group, 5), 11);
+}
+
+// Verifies a rule that charges always is sent the hits it is asked, up to kMaxChargedHits: they
+// are charged even though the request can never pass.
+TEST(ScriptCodecTest, ChargedHitsAreSentAsAsked) {
+  LimitParams bucket{Algorithm::kTokenBucket, 6, 60'000'000, 3};
+  bucket.charge = Charge::kAlways;
+  EXPECT_EQ(WireHits(bucket, 3), 3u);
+  EXPECT_EQ(WireHits(bucket, 700), 700u);
+  EXPECT_EQ(WireHits(bucket, std::numeric_limits<uint64_t>::max()), kMaxChargedHits);
 }
 
 TEST(ScriptCodecTest, DecodesDecisions) {

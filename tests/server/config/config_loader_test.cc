@@ -720,7 +720,7 @@ descriptors:
 )"),
             "test.yaml:7: descriptors[0].rate_limit.per: unknown key (expected unit, "
             "requests_per_unit, unlimited, name, replaces, algorithm, burst, unit_multiplier, "
-            "hash_tag, local_share)");
+            "hash_tag, local_share, charge)");
   EXPECT_EQ(LoadError(R"(
 domain: a
 descriptors:

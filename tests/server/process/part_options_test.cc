@@ -246,7 +246,7 @@ TEST(PartOptionsTest, RateLimiterOptions) {
   EXPECT_EQ(options.respond.reset_header, "T");
   EXPECT_TRUE(options.respond.ietf_rate_limit_headers);
   EXPECT_FALSE(options.respond.retry_after_header);
-  EXPECT_TRUE(options.count_denied_hits);
+  EXPECT_EQ(options.default_charge, Charge::kAlways);
 }
 
 // Verifies the HTTP server's and the gRPC listener's options.

@@ -49,13 +49,13 @@ TEST_F(LocalFallbackTest, ShareRoundsUpToAtLeastOne) {
 TEST_F(LocalFallbackTest, ScalesLimitAndBurst) {
   LocalFallback three(clock_, 3);
   LimitParams bucket = Params(Algorithm::kTokenBucket, 10, 30);
-  bucket.count_denied = true;
+  bucket.charge = Charge::kAlways;
   LimitParams scaled = three.Scale(bucket, std::nullopt);
   EXPECT_EQ(scaled.limit, 4u);
   EXPECT_EQ(scaled.burst, 10u);
   EXPECT_EQ(scaled.algorithm, Algorithm::kTokenBucket);
   EXPECT_EQ(scaled.period_us, 60'000'000);
-  EXPECT_TRUE(scaled.count_denied);
+  EXPECT_EQ(scaled.charge, Charge::kAlways);
   scaled = three.Scale(bucket, 0.5);
   EXPECT_EQ(scaled.limit, 5u);
   EXPECT_EQ(scaled.burst, 15u);

@@ -264,7 +264,7 @@ INSTANTIATE_TEST_SUITE_P(Table, ResolveTest, ::testing::ValuesIn(Cases()),
                          });
 
 // Verifies an unknown domain resolves every descriptor to no rule, under the default failure
-// mode, and that the options reach the checks (count_denied) and the plan (request metadata).
+// mode, and that the options reach the checks (charge) and the plan (request metadata).
 TEST(ResolveOptionsTest, UnknownDomainAndOptions) {
   auto config = LoadConfigText("d.yaml", kConfig);
   ASSERT_TRUE(config.ok()) << config.status();
@@ -280,11 +280,11 @@ TEST(ResolveOptionsTest, UnknownDomainAndOptions) {
 
   RequestPlan plan;
   ResolveOptions options;
-  options.count_denied_hits = true;
+  options.default_charge = Charge::kAlways;
   options.describe_request = true;
   Resolve(testing::MakeRequest("d", {{{"user", "vip"}}}, 2), shared, options, &plan);
   ASSERT_EQ(plan.checks.size(), 1u);
-  EXPECT_TRUE(plan.checks[0].params.count_denied);
+  EXPECT_EQ(plan.checks[0].params.charge, Charge::kAlways);
   EXPECT_EQ(plan.checks[0].hits, 2u);
   EXPECT_EQ(plan.request_metadata.fields().at("domain").string_value(), "d");
   EXPECT_EQ(plan.request_metadata.fields().at("hitsAddend").number_value(), 2);

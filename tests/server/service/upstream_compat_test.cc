@@ -348,14 +348,14 @@ TEST_F(UpstreamCompatTest, GlobalShadowMode) {
 }
 
 // Verifies the default (a denied request consumes nothing) against upstream's increment-first
-// counting (--count_denied_hits), on a fixed window of 10.
-TEST_F(UpstreamCompatTest, CountDeniedHitsSwitch) {
+// counting (--default_charge=always), on a fixed window of 10.
+TEST_F(UpstreamCompatTest, DefaultChargeSwitch) {
   Decide({{{"near", "d"}}}, 8);
   EXPECT_EQ(Decide({{{"near", "d"}}}, 5).overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(Decide({{{"near", "d"}}}, 1).overall_code(), Response::OK);  // 9 of 10
 
   RateLimiterOptions options;
-  options.count_denied_hits = true;
+  options.default_charge = Charge::kAlways;
   Rebuild(options);
   Decide({{{"near", "e"}}}, 8);
   EXPECT_EQ(Decide({{{"near", "e"}}}, 5).overall_code(), Response::OVER_LIMIT);

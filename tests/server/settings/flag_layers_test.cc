@@ -15,6 +15,11 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
+// Every set of upstream variables brings upstream's charging (upstream_env_test checks it).
+constexpr char kUpstreamChargeNote[] =
+    "--default_charge=always from envoyproxy/ratelimit's default "
+    "(STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset)";
+
 class FlagLayersTest : public ::testing::Test {
  protected:
   // Layers the fake environment `env_` and `command_line`.
@@ -59,7 +64,8 @@ TEST_F(FlagLayersTest, CommandLineBeatsOwnVariablesBeatUpstreamVariables) {
                           "GRPC_PORT: --grpc_address=0.0.0.0:9001 overridden by "
                           "SLUICE_GRPC_ADDRESS (--grpc_address=127.0.0.1:7001 in force)",
                           "DEBUG_PORT: --debug_address=0.0.0.0:9002 overridden by the command "
-                          "line (--debug_address=127.0.0.1:6002 in force)"));
+                          "line (--debug_address=127.0.0.1:6002 in force)",
+                          kUpstreamChargeNote));
 }
 
 // Verifies a SLUICE_* variable set to "" sets its flag to "", where upstream's variables
@@ -102,7 +108,8 @@ TEST_F(FlagLayersTest, ValuesAreAsTheirFlagsPrintThem) {
   LayeredFlags layered = Layer();
   EXPECT_EQ(layered.flags["shadow_mode"].text, "true");
   EXPECT_EQ(layered.flags["max_entries"].text, "7");
-  EXPECT_THAT(layered.notes, ElementsAre("--shadow_mode=true from SHADOW_MODE"));
+  EXPECT_THAT(layered.notes,
+              ElementsAre("--shadow_mode=true from SHADOW_MODE", kUpstreamChargeNote));
 }
 
 // Verifies the environment alone, then the command line on top, give what both at once give.

@@ -20,7 +20,18 @@ using ::testing::SizeIs;
 
 class UpstreamEnvTest : public ::testing::Test {
  protected:
+  // The translation of `env`, without the upstream charging that every translation of some
+  // variable ends with (checked by UpstreamChargesAlwaysUnlessStopped, on TranslateAll's).
   UpstreamTranslation Translate(std::map<std::string, std::string> env) {
+    UpstreamTranslation t = TranslateAll(std::move(env));
+    if (!t.flags.empty() && t.flags.back().flag == "default_charge" &&
+        t.flags.back().source != "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") {
+      t.flags.pop_back();
+    }
+    return t;
+  }
+
+  UpstreamTranslation TranslateAll(std::map<std::string, std::string> env) {
     env_ = std::move(env);
     return TranslateUpstreamEnvironment([this](absl::string_view name) -> std::optional<std::string> {
       auto it = env_.find(std::string(name));
@@ -53,6 +64,28 @@ class UpstreamEnvTest : public ::testing::Test {
 
   std::map<std::string, std::string> env_;
 };
+
+// Verifies upstream's charging: a deployment configured by upstream's variables charges every
+// hit, admitted or not (increment first), unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true;
+// without any upstream variable Sluice's own default stays.
+TEST_F(UpstreamEnvTest, UpstreamChargesAlwaysUnlessStopped) {
+  EXPECT_EQ(Flag(TranslateAll({{"REDIS_URL", "r:6379"}}), "default_charge"), "always");
+  EXPECT_EQ(Flag(TranslateAll({{"LOG_LEVEL", "debug"}}), "default_charge"), "always");
+  EXPECT_EQ(Flag(TranslateAll({{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false"}}),
+                 "default_charge"),
+            "always");
+  UpstreamTranslation stopped =
+      TranslateAll({{"REDIS_SOCKET_TYPE", "tcp"},
+                    {"REDIS_URL", "r:6379"},
+                    {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}});
+  EXPECT_EQ(Flag(stopped, "default_charge"), "if_admitted");
+  EXPECT_THAT(Flags(stopped), ElementsAre("backend=redis", "redis_addresses=r:6379",
+                                          "default_charge=if_admitted"));
+  UpstreamTranslation plain = TranslateAll({{"REDIS_URL", "r:6379"}});
+  EXPECT_EQ(plain.flags.back().source,
+            "envoyproxy/ratelimit's default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset)");
+  EXPECT_EQ(Flag(TranslateAll({{"PATH", "/bin"}}), "default_charge"), "unset");
+}
 
 // Verifies nothing set means nothing translated: Sluice's own defaults stay.
 TEST_F(UpstreamEnvTest, NothingSetIsEmpty) {
@@ -574,11 +607,11 @@ TEST_F(UpstreamEnvTest, LimiterSettings) {
                                     "healthy_with_at_least_one_config_loaded=true",
                                     "response_dynamic_metadata=true", "rate_limit_headers=true",
                                     "rate_limit_reset_header=X-Reset", "redis_key_prefix=rl_",
-                                    "count_denied_hits=true", "over_limit_cache_keys=8192",
+                                    "default_charge=always", "over_limit_cache_keys=8192",
                                     "over_limit_cache_max_mib=1", "near_limit_ratio=0.9"));
   EXPECT_EQ(Flag(Translate({{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}}),
-                 "count_denied_hits"),
-            "false");
+                 "default_charge"),
+            "if_admitted");
   EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "0"}}), "over_limit_cache_keys"), "0");
   EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "5"}}), "over_limit_cache_keys"), "1");
   EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "5"}}), "over_limit_cache_max_mib"),
