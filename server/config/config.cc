@@ -149,6 +149,9 @@ void DumpRule(const DescriptorNode& node, const RateLimitRule& rule, std::string
     if (rule.local_share.has_value()) {
       absl::StrAppend(&out, " local_share=", *rule.local_share);
     }
+    if (rule.charge.has_value()) {
+      absl::StrAppend(&out, " charge=", ChargeName(*rule.charge));
+    }
   }
   if (!rule.name.empty()) {
     absl::StrAppend(&out, " name=", rule.name);

@@ -209,6 +209,13 @@ TEST_F(MigrationE2eTest, UpstreamEnvironmentOnRedis) {
   ASSERT_TRUE(keys.ok()) << keys.status();
   EXPECT_THAT(*keys, HasSubstr("remote_address=10.0.0.1"));
   EXPECT_THAT(*keys, HasSubstr("path==/api/*"));  // the one shared counter
+  // Upstream's increment-first (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset): the denied third
+  // request of 10.0.0.1 was counted too.
+  auto window = (*redis)->Command({"KEYS", "migrated_*remote_address=10.0.0.1*"});
+  ASSERT_TRUE(window.ok()) << window.status();
+  auto count = (*redis)->Command({"GET", *window});
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(*count, "3");
   ExpectReloadOnSymlinkSwap();
 }
 

@@ -454,6 +454,44 @@ TEST_F(RedisBackendTest, ChargeAlwaysLoneFixedWindowKeepsHits) {
   EXPECT_FALSE(Run(memory, {{"{c}fw", window, 1, 0}}).decisions[0].allowed);
 }
 
+// Verifies a group (all-or-nothing) with a check that charges always: that check is charged
+// whatever the group's outcome, the others only when the whole group is admitted; Redis decides
+// each step as the memory backend does.
+TEST_F(RedisBackendTest, GroupChargesItsAlwaysChecksWhateverTheOutcome) {
+  MemoryBackend memory(clock_);
+  LimitParams budget = Params(Algorithm::kTokenBucket, 1000, 86'400'000'000, 5);
+  budget.charge = Charge::kAlways;
+  const LimitParams window = Params(Algorithm::kFixedWindow, 2, 60'000'000);
+  struct Step {
+    uint64_t hits;
+    bool budget_allowed;
+    uint64_t budget_remaining;
+    bool window_allowed;
+    uint64_t window_remaining;
+  };
+  // The window's second request fills it; the third (1 hit) is denied by the window, yet the
+  // budget is charged; then 3 hits are more than the budget's 2 left: both deny, the budget goes
+  // into debt (-1) and the window is not charged; a check (0 hits) then fails on the budget.
+  const Step steps[] = {
+      {2, true, 3, true, 0},  {1, true, 2, false, 0}, {0, true, 2, true, 0},
+      {3, false, 0, false, 0}, {0, false, 0, true, 0},
+  };
+  clock_.SetMicros(1700006400000000);
+  for (Backend* backend : {static_cast<Backend*>(backend_.get()), static_cast<Backend*>(&memory)}) {
+    for (size_t i = 0; i < std::size(steps); ++i) {
+      SCOPED_TRACE(absl::StrCat(backend == &memory ? "memory" : "redis", " step ", i));
+      const Step& step = steps[i];
+      Outcome outcome = Run(*backend, {{"{g}budget", budget, step.hits, 7},
+                                       {"{g}window", window, step.hits, 7}});
+      ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+      EXPECT_EQ(outcome.decisions[0].allowed, step.budget_allowed);
+      EXPECT_EQ(outcome.decisions[0].remaining, step.budget_remaining);
+      EXPECT_EQ(outcome.decisions[1].allowed, step.window_allowed);
+      EXPECT_EQ(outcome.decisions[1].remaining, step.window_remaining);
+    }
+  }
+}
+
 // Verifies the clock sampler keeps its error small: a sample slower than twice the kept one is
 // skipped and the offset stays, a fast one is kept, and after a minute without a kept sample a
 // slow one is kept rather than none. Round trips are measured on the fake clock, which the test

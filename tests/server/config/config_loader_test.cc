@@ -643,6 +643,35 @@ descriptors:
   EXPECT_EQ(Node(*config, "a", {"half"})->rules[0].params.limit, 30u);
 }
 
+// Verifies `charge`: always or if_admitted in any case, unset leaving it to --default_charge; a
+// bad value, or one on an unlimited rule, names file, line and field.
+TEST_F(ConfigLoaderTest, ReadsCharge) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: a
+descriptors:
+  - key: budget
+    rate_limit: {algorithm: token_bucket, unit: minute, requests_per_unit: 1000, burst: 1000,
+                 charge: always}
+  - key: strict
+    rate_limit: {unit: minute, requests_per_unit: 30, charge: IF_ADMITTED}
+  - key: plain
+    rate_limit: {unit: minute, requests_per_unit: 30}
+)");
+  EXPECT_EQ(Node(*config, "a", {"budget"})->rules[0].charge, Charge::kAlways);
+  EXPECT_EQ(Node(*config, "a", {"strict"})->rules[0].charge, Charge::kIfAdmitted);
+  EXPECT_FALSE(Node(*config, "a", {"plain"})->rules[0].charge.has_value());
+  EXPECT_THAT(config->Dump(), HasSubstr("key_suffix=tb:60 charge=always"));
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+                      "      requests_per_unit: 5\n      charge: sometimes\n"),
+            "test.yaml:7: descriptors[0].rate_limit.charge: invalid charge 'sometimes' (expected "
+            "if_admitted: a denied request consumes nothing, or always: every hit asked is "
+            "charged, past the limit)");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"
+                      "      unlimited: true\n      charge: always\n"),
+            "test.yaml:6: descriptors[0].rate_limit.charge: must not be set when unlimited is "
+            "true");
+}
+
 // Verifies local_share must be a plain number more than 0 and at most 1.
 TEST_F(ConfigLoaderTest, RejectsBadLocalShare) {
   auto error = [](absl::string_view share) {

@@ -33,6 +33,13 @@ descriptors:
     rate_limits:
       - {unit: second, requests_per_unit: 2}
       - {unit: hour, requests_per_unit: 30, local_share: 0.5}
+  - key: budget
+    rate_limit: {algorithm: token_bucket, unit: day, requests_per_unit: 1000, burst: 3,
+                 charge: always}
+  - key: pair
+    rate_limits:
+      - {algorithm: token_bucket, unit: day, requests_per_unit: 1000, burst: 3, charge: always}
+      - {unit: second, requests_per_unit: 2}
 )";
 
 std::shared_ptr<const Config> LoadOnce() {
@@ -52,6 +59,19 @@ std::unique_ptr<RequestPlan> PlanOf(std::shared_ptr<const Config> config,
     }
   }
   auto plan = std::make_unique<RequestPlan>();  // a plan is filled where it stays
+  Resolve(request, std::move(config), ResolveOptions{}, plan.get());
+  return plan;
+}
+
+// A plan of `descriptors`, descriptor i with hits_addend hits[i] set (0 included: a check).
+std::unique_ptr<RequestPlan> PlanWithHits(std::shared_ptr<const Config> config,
+                                          const std::vector<Entries>& descriptors,
+                                          const std::vector<uint64_t>& hits) {
+  auto request = testing::MakeRequest("d", descriptors);
+  for (size_t i = 0; i < hits.size(); ++i) {
+    request.mutable_descriptors(static_cast<int>(i))->mutable_hits_addend()->set_value(hits[i]);
+  }
+  auto plan = std::make_unique<RequestPlan>();
   Resolve(request, std::move(config), ResolveOptions{}, plan.get());
   return plan;
 }
@@ -123,6 +143,71 @@ TEST(OverLimitStepTest, AnswersLoneChecksLearnsBackendDenialsForgetsOnNewConfig)
   step.Answer(next, fresh);
   EXPECT_EQ(fresh.by[0], DecidedBy::kNobody);
   EXPECT_EQ(cache.size(), 0u);
+}
+
+// Verifies DecideByRule on rules that charge always: a request of more hits than such a rule can
+// ever hold still goes to the backend (to be charged), marked for a `never` answer; in a group
+// denied by the rule, the checks that charge always keep their hits, the others get 0.
+TEST(DecideByRuleTest, ChargedChecksReachTheBackend) {
+  const std::unique_ptr<RequestPlan> plan_owner =
+      PlanWithHits(LoadOnce(), {{{"budget", "a"}}, {{"pair", "p"}}}, {700, 3});
+  RequestPlan& plan = *plan_owner;
+  ASSERT_EQ(plan.checks.size(), 3u);
+  EXPECT_EQ(plan.checks[0].params.charge, Charge::kAlways);
+  CheckDecisions decisions;
+  decisions.Reset(plan.checks.size());
+  DecideByRule(plan, decisions);
+  EXPECT_EQ(decisions.by[0], DecidedBy::kNobody);  // 700 > burst 3, charged all the same
+  EXPECT_EQ(plan.checks[0].hits, 700u);
+  EXPECT_TRUE(plan.charges_never_admitted);
+  // pair: 3 > 2 per second can never pass: the group is denied; the bucket, which charges
+  // always, keeps its 3 hits.
+  EXPECT_EQ(decisions.by[1], DecidedBy::kNobody);
+  EXPECT_EQ(plan.checks[1].hits, 3u);
+  EXPECT_EQ(decisions.by[2], DecidedBy::kRule);
+  EXPECT_TRUE(decisions.decisions[2].never);
+
+  const std::unique_ptr<RequestPlan> fits = PlanWithHits(LoadOnce(), {{{"budget", "a"}}}, {3});
+  CheckDecisions open;
+  open.Reset(fits->checks.size());
+  DecideByRule(*fits, open);
+  EXPECT_EQ(open.by[0], DecidedBy::kNobody);
+  EXPECT_FALSE(fits->charges_never_admitted);
+}
+
+// Verifies the cache step on a rule that charges always: a denied report (hits > 0) is neither
+// learned nor answered, since it must be charged; a denied check (hits 0) is learned, and
+// answers later checks until the debt is repaid, never reports.
+TEST(OverLimitStepTest, ChargedRuleAnswersOnlyChecks) {
+  FakeClock clock(1700006400000000);
+  OverLimitCache cache(clock, 100);
+  OverLimitStep step(&cache);
+  std::shared_ptr<const Config> config = LoadOnce();
+  const std::unique_ptr<RequestPlan> report = PlanWithHits(config, {{{"budget", "a"}}}, {700});
+  const std::unique_ptr<RequestPlan> check = PlanWithHits(config, {{{"budget", "a"}}}, {0});
+  CheckDecisions decisions;
+  decisions.Reset(1);
+  step.Answer(*report, decisions);  // as a call does, before its backend
+  decisions.decisions[0] = Decision{false, 0, 5'000'000, 9'000'000, 0};
+  decisions.by[0] = DecidedBy::kBackend;
+  step.Learn(*report, decisions);
+  EXPECT_EQ(cache.size(), 0u);  // a charged denial says nothing about when a check passes
+
+  decisions.decisions[0] = Decision{false, 0, 2'000'000, 9'000'000, 0};
+  step.Learn(*check, decisions);
+  EXPECT_EQ(cache.size(), 1u);
+  CheckDecisions answered;
+  answered.Reset(1);
+  step.Answer(*check, answered);
+  EXPECT_EQ(answered.by[0], DecidedBy::kCache);
+  EXPECT_EQ(answered.decisions[0].retry_after_us, 2'000'000);
+  answered.Reset(1);
+  step.Answer(*report, answered);
+  EXPECT_EQ(answered.by[0], DecidedBy::kNobody);  // reports always reach the backend
+  clock.AdvanceMicros(2'000'000);
+  answered.Reset(1);
+  step.Answer(*check, answered);
+  EXPECT_EQ(answered.by[0], DecidedBy::kNobody);  // repaid: Redis decides again
 }
 
 // Verifies the failure policy: allow and deny leave the checks open for Respond; local decides

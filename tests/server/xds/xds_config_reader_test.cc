@@ -148,6 +148,7 @@ TEST(XdsConfigReaderTest, ReadsSluicesKeysFromTheReservedMetadataEntry) {
   (*keys->mutable_fields())["algorithm"].set_string_value("token_bucket");
   (*keys->mutable_fields())["burst"].set_number_value(25);
   (*keys->mutable_fields())["hash_tag"].set_string_value("api");
+  (*keys->mutable_fields())["charge"].set_string_value("always");
   (*keys->mutable_fields())["failure_mode"].set_string_value("deny");
   (*d->mutable_metadata()->mutable_fields())["team"].set_string_value("payments");
   rls::RateLimitDescriptor* bare =
@@ -164,6 +165,7 @@ TEST(XdsConfigReaderTest, ReadsSluicesKeysFromTheReservedMetadataEntry) {
   EXPECT_EQ(client.rules[0].params.algorithm, Algorithm::kTokenBucket);
   EXPECT_EQ(client.rules[0].params.burst, 25u);
   EXPECT_EQ(client.rules[0].hash_tag, "api");
+  EXPECT_EQ(client.rules[0].charge, Charge::kAlways);
   ASSERT_NE(client.metadata, nullptr);
   EXPECT_EQ(client.metadata->fields().size(), 1u) << "the sluice entry is never echoed back";
   EXPECT_EQ(client.metadata->fields().at("team").string_value(), "payments");
