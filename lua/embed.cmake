@@ -49,7 +49,8 @@ foreach(entry ${entries})
         set(expansion "\nlocal algorithms = {}\n")
         foreach(code ${codes})
           string(APPEND expansion "-- evaluate: ${part_${code}}.lua\n"
-                 "algorithms[${code}] = function(key, now, limit, period, burst, hits, charge_denied)\n"
+                 "algorithms[${code}] = "
+                 "function(key, now, limit, period, burst, hits, charge_denied)\n"
                  "  local allowed, remaining, retry, reset, delay, write, a, b, c, d\n"
                  "${body_${code}}"
                  "  return allowed, remaining, retry, reset, delay, write, a, b, c, d\nend\n")

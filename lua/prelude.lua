@@ -65,8 +65,8 @@ end
 
 -- Stores a request's decided state (admitted, or denied and charged: a body's write, a, b, c, d)
 -- with a TTL of `reset` (reset_after_us) rounded up to whole milliseconds, at least 1; when
--- reset is 0 the state decides like a fresh key: write gets ttl_ms 0, a string state is deleted. An unchanged string
--- value keeps its TTL: the deadline it was written with still holds.
+-- reset is 0 the state decides like a fresh key: write gets ttl_ms 0, a string state is
+-- deleted. An unchanged string value keeps its TTL: the deadline it was written with still holds.
 local function commit(key, reset, write, a, b, c, d)
   local ttl_ms = 0
   if reset > 0 then

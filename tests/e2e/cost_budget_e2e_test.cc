@@ -87,7 +87,8 @@ class CostBudgetTest : public ::testing::TestWithParam<BudgetCase> {
     if (std::string(GetParam().key) == "tokens_default") {
       flags.push_back("--default_charge=always");
     }
-    flags.push_back(absl::StrCat("--over_limit_cache_keys=", GetParam().over_limit_cache ? 100 : 0));
+    flags.push_back(
+        absl::StrCat("--over_limit_cache_keys=", GetParam().over_limit_cache ? 100 : 0));
     const std::string config = dir_.WriteFile("ai.yaml", kConfig);
     for (int i = 0; i < 3; ++i) {
       auto server = SluiceServer::Start(config, flags, dir_.path());

@@ -1,7 +1,7 @@
 // End-to-end on Redis (standalone and Redis Cluster), with failure_mode allow, where any request
 // that reaches the failure policy is admitted: a hits_addend that no rule can hold (up to
 // 2^64 - 1) is denied on every algorithm and in every call shape, and consumes nothing; a fixed
-// window under --count_denied_hits cannot be poisoned into admitting everyone; an error Redis
+// window that charges denied hits cannot be overflowed into admitting everyone; an error Redis
 // returns about a command's arguments (a key of the wrong type) is decided in process, never
 // by the failure policy. Each was a way past any limit (issue 29).
 #include <cstdint>
@@ -245,16 +245,20 @@ TEST_P(HostileHitsTest, HugeHitsDenyAGroupWholeAndConsumeNothing) {
   ExpectNoFailurePolicy();
 }
 
-// Verifies --count_denied_hits (upstream's increment-first) cannot be turned into an open door:
-// hits 2^63 - 1 are denied and counted nowhere, and a counter INCRBY cannot raise any further
+// Verifies charging denied hits (upstream's increment-first; --count_denied_hits, the older
+// name of --default_charge=always) cannot be turned into an open door: hits 2^63 - 1 are denied
+// as never admitted and charged (as 2^53 - 1, the most one request charges), which fills the
+// window until its end without overflowing it, and a counter INCRBY cannot raise any further
 // saturates as the memory backend's does (denied), where it used to fail to the failure policy.
-TEST_P(HostileHitsTest, CountedDeniedHitsCannotPoisonAFixedWindow) {
+TEST_P(HostileHitsTest, ChargedDeniedHitsCannotOverflowAFixedWindow) {
   StartSluice({"--count_denied_hits"});
   RlsResponse poison = Ask({{"big=p", (uint64_t{1} << 63) - 1}});
   EXPECT_EQ(poison.overall_code(), RlsResponse::OVER_LIMIT);
+  EXPECT_FALSE(HasRetryAfter(poison));  // never admitted: no wait helps
   RlsResponse after = Ask({{"big=p", 1}});
-  EXPECT_EQ(after.overall_code(), RlsResponse::OK);
-  EXPECT_EQ(after.statuses(0).limit_remaining(), 99u);
+  EXPECT_EQ(after.overall_code(), RlsResponse::OVER_LIMIT);
+  EXPECT_EQ(after.statuses(0).limit_remaining(), 0u);
+  EXPECT_TRUE(HasRetryAfter(after));  // the window's end
 
   // A counter near 2^63 - 1 (e.g. after 2^31 denied requests of 2^32 - 1 hits in a long window).
   OnTheKey("big=p", {"SET", "$KEY", "9223372036854775800"});

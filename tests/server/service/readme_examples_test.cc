@@ -1,5 +1,6 @@
 // The worked examples of the README's "ride-hailing platform" section, decision by decision,
-// on examples/config/rideshare.yaml: if this fails, the README is wrong.
+// on examples/config/rideshare.yaml, and of its "Token and cost budgets" section, on
+// examples/config/ai_tokens.yaml: if this fails, the README is wrong.
 #include <memory>
 #include <string>
 
@@ -21,11 +22,14 @@ constexpr int64_t kStart = 1700006400LL * kSecond;
 
 class ReadmeExamplesTest : public ::testing::Test {
  protected:
-  ReadmeExamplesTest()
-      : store_(Load()), backend_(clock_), limiter_(store_, backend_, clock_, metrics_, {}) {}
+  explicit ReadmeExamplesTest(const std::string& example = "rideshare.yaml")
+      : store_(Load(example)),
+        backend_(clock_),
+        limiter_(store_, backend_, clock_, metrics_, {}) {}
 
-  static std::shared_ptr<const Config> Load() {
-    auto config = LoadConfigPath(std::string(SLUICE_SOURCE_DIR) + "/examples/config/rideshare.yaml");
+  static std::shared_ptr<const Config> Load(const std::string& example) {
+    auto config =
+        LoadConfigPath(absl::StrCat(SLUICE_SOURCE_DIR, "/examples/config/", example));
     EXPECT_TRUE(config.ok()) << config.status();
     return std::shared_ptr<const Config>(std::move(*config));
   }
@@ -135,6 +139,47 @@ TEST_F(ReadmeExamplesTest, GcraTenantCalls) {
   EXPECT_EQ(Ask("tenant", "t1").overall_code(), Response::OVER_LIMIT);
   At(200000);
   EXPECT_EQ(Ask("tenant", "t1").overall_code(), Response::OK);
+}
+
+class TokenBudgetExampleTest : public ReadmeExamplesTest {
+ protected:
+  TokenBudgetExampleTest() : ReadmeExamplesTest("ai_tokens.yaml") {}
+
+  // One call for client c1 with descriptor hits_addend `hits` (0: a check).
+  Response Call(uint64_t hits) {
+    RateLimiter::Request request;
+    request.set_domain("ai");
+    auto* descriptor = request.add_descriptors();
+    auto* e = descriptor->add_entries();
+    e->set_key("client_id");
+    e->set_value("c1");
+    descriptor->mutable_hits_addend()->set_value(hits);
+    Response response;
+    limiter_.ShouldRateLimit(request, &response, [](absl::Status s) { ASSERT_TRUE(s.ok()) << s; });
+    return response;
+  }
+};
+
+// Verifies the token budget's table: check, report 600, check, report 700 (over: charged, debt
+// of 300), a check denied with retry-after 18 s, and one that passes 18 s later.
+TEST_F(TokenBudgetExampleTest, ReportOverTheBudgetIsChargedIntoDebt) {
+  EXPECT_EQ(Call(0).overall_code(), Response::OK);
+  Response r = Call(600);
+  EXPECT_EQ(r.overall_code(), Response::OK);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 400u);
+  EXPECT_EQ(Call(0).statuses(0).limit_remaining(), 400u);
+  EXPECT_EQ(Call(700).overall_code(), Response::OVER_LIMIT);
+  r = Call(0);
+  EXPECT_EQ(r.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(RetryAfter(r), "18");
+  EXPECT_EQ(ResetMicros(r), 18 * kSecond);
+  At(18 * kSecond - 1);
+  EXPECT_EQ(Call(0).overall_code(), Response::OVER_LIMIT);
+  At(18 * kSecond);
+  r = Call(0);
+  EXPECT_EQ(r.overall_code(), Response::OK);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 0u);
 }
 
 }  // namespace

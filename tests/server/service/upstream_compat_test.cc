@@ -360,6 +360,19 @@ TEST_F(UpstreamCompatTest, DefaultChargeSwitch) {
   Decide({{{"near", "e"}}}, 8);
   EXPECT_EQ(Decide({{{"near", "e"}}}, 5).overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(Decide({{{"near", "e"}}}, 1).overall_code(), Response::OVER_LIMIT);  // 13 counted
+
+  // More hits than the rule can ever hold: denied as never admitted (no retry-after: no wait
+  // helps), and charged all the same, as upstream's INCRBY charges them.
+  const Response never = Decide({{{"near", "f"}}}, 25);
+  EXPECT_EQ(never.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(Header(never, "retry-after"), "absent");
+  EXPECT_EQ(Decide({{{"near", "f"}}}, 1).overall_code(), Response::OVER_LIMIT);  // 26 counted
+  const std::string text = metrics_.Serialize();
+  EXPECT_THAT(text, HasSubstr("sluice_decisions_total{algorithm=\"fixed_window\","
+                              "outcome=\"never_admitted\"} 1"));
+  // Charged while denied: 5 and 1 of "e", 25 and 1 of "f".
+  EXPECT_THAT(text,
+              HasSubstr("sluice_hits_charged_over_limit_total{algorithm=\"fixed_window\"} 32"));
 }
 
 // Verifies a rule without requests_per_unit (upstream: a limit of 0) denies every request.
