@@ -41,10 +41,9 @@ for i = 1, n do
     return argument_error(SCRIPT, nil, "key " .. i, now, limit, period, burst, hits, 1, charge)
   end
   local key = KEYS[i]
-  local charge_denied = charge == 1 and hits > 0
   local allowed, remaining, retry, reset, delay, write, a, b, c, d
   -- @evaluate inline
-  if allowed or charge_denied then
+  if allowed or (charge == 1 and hits > 0) then
     commit(key, reset, write, a, b, c, d)
   end
   reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)

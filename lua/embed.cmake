@@ -8,7 +8,7 @@
 #     goes where the part is; the text below it (the body) goes where a driver asks for it.
 #   - A driver asks with one line: "-- @evaluate inline" puts the script's one body there
 #     inside do ... end; "-- @evaluate functions" puts every body there as
-#     algorithms[<code>] = function(key, now, limit, period, burst, hits, charge_denied) ... end.
+#     algorithms[<code>] = function(key, now, limit, period, burst, hits, charge) ... end.
 # Writes every composed script to GEN_DIR/<name>.lua and a C++ table of them, sorted by name,
 # to OUT.
 string(REPLACE "|" ";" entries "${MANIFEST}")
@@ -50,7 +50,7 @@ foreach(entry ${entries})
         foreach(code ${codes})
           string(APPEND expansion "-- evaluate: ${part_${code}}.lua\n"
                  "algorithms[${code}] = "
-                 "function(key, now, limit, period, burst, hits, charge_denied)\n"
+                 "function(key, now, limit, period, burst, hits, charge)\n"
                  "  local allowed, remaining, retry, reset, delay, write, a, b, c, d\n"
                  "${body_${code}}"
                  "  return allowed, remaining, retry, reset, delay, write, a, b, c, d\nend\n")

@@ -26,7 +26,7 @@
 
   allowed = hits <= limit and count <= limit - hits
   local new
-  if allowed or charge_denied then
+  if allowed or (charge == 1 and hits > 0) then
     count = count + hits
     new = string.format("%.0f", count)
   end

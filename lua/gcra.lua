@@ -33,15 +33,15 @@ end
   allowed = hits <= burst and ahead + cost <= tolerance
   local ahead_after = ahead
   local new
-  if allowed or charge_denied then
+  if allowed or (charge == 1 and hits > 0) then
     if tat < now then
       tat = now
     end
-    -- A charge while denied moves the TAT past the tolerance, kept within one period beyond it.
     tat = tat + cost
-    local cap = now + (tolerance + period)
-    if tat > cap then
-      tat = cap
+    -- A charge while denied moves the TAT past the tolerance, kept within one period beyond it
+    -- (never binding on an admission, which leaves the TAT within the tolerance).
+    if not allowed and tat > now + (tolerance + period) then
+      tat = now + (tolerance + period)
     end
     new = struct.pack("<Bd", 5, tat)
     ahead_after = 0

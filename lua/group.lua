@@ -40,7 +40,7 @@ if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0) then
   return argument_error(SCRIPT, nil, nil, now)
 end
 -- Checked whole before anything is read: a flat list of evaluate, limit, period, burst, hits,
--- charge_denied.
+-- charge.
 local checks = {}
 local seen = {}
 for i = 1, n do
@@ -64,7 +64,7 @@ for i = 1, n do
   seen[key] = i
   local at = 6 * (i - 1)
   checks[at + 1], checks[at + 2], checks[at + 3], checks[at + 4], checks[at + 5], checks[at + 6] =
-    evaluate, limit, period, burst, hits, charge == 1 and hits > 0
+    evaluate, limit, period, burst, hits, charge
 end
 
 -- Phase 1: decide every key; keep the state to commit of each key admitted or charged.
@@ -82,11 +82,12 @@ for i = 1, n do
       retry = 0
     end
   else
-    local charge_denied = checks[at + 6]
+    local charge = checks[at + 6]
     allowed, remaining, retry, reset, delay, write, a, b, c, d =
-      checks[at + 1](KEYS[i], now, limit, period, checks[at + 4], hits, charge_denied)
-    if allowed or charge_denied then
-      commits[#commits + 1] = {KEYS[i], reset, write, a, b, c, d, charge_denied}
+      checks[at + 1](KEYS[i], now, limit, period, checks[at + 4], hits, charge)
+    local charged = charge == 1 and hits > 0
+    if allowed or charged then
+      commits[#commits + 1] = {KEYS[i], reset, write, a, b, c, d, charged}
     end
   end
   reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)

@@ -44,13 +44,14 @@ end
   allowed = hits <= burst and level + hits <= burst
   delay = 0
   local new
-  if allowed or charge_denied then
+  if allowed or (charge == 1 and hits > 0) then
     if allowed then
       delay = ceil_micros((level * period) / limit)
     end
-    -- A charge while denied rises past the capacity, kept up to one period's drain beyond it.
     level = level + hits
-    if level > burst + limit then
+    -- A charge while denied rises past the capacity, kept up to one period's drain beyond it
+    -- (never binding on an admission, which leaves level <= burst).
+    if not allowed and level > burst + limit then
       level = burst + limit
     end
     stored_level, stored_last = level, last

@@ -25,16 +25,16 @@ local MAX_PERIOD = 1125899906842624 -- 2^50 us (35.7 years): now + 4 periods sta
 -- The algorithm bodies (lua/README.md, "Composition"). An algorithm part's text below its line
 -- "-- evaluate <code>" (the code of sluice::Algorithm) is its body: a driver gets it either inline
 -- (the single-key scripts: no function to create or call) or as algorithms[code], a function
--- of (key, now, limit, period, burst, hits, charge_denied) (the group script). The body runs with
--- those seven in scope (charge_denied: the rule charges always and hits > 0, so a denial is
--- charged and written like an admission: sluice::Charge::kAlways), limit > 0 (the single-key and
+-- of (key, now, limit, period, burst, hits, charge) (the group script). The body runs with those
+-- seven in scope (charge 1: the rule charges always, so a denial of hits > 0 is charged and
+-- written like an admission, sluice::Charge::kAlways; 0: it is not), limit > 0 (the single-key and
 -- batch drivers refuse limit 0, which Sluice decides without Redis; the group driver answers it
 -- as ZeroLimitDecision, without touching the key); it reads the key, decides, and assigns (never
 -- declares)
 --   allowed (boolean), remaining, retry, reset, delay: the decision (retry, reset and delay in
 --     microseconds: retry_after_us, reset_after_us, delay_us);
 --   write, a, b, c, d: how to store the decided state, for commit below, which the driver calls
---     when `allowed or charge_denied`. A string state leaves write nil and sets a = the value
+--     when `allowed or (charge == 1 and hits > 0)`, a test made only on a denial. A string state leaves write nil and sets a = the value
 --     read (false: none; a wrong type reads as an error table, which is replaced) and b = the
 --     value decided; any other state sets write to a function write(key, ttl_ms, a, b, c, d).
 -- A body ends at the end of its part and never returns.

@@ -32,8 +32,10 @@
 -- cost a fraction of that (lua/README.md has the measurements).
 
 local now, limit, period, burst, hits, charge
-local text = #ARGV == 5 or #ARGV == 6 -- the text form (for redis-cli and redis-benchmark)
-if text then
+local text = #ARGV ~= 1 -- the text form (for redis-cli and redis-benchmark), see above
+if not text and #KEYS == 1 and #ARGV[1] == 48 then
+  now, limit, period, burst, hits, charge = struct.unpack("<dddddd", ARGV[1])
+elseif #ARGV == 5 or #ARGV == 6 then
   now, limit, period, burst, hits, charge =
     tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
     tonumber(ARGV[6] or "0")
@@ -43,8 +45,6 @@ if text then
       "charge]), got %d keys and arguments '%s' '%s' '%s' '%s' '%s' '%s'", #KEYS, ARGV[1],
       ARGV[2], ARGV[3], ARGV[4], ARGV[5], tostring(ARGV[6])))
   end
-elseif #KEYS == 1 and #ARGV == 1 and #ARGV[1] == 48 then
-  now, limit, period, burst, hits, charge = struct.unpack("<dddddd", ARGV[1])
 else
   return argument_error(SCRIPT, string.format(
     "expected 1 key and 1 argument of 48 bytes (now, limit, period_us, burst, hits, charge as " ..
@@ -61,10 +61,9 @@ if not (now > -MAX_NOW and now < MAX_NOW and now % 1 == 0 and
   return argument_error(SCRIPT, nil, nil, now, limit, period, burst, hits, 1, charge)
 end
 local key = KEYS[1]
-local charge_denied = charge == 1 and hits > 0
 local allowed, remaining, retry, reset, delay, write, a, b, c, d
 -- @evaluate inline
-if allowed or charge_denied then
+if allowed or (charge == 1 and hits > 0) then
   commit(key, reset, write, a, b, c, d)
 end
 if text then

@@ -50,7 +50,7 @@ end
 
   allowed = hits <= limit and estimate + hits <= limit
   local new
-  if allowed or charge_denied then
+  if allowed or (charge == 1 and hits > 0) then
     current = current + hits
     -- What the retry search below starts from: the state as written.
     stored_ws, stored_current, stored_previous = ws, current, previous

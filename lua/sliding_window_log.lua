@@ -97,7 +97,7 @@ end
 
   allowed = hits <= limit and total <= limit - hits
   local trim, score, entry_ts = expired, 0, now
-  if allowed or charge_denied then
+  if allowed or (charge == 1 and hits > 0) then
     if any_live then
       score = newest_cum
     elseif exists then
@@ -128,7 +128,7 @@ end
       -- A denial that was charged adds its entry (cum_before = score) only when committed, after
       -- this: when that entry is the one, its time answers.
       local need = total + hits - limit
-      if charge_denied and base + need > score then
+      if charge == 1 and hits > 0 and base + need > score then
         retry = entry_ts + period - now
       else
         local entry = redis.call("ZREVRANGEBYSCORE", key, string.format("(%d", base + need),

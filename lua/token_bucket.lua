@@ -43,10 +43,11 @@ end
 
   allowed = hits <= burst and tokens >= hits
   local new
-  if allowed or charge_denied then
-    -- A charge while denied goes into debt, kept down to one period's refill.
+  if allowed or (charge == 1 and hits > 0) then
     tokens = tokens - hits
-    if tokens < -limit then
+    -- A charge while denied goes into debt, kept down to one period's refill (never binding on
+    -- an admission, which leaves tokens >= 0).
+    if not allowed and tokens < -limit then
       tokens = -limit
     end
     stored_tokens, stored_last = tokens, last

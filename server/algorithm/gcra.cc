@@ -29,10 +29,14 @@ Decision EvaluateGcra(const LimitParams& params, GcraState& state, int64_t now_u
   Decision decision;
   decision.allowed = hits <= params.burst && Ahead(state.tat_us, now_us) + cost <= tolerance;
   if (decision.allowed || ChargesWhenDenied(params, hits)) {
-    // A charge while denied moves the TAT past the tolerance, kept within one period beyond it.
     const double now = static_cast<double>(now_us);
-    state.tat_us = std::min(std::max(state.tat_us, now) + cost,
-                            now + (tolerance + static_cast<double>(params.period_us)));
+    state.tat_us = std::max(state.tat_us, now) + cost;
+    // A charge while denied moves the TAT past the tolerance, kept within one period beyond it
+    // (never binding on an admission, which leaves the TAT within the tolerance).
+    if (!decision.allowed) {
+      state.tat_us =
+          std::min(state.tat_us, now + (tolerance + static_cast<double>(params.period_us)));
+    }
   }
   const double ahead_after = Ahead(state.tat_us, now_us);
 

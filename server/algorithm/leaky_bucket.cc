@@ -44,8 +44,12 @@ Decision EvaluateLeakyBucket(const LimitParams& params, LeakyBucketState& state,
     if (decision.allowed) {
       decision.delay_us = CeilMicros((level * period) / limit);
     }
-    // A charge while denied rises past the capacity, kept up to one period's drain beyond it.
-    level = std::min(level + cost, burst + limit);
+    level += cost;
+    // A charge while denied rises past the capacity, kept up to one period's drain beyond it
+    // (never binding on an admission, which leaves level <= burst).
+    if (!decision.allowed) {
+      level = std::min(level, burst + limit);
+    }
     stored = Bucket{level, last_us};
     state.level = level;
     state.last_us = last_us;

@@ -40,8 +40,12 @@ Decision EvaluateTokenBucket(const LimitParams& params, TokenBucketState& state,
   Decision decision;
   decision.allowed = hits <= params.burst && tokens >= cost;
   if (decision.allowed || ChargesWhenDenied(params, hits)) {
-    // A charge while denied goes into debt, kept down to one period's refill.
-    tokens = std::max(tokens - cost, -limit);
+    tokens -= cost;
+    // A charge while denied goes into debt, kept down to one period's refill (never binding on
+    // an admission, which leaves tokens >= 0).
+    if (!decision.allowed) {
+      tokens = std::max(tokens, -limit);
+    }
     stored = Bucket{tokens, last_us};
     state.initialized = true;
     state.tokens = tokens;
