@@ -317,7 +317,7 @@ absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, in
                                 saturated ? std::numeric_limits<int64_t>::max() : count.integer());
         // INCRBY counted the hits; a denial gives them back unless the rule charges always
         // (envoyproxy/ratelimit's increment-first).
-        if (!decision.allowed && call.hits > 0 && call.params.charge != Charge::kAlways &&
+        if (!decision.allowed && call.hits > 0 && !ChargesWhenDenied(call.params, call.hits) &&
             !saturated) {
           GiveBack(call.window_key, call.hits);
         }

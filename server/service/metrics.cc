@@ -179,11 +179,6 @@ void Metrics::CountChargedOverLimit(Algorithm algorithm, uint64_t hits) {
       static_cast<double>(hits));
 }
 
-uint64_t Metrics::HitsChargedOverLimit(Algorithm algorithm) const {
-  return static_cast<uint64_t>(
-      charged_over_limit_counters_[static_cast<size_t>(algorithm)]->Value());
-}
-
 void Metrics::CountDecision(Algorithm algorithm, DecisionOutcome outcome) {
   decision_counters_[static_cast<size_t>(algorithm)][static_cast<size_t>(outcome)]->Increment();
 }

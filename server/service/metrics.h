@@ -83,7 +83,6 @@ class Metrics {
   // Hits charged by denied requests (rules that charge always), by the algorithm of the rule
   // shown: sluice_hits_charged_over_limit_total{algorithm}.
   void CountChargedOverLimit(Algorithm algorithm, uint64_t hits);
-  uint64_t HitsChargedOverLimit(Algorithm algorithm) const;
   // Time from a request's arrival to its answer, by transport.
   MetricHistogram& RequestLatency(Transport transport) {
     return request_latency_[static_cast<size_t>(transport)];
