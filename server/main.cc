@@ -313,6 +313,43 @@ ABSL_FLAG(bool, xds_backoff_jitter, Defaults().config.xds.backoff_jitter,
 ABSL_FLAG(int64_t, xds_max_message_bytes, Defaults().config.xds.max_message_bytes,
           "--config_source=xds: largest response accepted from the server (0: gRPC's 4 MiB)");
 
+ABSL_FLAG(bool, tracing, Defaults().tracing.enabled,
+          "export spans of rate-limit calls over OTLP (--tracing_*); off: no span is made");
+ABSL_FLAG(std::string, tracing_protocol,
+          std::string(sluice::TracingProtocolName(Defaults().tracing.protocol)),
+          "--tracing: http (OTLP/HTTP, protobuf) or grpc (OTLP/gRPC)");
+ABSL_FLAG(std::string, tracing_endpoint, Defaults().tracing.endpoint,
+          "--tracing: where spans go; http: the traces URL, http[s]://HOST:PORT/PATH; grpc: "
+          "http[s]://HOST:PORT or HOST:PORT; empty: http://localhost:4318/v1/traces or "
+          "http://localhost:4317");
+ABSL_FLAG(bool, tracing_insecure, Defaults().tracing.insecure,
+          "--tracing_protocol=grpc with an endpoint without a scheme: plaintext, not TLS");
+ABSL_FLAG(std::string, tracing_headers, "",
+          "--tracing: name=value,name2=value2, headers sent with every export (e.g. an API key)");
+ABSL_FLAG(std::string, tracing_ca, Defaults().tracing.ca,
+          "--tracing: PEM bundle an https collector's certificate must chain to (empty: the "
+          "system's roots)");
+ABSL_FLAG(absl::Duration, tracing_timeout, Defaults().tracing.timeout,
+          "--tracing: the longest one export may take");
+ABSL_FLAG(double, tracing_sampling_rate, Defaults().tracing.sampling_rate,
+          "--tracing: share of calls traced (0 to 1) when the caller did not decide; a caller's "
+          "sampled flag is followed");
+ABSL_FLAG(std::string, tracing_service_name, Defaults().tracing.service_name,
+          "--tracing: the spans' service.name");
+ABSL_FLAG(std::string, tracing_service_namespace, Defaults().tracing.service_namespace,
+          "--tracing: the spans' service.namespace");
+ABSL_FLAG(std::string, tracing_service_instance_id, Defaults().tracing.service_instance_id,
+          "--tracing: the spans' service.instance.id (empty: a random UUID made at start)");
+ABSL_FLAG(bool, tracing_descriptor_values, Defaults().tracing.descriptor_values,
+          "--tracing: put descriptor entries' values on spans, not only their keys (values can "
+          "identify users)");
+ABSL_FLAG(int32_t, tracing_max_queue_spans, Defaults().tracing.max_queue_spans,
+          "--tracing: most spans waiting for export; more are dropped and counted");
+ABSL_FLAG(int32_t, tracing_max_export_spans, Defaults().tracing.max_export_spans,
+          "--tracing: most spans one export carries (at most --tracing_max_queue_spans)");
+ABSL_FLAG(absl::Duration, tracing_export_interval, Defaults().tracing.export_interval,
+          "--tracing: the longest a span waits before its export starts");
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   const sluice::LoadedSettings loaded = sluice::LoadSettings(argc, argv, __FILE__);

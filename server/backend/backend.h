@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "server/algorithm/algorithm.h"
+#include "server/trace/tracer.h"
 
 namespace sluice {
 
@@ -39,7 +40,14 @@ class Backend {
   // Evaluate returns, so `checks` need only live for the call. `done` runs exactly once, either
   // inline on the caller's stack (memory backend) or later on a backend thread (Redis); it must
   // not block.
-  virtual void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) = 0;
+  // `trace`: the decision's span, under which a backend that calls out (Redis) records a span
+  // per call; inactive when the decision is not traced.
+  virtual void Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& trace,
+                        EvaluateCallback done) = 0;
+  // The same, untraced.
+  void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {
+    Evaluate(checks, TraceParent{}, std::move(done));
+  }
 
   // A short name for logs and /healthz: "memory", "redis", "redis_cluster".
   virtual absl::string_view Name() const = 0;

@@ -42,6 +42,8 @@ class SplitRequest {
   void Finish(absl::Status status);
 
   absl::InlinedVector<Decision, 2> decisions;  // by check index; each written by one part
+  // The decision's span, for the lane calls that carry its checks (set before any is queued).
+  TraceParent trace;
 
  private:
   EvaluateCallback done_;

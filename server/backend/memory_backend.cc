@@ -358,7 +358,8 @@ void MemoryBackend::EvaluateInto(absl::Span<const LimitCheck> checks,
   }
 }
 
-void MemoryBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {
+void MemoryBackend::Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& /*trace*/,
+                             EvaluateCallback done) {
   absl::InlinedVector<Decision, 4> decisions(checks.size());
   EvaluateInto(checks, absl::MakeSpan(decisions));
   std::move(done)(absl::OkStatus(), absl::MakeConstSpan(decisions));

@@ -62,7 +62,9 @@ class MemoryBackend final : public Backend {
   MemoryBackend(const Clock& clock, MemoryBackendOptions options = {});
 
   // Decides all checks and calls `done` inline, before returning. Never fails.
-  void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override;
+  using Backend::Evaluate;
+  void Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& trace,
+                EvaluateCallback done) override;
   absl::string_view Name() const override { return "memory"; }
   // <prefix>_keys, _bytes, _max_bytes (gauges), _evictions_total, _log_coarsenings_total.
   void AppendMetrics(std::string* out) const override;

@@ -50,7 +50,8 @@ PerSecondBackend::PerSecondBackend(std::unique_ptr<Backend> main,
                                    std::unique_ptr<Backend> per_second)
     : main_(std::move(main)), per_second_(std::move(per_second)) {}
 
-void PerSecondBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {
+void PerSecondBackend::Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& trace,
+                                EvaluateCallback done) {
   // Route by group: a group stays per-second only if every member is.
   std::vector<bool> to_per_second(checks.size(), false);
   size_t per_second_count = 0;
@@ -69,11 +70,11 @@ void PerSecondBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCal
     i = end;
   }
   if (per_second_count == 0) {
-    main_->Evaluate(checks, std::move(done));
+    main_->Evaluate(checks, trace, std::move(done));
     return;
   }
   if (per_second_count == checks.size()) {
-    per_second_->Evaluate(checks, std::move(done));
+    per_second_->Evaluate(checks, trace, std::move(done));
     return;
   }
   auto call = std::make_unique<SplitCall>();
@@ -102,8 +103,8 @@ void PerSecondBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCal
       }
     };
   };
-  main_->Evaluate(main_checks, side(&raw->main_index));
-  per_second_->Evaluate(per_second_checks, side(&raw->per_second_index));
+  main_->Evaluate(main_checks, trace, side(&raw->main_index));
+  per_second_->Evaluate(per_second_checks, trace, side(&raw->per_second_index));
 }
 
 void PerSecondBackend::AppendMetrics(std::string* out) const {

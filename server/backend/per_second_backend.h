@@ -24,7 +24,9 @@ class PerSecondBackend final : public Backend {
   // Decisions come back in the order of `checks`. When both backends get checks, `done` runs
   // once, after both answered (on the thread of the later one); a failure of either answers
   // the whole batch with that error, so the caller's failure policy decides every check.
-  void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override;
+  using Backend::Evaluate;
+  void Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& trace,
+                EvaluateCallback done) override;
   absl::string_view Name() const override { return main_->Name(); }
   bool Ready() const override { return main_->Ready() && per_second_->Ready(); }
   // The main backend's metrics, then the per-second one's with every name starting

@@ -126,7 +126,8 @@ void RedisBackend::AppendMetrics(std::string* out) const {
   client_->AppendClientMetrics(out);
 }
 
-void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) {
+void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& trace,
+                            EvaluateCallback done) {
   if (checks.empty()) {
     std::move(done)(absl::OkStatus(), {});
     return;
@@ -136,6 +137,7 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
   CallPlan plan = PlanCalls(checks, now, {.lanes = use_lanes_, .cluster = options_.cluster});
   const uint32_t own_lanes = plan.lane_checks.empty() ? 0 : TakeFreeLanes(checks, plan);
   CommandBatch batch = EncodeCalls(checks, now, plan.calls);
+  batch.AddTrace(trace);
 
   if (plan.lane_checks.empty()) {
     // Everything in this request's own batch.
@@ -161,6 +163,7 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallbac
   // have all answered.
   auto request = std::make_shared<SplitRequest>(
       std::move(done), checks.size(), plan.lane_checks.size() + (plan.calls.empty() ? 0 : 1));
+  request->trace = trace;
   if (!plan.calls.empty()) {
     client_->Execute(std::move(batch), deadline,
                      [this, now, own_lanes, request, calls = std::move(plan.calls)](
@@ -385,6 +388,14 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, LaneCall call) {
   CommandBatch batch;
   batch.AddEvalSha(scripts_.for_lone_checks(algorithm, call.size()), keys,
                    absl::MakeConstSpan(&arg_view, 1));
+  // A request's checks of one algorithm travel together: its trace once per run of them.
+  const SplitRequest* last = nullptr;
+  for (const LaneCheck& check : call) {
+    if (check.request.get() != last) {
+      last = check.request.get();
+      batch.AddTrace(last->trace);
+    }
+  }
   client_->Execute(
       std::move(batch), deadline,
       [this, algorithm, call = std::move(call)](absl::Status status,

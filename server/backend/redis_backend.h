@@ -69,7 +69,9 @@ class RedisBackend final : public Backend {
   // Stops the client first (see Stop).
   ~RedisBackend() override;
 
-  void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override;
+  using Backend::Evaluate;
+  void Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& trace,
+                EvaluateCallback done) override;
   absl::string_view Name() const override {
     return options_.cluster ? "redis_cluster" : "redis";
   }

@@ -24,6 +24,8 @@
 #include "server/stats/process_metrics.h"
 #include "server/stats/prometheus_exposition.h"
 #include "server/stats/upstream_stats.h"
+#include "server/trace/otlp/otlp_grpc_exporter.h"
+#include "server/trace/otlp/otlp_http_exporter.h"
 
 namespace sluice {
 namespace {
@@ -74,6 +76,7 @@ uint64_t FileDescriptorLimit() {
 absl::StatusOr<std::unique_ptr<Assembly>> Assembly::Create(const Settings& settings,
                                                            std::shared_ptr<const Config> config) {
   std::unique_ptr<Assembly> assembly(new Assembly(settings, std::move(config)));
+  RETURN_IF_ERROR(assembly->BuildTracing());
   RETURN_IF_ERROR(assembly->BuildBackend());
   assembly->BuildLimiter();
   RETURN_IF_ERROR(assembly->BuildServers());
@@ -89,6 +92,33 @@ Assembly::Assembly(const Settings& settings, std::shared_ptr<const Config> confi
   if (config != nullptr) {
     metrics_.ConfigInForce(config->RuleCount(), ConfigVersion(*config), absl::Now());
   }
+}
+
+absl::Status Assembly::BuildTracing() {
+  const TracingSettings& tracing = settings_.tracing;
+  if (!tracing.enabled) {
+    return absl::OkStatus();
+  }
+  OtlpExporterOptions options = OtlpExporterOptionsFrom(tracing);
+  if (options.resource.service_instance_id.empty()) {
+    options.resource.service_instance_id = RandomUuid();
+  }
+  const std::string endpoint = options.endpoint;
+  const std::string instance = options.resource.service_instance_id;
+  std::unique_ptr<SpanExporter> exporter;
+  if (tracing.protocol == TracingProtocol::kGrpc) {
+    ASSIGN_OR_RETURN(exporter, OtlpGrpcExporter::Create(std::move(options)));
+  } else {
+    ASSIGN_OR_RETURN(exporter, OtlpHttpExporter::Create(std::move(options)));
+  }
+  span_processor_ = std::make_unique<BatchSpanProcessor>(std::move(exporter),
+                                                         BatchSpanProcessorOptionsFrom(tracing));
+  tracer_ = std::make_unique<Tracer>(*span_processor_, clock_, trace_ids_,
+                                     TracerOptionsFrom(tracing));
+  SLUICE_LOG(INFO) << "tracing: OTLP/" << TracingProtocolName(tracing.protocol) << " to "
+                   << endpoint << ", sampling rate " << tracing.sampling_rate << ", service "
+                   << tracing.service_name << " instance " << instance;
+  return absl::OkStatus();
 }
 
 absl::Status Assembly::BuildBackend() {
@@ -127,11 +157,12 @@ void Assembly::BuildLimiter() {
 }
 
 absl::Status Assembly::BuildServers() {
-  service_ =
-      std::make_unique<RateLimitGrpcService>(*limiter_, &metrics_.RequestLatency(Transport::kGrpc));
+  service_ = std::make_unique<RateLimitGrpcService>(
+      *limiter_, &metrics_.RequestLatency(Transport::kGrpc), tracer_.get());
   grpc::EnableDefaultHealthCheckService(true);
   ASSIGN_OR_RETURN(credentials_, GrpcServerCredentials(GrpcTlsSettingsFrom(settings_.grpc)));
   HttpServerOptions http_options = HttpServerOptionsFrom(settings_);
+  http_options.tracer = tracer_.get();
   const size_t requested = http_options.max_connections;
   const uint64_t fd_limit = FileDescriptorLimit();
   http_options.max_connections = HttpConnectionCap(requested, fd_limit);

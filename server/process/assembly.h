@@ -1,6 +1,7 @@
 // The server's parts, built from Settings and owned together: metrics, the config store, the
 // backend (memory; or Redis, with a per-second Redis behind a PerSecondBackend), the over-limit
-// cache, the rate limiter, the gRPC service and server, the HTTP server, envoyproxy/ratelimit's
+// cache, the rate limiter, the gRPC service and server, the HTTP server, the tracer and its
+// OTLP exporter (with --tracing), envoyproxy/ratelimit's
 // Prometheus listener (with --prometheus_address), and the config watcher with its reloader
 // (or, with --config_source=xds, the xDS client). This is the one place that builds the real
 // object graph (server/main.cc reaches it through RunProcess); every part receives its
@@ -38,6 +39,8 @@
 #include "server/stats/prometheus_listener.h"
 #include "server/stats/statsd_mapper.h"
 #include "server/xds/xds_config_client.h"
+#include "server/trace/otlp/batch_span_processor.h"
+#include "server/trace/tracer.h"
 
 namespace sluice {
 
@@ -100,6 +103,9 @@ class Assembly {
  private:
   Assembly(const Settings& settings, std::shared_ptr<const Config> config);
 
+  // With --tracing: the exporter (the collector is not contacted yet), the batch processor and
+  // the tracer. Errors name what failed (a CA file that cannot be read, a header refused).
+  absl::Status BuildTracing();
   absl::Status BuildBackend();
   void BuildLimiter();
   absl::Status BuildServers();
@@ -116,6 +122,11 @@ class Assembly {
   const Clock& clock_;
   Metrics metrics_;
   ConfigStore store_;
+  // With --tracing. The processor outlives everything that makes spans; destroyed last of them,
+  // it exports what is queued within a short grace.
+  std::unique_ptr<BatchSpanProcessor> span_processor_;
+  RandomIdGenerator trace_ids_;
+  std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<Backend> backend_;
   std::vector<RedisBackend*> redis_backends_;         // owned by backend_
   std::unique_ptr<OverLimitCache> over_limit_cache_;  // only in front of Redis

@@ -115,4 +115,37 @@ GrpcTlsSettings GrpcTlsSettingsFrom(const GrpcSettings& grpc) {
       .reload_interval_seconds = static_cast<int>(absl::ToInt64Seconds(grpc.tls_reload_interval))};
 }
 
+OtlpExporterOptions OtlpExporterOptionsFrom(const TracingSettings& tracing) {
+  OtlpExporterOptions options;
+  options.endpoint = tracing.endpoint;
+  if (options.endpoint.empty()) {
+    options.endpoint = tracing.protocol == TracingProtocol::kGrpc
+                           ? "http://localhost:4317"
+                           : "http://localhost:4318/v1/traces";
+  }
+  options.insecure = tracing.insecure;
+  options.headers = tracing.headers;
+  options.timeout = tracing.timeout;
+  options.ca_file = tracing.ca;
+  options.resource.service_name = tracing.service_name;
+  options.resource.service_namespace = tracing.service_namespace;
+  options.resource.service_instance_id = tracing.service_instance_id;
+  return options;
+}
+
+BatchSpanProcessorOptions BatchSpanProcessorOptionsFrom(const TracingSettings& tracing) {
+  BatchSpanProcessorOptions options;
+  options.max_queue_spans = static_cast<size_t>(tracing.max_queue_spans);
+  options.max_export_spans = static_cast<size_t>(tracing.max_export_spans);
+  options.export_interval = tracing.export_interval;
+  return options;
+}
+
+TracerOptions TracerOptionsFrom(const TracingSettings& tracing) {
+  TracerOptions options;
+  options.sampling_ratio = tracing.sampling_rate;
+  options.descriptor_values = tracing.descriptor_values;
+  return options;
+}
+
 }  // namespace sluice

@@ -12,6 +12,9 @@
 #include "server/service/http_server.h"
 #include "server/service/rate_limiter.h"
 #include "server/settings/settings.h"
+#include "server/trace/otlp/batch_span_processor.h"
+#include "server/trace/otlp/otlp_exporter_options.h"
+#include "server/trace/tracer.h"
 
 namespace sluice {
 
@@ -35,5 +38,12 @@ RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings);
 HttpServerOptions HttpServerOptionsFrom(const Settings& settings);
 
 GrpcTlsSettings GrpcTlsSettingsFrom(const GrpcSettings& grpc);
+
+// The OTLP exporter's options: the endpoint (the protocol's default when none is given), headers,
+// timeout, CA and the resource. An empty --tracing_service_instance_id stays empty here: the
+// assembly makes one random UUID per process for it.
+OtlpExporterOptions OtlpExporterOptionsFrom(const TracingSettings& tracing);
+BatchSpanProcessorOptions BatchSpanProcessorOptionsFrom(const TracingSettings& tracing);
+TracerOptions TracerOptionsFrom(const TracingSettings& tracing);
 
 }  // namespace sluice

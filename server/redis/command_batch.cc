@@ -48,6 +48,7 @@ CommandBatch& CommandBatch::AddFrom(const CommandBatch& other, size_t i) {
 void CommandBatch::Clear() {
   buffer_.clear();
   entries_.clear();
+  traces_.clear();
 }
 
 void CommandBatch::Commit(size_t start, const RedisScript* script) {

@@ -22,6 +22,7 @@
 #include "server/redis/command.h"
 #include "server/redis/reply.h"
 #include "server/redis/script_cache.h"
+#include "server/trace/tracer.h"
 
 namespace sluice {
 
@@ -82,6 +83,17 @@ class CommandBatch {
                                             entries_[i].key_length);
   }
 
+  // The traced decisions this batch works for: each gets a span for every node call that
+  // carries the batch's commands (node_call_trace.h). Empty (the common case): no span.
+  void AddTrace(const TraceParent& trace) {
+    if (trace.active()) {
+      traces_.push_back(trace);
+    }
+  }
+  const std::vector<TraceParent>& traces() const { return traces_; }
+  // Takes `other`'s traces too (a cluster's sub-batch works for its whole batch's decisions).
+  void CopyTracesFrom(const CommandBatch& other) { traces_ = other.traces_; }
+
   void Clear();
 
  private:
@@ -102,6 +114,7 @@ class CommandBatch {
 
   std::string buffer_;
   absl::InlinedVector<Entry, 2> entries_;
+  std::vector<TraceParent> traces_;
 };
 
 }  // namespace sluice

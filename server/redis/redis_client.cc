@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/failure_reason.h"
 #include "server/common/logging.h"
+#include "server/redis/node_call_trace.h"
 
 namespace sluice {
 namespace {
@@ -255,6 +256,9 @@ void RedisClient::RunOnEachLoop(const std::function<void(size_t loop_index)>& wo
 }
 
 void RedisClient::Execute(CommandBatch batch, int64_t deadline_monotonic_us, BatchCallback done) {
+  if (!batch.traces().empty()) {
+    done = TraceNodeCall(batch, options_.address, std::move(done));
+  }
   // seq_cst pairs with Stop: either Stop sees this call in executing_ and waits for it, or this
   // call sees stopped_.
   executing_.fetch_add(1, std::memory_order_seq_cst);

@@ -15,6 +15,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/status.h"
+#include "server/trace/tracer.h"
 
 namespace sluice {
 
@@ -47,6 +48,8 @@ class GrpcCall {
   grpc::ServerUnaryReactor* reactor = nullptr;
   grpc::ByteBuffer* response_buffer = nullptr;
   int64_t arrived_us = 0;
+  // The call's span, when it is traced (inactive otherwise).
+  Span span;
 
  private:
   static google::protobuf::ArenaOptions ArenaOptions(char* block, size_t size) {
@@ -60,7 +63,7 @@ class GrpcCall {
   // response fit (a descriptor takes ~350 bytes of both), larger ones continue in blocks the arena
   // allocates. Sized so that the whole GrpcCall stays under glibc's large-chunk threshold (1008
   // bytes asked): a larger allocation per call makes malloc consolidate its fast bins every time.
-  alignas(16) char initial_block_[912];
+  alignas(16) char initial_block_[896];
   google::protobuf::Arena arena_;
   Request* const request_ = google::protobuf::Arena::CreateMessage<Request>(&arena_);
   Response* const response_ = google::protobuf::Arena::CreateMessage<Response>(&arena_);

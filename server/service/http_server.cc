@@ -116,7 +116,32 @@ struct JsonCall {
   absl::Status status;
   MetricHistogram* latency;  // sluice_request_duration_seconds{transport="http"}
   int64_t arrived_us;
+  Span span;  // when traced
 };
+
+std::optional<TraceContext> CallerContext(evhttp_request* req) {
+  evkeyvalq* headers = evhttp_request_get_input_headers(req);
+  return ExtractTraceContext([headers](absl::string_view name) -> std::optional<absl::string_view> {
+    // libevent matches header names without regard to case.
+    const char* value = evhttp_find_header(headers, std::string(name).c_str());
+    if (value == nullptr) {
+      return std::nullopt;
+    }
+    return absl::string_view(value);
+  });
+}
+
+// Ends a /json call's span with the HTTP status it is answered with.
+void EndSpan(Span& span, int code, absl::string_view error) {
+  if (!span.active()) {
+    return;
+  }
+  span.Add("http.response.status_code", static_cast<int64_t>(code));
+  if (!error.empty()) {
+    span.SetError(error);
+  }
+  span.End();
+}
 
 void FinishJson(evutil_socket_t, short, void* arg) {
   std::unique_ptr<JsonCall> call(static_cast<JsonCall*>(arg));
@@ -124,6 +149,7 @@ void FinishJson(evutil_socket_t, short, void* arg) {
   if (!call->status.ok()) {
     // The code a gRPC client would get, as HTTP (UNAVAILABLE while no config is loaded: 503).
     const HttpStatus status = HttpStatusFromCode(call->status.code());
+    EndSpan(call->span, status.code, call->status.message());
     Reply(call->req, status.code, status.reason, "text/plain",
           absl::StrCat(absl::StatusCodeToString(call->status.code()), ": ",
                        call->status.message(), "\n"));
@@ -134,6 +160,7 @@ void FinishJson(evutil_socket_t, short, void* arg) {
   options.preserve_proto_field_names = false;
   (void)google::protobuf::util::MessageToJsonString(call->response, &json, options);
   bool over = call->response.overall_code() == RateLimiter::Response::OVER_LIMIT;
+  EndSpan(call->span, over ? 429 : 200, "");
   // The headers Envoy would add to its client's response (retry-after on a 429, and the
   // RateLimit headers when enabled) go on this response too.
   evkeyvalq* headers = evhttp_request_get_output_headers(call->req);
@@ -302,6 +329,9 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       self->backend_.AppendMetrics(&text);
       self->limiter_.AppendMetrics(&text);
       self->connections_->AppendMetrics(&text);
+      if (self->options_.tracer != nullptr) {
+        self->options_.tracer->AppendMetrics(&text);
+      }
       Reply(req, 200, "OK", "text/plain; version=0.0.4", text);
       return;
     }
@@ -357,22 +387,31 @@ void HttpServer::HandleJson(evhttp_request* req) {
   call->req = req;
   call->latency = &metrics_.RequestLatency(Transport::kHttp);
   call->arrived_us = RealClock::Get().MonotonicMicros();
+  if (options_.tracer != nullptr) {
+    call->span = options_.tracer->StartCall("POST /json", CallerContext(req));
+    call->span.Add("http.request.method", "POST");
+    call->span.Add("url.path", "/json");
+  }
   google::protobuf::util::JsonParseOptions options;
   auto parsed = google::protobuf::util::JsonStringToMessage(BodyOf(req), &call->request, options);
   if (!parsed.ok()) {
     call->latency->Record(RealClock::Get().MonotonicMicros() - call->arrived_us);
+    EndSpan(call->span, 400, "invalid RateLimitRequest JSON");
     Reply(req, 400, "Bad Request", "text/plain",
           absl::StrCat("invalid RateLimitRequest JSON: ", parsed.message().as_string(), "\n"));
     return;
   }
   JsonCall* raw = call.release();
   event_base* base = base_;
-  limiter_.ShouldRateLimit(raw->request, &raw->response, [raw, base](absl::Status status) {
-    raw->status = std::move(status);
-    // Reply on the HTTP thread, even when the decision finished elsewhere.
-    timeval now{0, 0};
-    event_base_once(base, -1, EV_TIMEOUT, &FinishJson, raw, &now);
-  });
+  limiter_.ShouldRateLimit(
+      raw->request, &raw->response,
+      [raw, base](absl::Status status) {
+        raw->status = std::move(status);
+        // Reply on the HTTP thread, even when the decision finished elsewhere.
+        timeval now{0, 0};
+        event_base_once(base, -1, EV_TIMEOUT, &FinishJson, raw, &now);
+      },
+      raw->span.active() ? &raw->span : nullptr);
 }
 
 }  // namespace sluice

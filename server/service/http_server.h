@@ -64,6 +64,9 @@ struct HttpServerOptions {
   size_t max_body_bytes = 4 << 20;
   // Largest /config page; a longer one is cut at a line boundary, its last line saying so.
   size_t config_dump_max_bytes = 4 << 20;
+  // Optional (must outlive the server): each /json call sampled gets a server span "POST /json",
+  // a child of the caller's when its headers carry a trace context.
+  Tracer* tracer = nullptr;
 };
 
 class HttpServer {

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/common/failure_reason.h"
 #include "server/service/decide_by_rule.h"
 
@@ -41,6 +42,37 @@ void MarkNeverAdmitted(const RequestPlan& plan, CheckDecisions& decisions) {
   }
 }
 
+// The decision span's account of the request: its domain and descriptors (entry keys, and
+// values only when the tracer is told to show them: they can be user identifiers).
+void DescribeRequest(const RateLimiter::Request& request, Span& span) {
+  span.Add("ratelimit.domain", request.domain());
+  span.Add("ratelimit.descriptors", static_cast<int64_t>(request.descriptors_size()));
+  if (request.hits_addend() != 0) {
+    span.Add("ratelimit.hits_addend", static_cast<int64_t>(request.hits_addend()));
+  }
+  const bool values = span.parent().tracer->options().descriptor_values;
+  std::string entries;
+  for (const auto& descriptor : request.descriptors()) {
+    if (!entries.empty()) {
+      entries.push_back(';');
+    }
+    bool first = true;
+    for (const auto& entry : descriptor.entries()) {
+      absl::StrAppend(&entries, first ? "" : ",", entry.key(), values ? "=" : "",
+                      values ? entry.value() : "");
+      first = false;
+    }
+    if (entries.size() > kMaxSpanValueBytes) {
+      break;  // cut by Add anyway
+    }
+  }
+  span.Add(values ? "ratelimit.descriptor_entries" : "ratelimit.descriptor_keys", entries);
+}
+
+size_t CountDecidedBy(const CheckDecisions& decisions, DecidedBy by) {
+  return static_cast<size_t>(std::count(decisions.by.begin(), decisions.by.end(), by));
+}
+
 void AddHits(prometheus::Counter* counter, uint64_t n) {
   if (n > 0) {
     counter->Increment(static_cast<double>(n));
@@ -61,6 +93,7 @@ struct RateLimiter::PendingCall {
   absl::Status status;
   Response* response = nullptr;
   DoneCallback done;
+  Span* span = nullptr;  // the caller's, when traced
   // One allocation per call, served from malloc's per-thread cache: past 1008 bytes glibc takes
   // a large chunk and consolidates its fast bins on every call.
   static void CheckSize() { static_assert(sizeof(PendingCall) <= 1008, "see kInlinePlanChecks"); }
@@ -84,7 +117,14 @@ void RateLimiter::AppendMetrics(std::string* out) const {
   }
 }
 
-void RateLimiter::ShouldRateLimit(const Request& request, Response* response, DoneCallback done) {
+void RateLimiter::ShouldRateLimit(const Request& request, Response* response, DoneCallback done,
+                                  Span* span) {
+  if (span != nullptr && !span->active()) {
+    span = nullptr;
+  }
+  if (span != nullptr) {
+    DescribeRequest(request, *span);
+  }
   if (absl::Status status = ValidateRequest(request, limits_); !status.ok()) {
     metrics_.CountRequest(Metrics::RequestOutcome::kInvalidArgument);
     std::move(done)(std::move(status));
@@ -99,10 +139,22 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
   auto call = std::make_unique<PendingCall>();
   call->response = response;
   call->done = std::move(done);
+  call->span = span;
   Resolve(request, std::move(config), resolve_options_, &call->plan);
   call->decisions.Reset(call->plan.checks.size());
   DecideByRule(call->plan, call->decisions);
-  over_limit_.Answer(call->plan, call->decisions);
+  if (span == nullptr) {
+    over_limit_.Answer(call->plan, call->decisions);
+  } else {
+    span->Add("sluice.checks", static_cast<int64_t>(call->plan.checks.size()));
+    const int64_t start_us = span->parent().tracer->NowMicros();
+    over_limit_.Answer(call->plan, call->decisions);
+    if (const size_t answered = CountDecidedBy(call->decisions, DecidedBy::kCache); answered > 0) {
+      Span cache = Tracer::StartChildAt(span->parent(), "over_limit_cache", SpanKind::kInternal,
+                                        start_us);
+      cache.Add("sluice.checks_answered", static_cast<int64_t>(answered));
+    }
+  }
   Evaluate(std::move(call));
 }
 
@@ -130,6 +182,7 @@ void RateLimiter::Evaluate(std::unique_ptr<PendingCall> call) {
   // The callback captures two pointers, which fit in its inline storage (no allocation); with
   // every check open, remote_index is empty.
   backend_.Evaluate(all_open ? absl::MakeConstSpan(held->plan.checks) : absl::MakeConstSpan(remote),
+                    held->span != nullptr ? held->span->parent() : TraceParent{},
                     [this, held](absl::Status status, absl::Span<const Decision> decisions) {
                       if (status.ok()) {
                         const bool all_open = held->remote_index.empty();
@@ -157,7 +210,11 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
   FailureMode policy = call->plan.failure_mode;
   if (!status.ok()) {
     metrics_.CountBackendFailure(FailureReasonOf(status));
+    const int64_t start_us = call->span != nullptr ? call->span->parent().tracer->NowMicros() : 0;
     policy = failure_policy_.Apply(status, call->plan, call->decisions);
+    if (call->span != nullptr) {
+      TraceFailure(status, policy, start_us, call->decisions, *call->span);
+    }
   }
   if (call->plan.charges_never_admitted) {
     MarkNeverAdmitted(call->plan, call->decisions);
@@ -166,7 +223,24 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
   ResponseAccount account;
   Respond(call->plan, call->decisions, policy, respond_options_, call->response, &account);
   Count(account, *call->response);
+  if (call->span != nullptr) {
+    call->span->Add("ratelimit.overall_code",
+                    Response::Code_Name(call->response->overall_code()));
+  }
   std::move(call->done)(absl::OkStatus());
+}
+
+void RateLimiter::TraceFailure(const absl::Status& status, FailureMode policy, int64_t start_us,
+                               const CheckDecisions& decisions, Span& span) {
+  const std::string_view reason = FailureReasonName(FailureReasonOf(status));
+  span.Add("sluice.failure_reason", absl::string_view(reason.data(), reason.size()));
+  span.Add("sluice.failure_mode", FailureModeName(policy));
+  span.SetError(status.message());
+  if (policy == FailureMode::kLocal) {
+    Span local =
+        Tracer::StartChildAt(span.parent(), "local_fallback", SpanKind::kInternal, start_us);
+    local.Add("sluice.checks_decided", static_cast<int64_t>(CountDecidedBy(decisions, DecidedBy::kLocal)));
+  }
 }
 
 void RateLimiter::Count(const ResponseAccount& account, const Response& response) {

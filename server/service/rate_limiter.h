@@ -30,6 +30,7 @@
 #include "server/service/request_validation.h"
 #include "server/service/resolve.h"
 #include "server/service/respond.h"
+#include "server/trace/tracer.h"
 
 namespace sluice {
 
@@ -75,7 +76,12 @@ class RateLimiter {
   // no configuration is loaded (--force_start_without_initial_config); response untouched.
   // `request` need only live until this returns; `response` must live until `done` runs.
   // `done` may run inline, on the caller's stack, or later on a backend thread.
-  void ShouldRateLimit(const Request& request, Response* response, DoneCallback done);
+  // `span` (optional): the call's span, which the decision annotates (domain, descriptors,
+  // overall code, failure reason) and under which its steps record theirs (the over-limit cache
+  // answering, each Redis call, the local fallback deciding); it must live until `done` runs,
+  // and its owner ends it.
+  void ShouldRateLimit(const Request& request, Response* response, DoneCallback done,
+                       Span* span = nullptr);
 
   // Appends the metrics of the in-process stores it owns or uses, in the Prometheus text
   // format: the failure_mode local store (sluice_local_fallback_*, once it exists) and the
@@ -94,6 +100,10 @@ class RateLimiter {
   // After the backend: the failure policy, the cache's lesson, the response and its metrics.
   void Finish(std::unique_ptr<PendingCall> call, absl::Status status);
   void Count(const ResponseAccount& account, const Response& response);
+  // On the call's span: why the backend failed, what answered, and the local fallback's span
+  // (it decided from `start_us`, a time of the span's tracer).
+  static void TraceFailure(const absl::Status& status, FailureMode policy, int64_t start_us,
+                           const CheckDecisions& decisions, Span& span);
 
   const ConfigStore& config_;
   Backend& backend_;

@@ -208,6 +208,21 @@ bool ReadXdsHeaders(const std::string& text, Settings& settings, std::string* er
   return ReadPairs<':'>("xds_headers", text, &settings.config.xds.headers, error);
 }
 
+bool ReadTracingProtocol(const std::string& text, Settings& settings, std::string* error) {
+  for (TracingProtocol protocol : {TracingProtocol::kHttp, TracingProtocol::kGrpc}) {
+    if (text == TracingProtocolName(protocol)) {
+      settings.tracing.protocol = protocol;
+      return true;
+    }
+  }
+  *error = absl::StrCat("--tracing_protocol: '", text, "' is not http or grpc");
+  return false;
+}
+
+bool ReadTracingHeaders(const std::string& text, Settings& settings, std::string* error) {
+  return ReadPairs<'='>("tracing_headers", text, &settings.tracing.headers, error);
+}
+
 // "HOST:PORT,HOST:PORT": the addresses of one Redis, empty parts dropped.
 template <RedisTargetSettings BackendSettings::*kTarget>
 bool ReadAddresses(const std::string& text, Settings& settings, std::string*) {
@@ -236,6 +251,7 @@ using BackendS = BackendSettings;
 using Target = RedisTargetSettings;
 using Redis = RedisSettings;
 using Limiter = LimiterSettings;
+using Tracing = TracingSettings;
 
 // Every flag, in server/main.cc's order.
 constexpr Entry kFlags[] = {
@@ -348,6 +364,21 @@ constexpr Entry kFlags[] = {
     Plain<&S::config, &ConfigS::xds, &Xds::backoff_random_factor>("xds_backoff_random_factor"),
     Plain<&S::config, &ConfigS::xds, &Xds::backoff_jitter>("xds_backoff_jitter"),
     Plain<&S::config, &ConfigS::xds, &Xds::max_message_bytes>("xds_max_message_bytes"),
+    Plain<&S::tracing, &Tracing::enabled>("tracing"),
+    Converted<std::string, &ReadTracingProtocol>("tracing_protocol"),
+    Plain<&S::tracing, &Tracing::endpoint>("tracing_endpoint"),
+    Plain<&S::tracing, &Tracing::insecure>("tracing_insecure"),
+    Converted<std::string, &ReadTracingHeaders>("tracing_headers"),
+    Plain<&S::tracing, &Tracing::ca>("tracing_ca"),
+    Plain<&S::tracing, &Tracing::timeout>("tracing_timeout"),
+    Plain<&S::tracing, &Tracing::sampling_rate>("tracing_sampling_rate"),
+    Plain<&S::tracing, &Tracing::service_name>("tracing_service_name"),
+    Plain<&S::tracing, &Tracing::service_namespace>("tracing_service_namespace"),
+    Plain<&S::tracing, &Tracing::service_instance_id>("tracing_service_instance_id"),
+    Plain<&S::tracing, &Tracing::descriptor_values>("tracing_descriptor_values"),
+    Plain<&S::tracing, &Tracing::max_queue_spans>("tracing_max_queue_spans"),
+    Plain<&S::tracing, &Tracing::max_export_spans>("tracing_max_export_spans"),
+    Plain<&S::tracing, &Tracing::export_interval>("tracing_export_interval"),
 };
 
 const Entry* Find(absl::string_view name) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "server/settings/listen_address.h"
 
 namespace sluice {
@@ -216,6 +217,67 @@ void CheckRedisTls(const BackendSettings& backend, Errors& errors) {
   }
 }
 
+// Why `endpoint` is not one `protocol` can export to; empty when it is. http: the traces URL,
+// http[s]://HOST[:PORT][/PATH]; grpc: http[s]://HOST:PORT[/] or HOST:PORT (a gRPC target has
+// no path, so an http endpoint given to grpc is refused here rather than at the first export).
+std::string TracingEndpointProblem(TracingProtocol protocol, absl::string_view endpoint) {
+  absl::string_view rest = endpoint;
+  const bool scheme =
+      absl::ConsumePrefix(&rest, "http://") || absl::ConsumePrefix(&rest, "https://");
+  if (protocol == TracingProtocol::kHttp) {
+    if (scheme && !rest.empty() && rest.front() != '/') {
+      return "";
+    }
+    return absl::StrCat("'", endpoint,
+                        "' is not an http:// or https:// URL (--tracing_protocol=http takes the "
+                        "traces URL, e.g. http://collector:4318/v1/traces)");
+  }
+  if (scheme) {
+    absl::ConsumeSuffix(&rest, "/");
+  }
+  if (ValidateHostPort(rest, 1).ok()) {
+    return "";
+  }
+  return absl::StrCat("'", endpoint,
+                      "' is not http[s]://HOST:PORT or HOST:PORT (--tracing_protocol=grpc)");
+}
+
+// The tracing settings, read only with --tracing on (given while it is off, they are unused).
+void CheckTracing(const TracingSettings& tracing, Errors& errors) {
+  if (!tracing.enabled) {
+    return;
+  }
+  if (!tracing.endpoint.empty()) {
+    const std::string problem = TracingEndpointProblem(tracing.protocol, tracing.endpoint);
+    errors.Check(problem.empty(), {"tracing_endpoint", "tracing_protocol"},
+                 absl::StrCat("--tracing_endpoint: ", problem));
+  }
+  for (const auto& [name, value] : tracing.headers) {
+    errors.Check(!name.empty(), {"tracing_headers"}, "--tracing_headers: a header has no name");
+    // A line break would end the header early and start another.
+    const bool one_line = name.find_first_of("\r\n") == std::string::npos &&
+                          value.find_first_of("\r\n") == std::string::npos;
+    errors.Check(one_line, {"tracing_headers"},
+                 absl::StrCat("--tracing_headers: header '", name, "' holds a line break"));
+  }
+  errors.Check(tracing.timeout > absl::ZeroDuration(), {"tracing_timeout"},
+               "--tracing_timeout must be positive");
+  // Written so that NaN fails too.
+  errors.Check(tracing.sampling_rate >= 0 && tracing.sampling_rate <= 1,
+               {"tracing_sampling_rate"},
+               absl::StrCat("--tracing_sampling_rate: ", tracing.sampling_rate,
+                            " is not between 0 and 1"));
+  errors.AtLeastOne("tracing_max_queue_spans", tracing.max_queue_spans);
+  const int32_t batch = tracing.max_export_spans;
+  errors.Check(batch >= 1 && batch <= tracing.max_queue_spans,
+               {"tracing_max_export_spans", "tracing_max_queue_spans"},
+               absl::StrCat("--tracing_max_export_spans: ", batch,
+                            " is not between 1 and --tracing_max_queue_spans (",
+                            tracing.max_queue_spans, ")"));
+  errors.Check(tracing.export_interval > absl::ZeroDuration(), {"tracing_export_interval"},
+               "--tracing_export_interval must be positive");
+}
+
 void CheckBackend(const BackendSettings& backend, Errors& errors) {
   errors.Check(!backend.per_second_kind.has_value() || backend.kind != BackendKind::kMemory,
                {"redis_per_second_backend", "backend"},
@@ -274,6 +336,10 @@ absl::string_view RedisClockSourceName(RedisClockSource source) {
   return source == RedisClockSource::kLocal ? "local" : "redis";
 }
 
+absl::string_view TracingProtocolName(TracingProtocol protocol) {
+  return protocol == TracingProtocol::kGrpc ? "grpc" : "http";
+}
+
 std::vector<SettingError> ValidateSettings(const Settings& settings) {
   Errors errors;
   CheckConfig(settings.config, errors);
@@ -284,6 +350,7 @@ std::vector<SettingError> ValidateSettings(const Settings& settings) {
   CheckLimiter(settings.limiter, errors);
   CheckListeners(settings, errors);
   CheckPrometheus(settings.prometheus, errors);
+  CheckTracing(settings.tracing, errors);
   return errors.Take();
 }
 

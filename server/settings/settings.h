@@ -305,6 +305,54 @@ struct LimiterSettings {
   bool count_denied_hits = false;
 };
 
+// Traces of decisions, exported over OTLP (envoyproxy/ratelimit's TRACING_* and the standard
+// OTEL_EXPORTER_OTLP_* and OTEL_BSP_* variables map onto these; docs/tracing.md).
+enum class TracingProtocol {
+  kHttp,  // "http": OTLP/HTTP, protobuf body, POST to the traces URL (upstream's default)
+  kGrpc,  // "grpc": OTLP/gRPC, TraceService/Export
+};
+absl::string_view TracingProtocolName(TracingProtocol protocol);
+
+struct TracingSettings {
+  // --tracing: export spans. Off: no span is made and nothing is sent.
+  bool enabled = false;
+  // --tracing_protocol.
+  TracingProtocol protocol = TracingProtocol::kHttp;
+  // --tracing_endpoint: where spans go. http: the full URL of the traces resource
+  // (http[s]://HOST:PORT/PATH); grpc: http[s]://HOST:PORT, or HOST:PORT (then TLS unless
+  // --tracing_insecure). Empty: the protocol's default, http://localhost:4318/v1/traces or
+  // http://localhost:4317.
+  std::string endpoint;
+  // --tracing_insecure: grpc with an endpoint without a scheme: plaintext.
+  bool insecure = false;
+  // --tracing_headers: "name=value,name2=value2": sent with every export (e.g. an API key).
+  std::vector<std::pair<std::string, std::string>> headers;
+  // --tracing_ca: PEM bundle an https collector's certificate must chain to (empty: the
+  // system's roots).
+  std::string ca;
+  // --tracing_timeout: the most one export may take. > 0.
+  absl::Duration timeout = absl::Seconds(10);
+  // --tracing_sampling_rate: share of calls traced when the caller did not decide (a caller's
+  // sampled flag is followed). 0 to 1.
+  double sampling_rate = 1.0;
+  // --tracing_service_name, --tracing_service_namespace, --tracing_service_instance_id: the
+  // resource's service.name, service.namespace and service.instance.id (empty instance id: a
+  // random UUID made at start).
+  std::string service_name = "sluice";
+  std::string service_namespace;
+  std::string service_instance_id;
+  // --tracing_descriptor_values: descriptor entries' values on the decision span (they can be
+  // user identifiers; by default only their keys are).
+  bool descriptor_values = false;
+  // --tracing_max_queue_spans: spans waiting for export at most; more are dropped and counted
+  // (sluice_tracing_spans_dropped_total). >= 1.
+  int32_t max_queue_spans = 2048;
+  // --tracing_max_export_spans: the most spans one export carries. 1 to max_queue_spans.
+  int32_t max_export_spans = 512;
+  // --tracing_export_interval: the longest a span waits before its export starts. > 0.
+  absl::Duration export_interval = absl::Seconds(5);
+};
+
 struct Settings {
   // --check_config: load and validate the config, print it, exit 0 or 1; serve nothing.
   bool check_config = false;
@@ -320,6 +368,7 @@ struct Settings {
   PrometheusSettings prometheus;
   BackendSettings backend;
   LimiterSettings limiter;
+  TracingSettings tracing;
 };
 
 // The largest --memory_max_mib and --over_limit_cache_max_mib: 1 TiB, far above any machine's

@@ -1,7 +1,9 @@
 #include "server/settings/upstream_env.h"
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -12,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/settings/listen_address.h"
+#include "server/settings/settings.h"
 
 namespace sluice {
 namespace {
@@ -102,6 +105,47 @@ constexpr std::pair<absl::string_view, absl::string_view> kStringFlags[] = {
     {"CACHE_KEY_PREFIX", "redis_key_prefix"},
 };
 
+// Upstream's tracing variables besides TRACING_ENABLED, read only with TRACING_ENABLED=true.
+constexpr absl::string_view kTracingVariables[] = {
+    "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID",
+    "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"};
+// Standard OpenTelemetry variables that upstream's tracer does not read either: it sets its own
+// sampler and resource.
+constexpr absl::string_view kOtelIgnored[] = {"OTEL_SDK_DISABLED", "OTEL_TRACES_SAMPLER",
+                                              "OTEL_TRACES_SAMPLER_ARG", "OTEL_SERVICE_NAME",
+                                              "OTEL_RESOURCE_ATTRIBUTES"};
+// Mutual TLS to the collector, which Sluice's exporter does not do.
+constexpr absl::string_view kOtelClientTls[] = {
+    "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"};
+
+// `text` with each %XX replaced by the byte it encodes, as Go's url.PathUnescape (which
+// upstream's exporter reads OTEL_EXPORTER_OTLP_HEADERS with) does: '+' stays '+'. Nullopt when
+// a '%' is not followed by two hexadecimal digits.
+std::optional<std::string> PercentDecode(absl::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') {
+      return c - '0';
+    }
+    c = absl::ascii_tolower(static_cast<unsigned char>(c));
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+      continue;
+    }
+    if (i + 2 >= text.size() || hex(text[i + 1]) < 0 || hex(text[i + 2]) < 0) {
+      return std::nullopt;
+    }
+    out.push_back(static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2])));
+    i += 2;
+  }
+  return out;
+}
+
 class Translator {
  public:
   explicit Translator(const EnvLookup& env) : env_(env) {}
@@ -113,8 +157,15 @@ class Translator {
     Backend();
     Limiter();
     Prometheus();
+    Tracing();
     NotHonoured();
-    UpstreamCharge();
+    // Whether the environment is upstream's: any of upstream's own variables set. The standard
+    // OTEL_* variables below do not count: they are read whenever they are set, upstream's
+    // environment or not (upstream's exporter reads them too, and an OpenTelemetry operator may
+    // inject them into any pod), and they alone must not bring upstream's charging.
+    const bool upstream = !out_.flags.empty() || !out_.warnings.empty() || !out_.errors.empty();
+    OpenTelemetry();
+    UpstreamCharge(upstream);
     return std::move(out_);
   }
 
@@ -690,8 +741,7 @@ class Translator {
 
   // A deployment configured by upstream's variables gets upstream's charging: every hit, admitted
   // or not, when STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT is unset (false is mapped in Limiter).
-  void UpstreamCharge() {
-    const bool upstream = !out_.flags.empty() || !out_.warnings.empty() || !out_.errors.empty();
+  void UpstreamCharge(bool upstream) {
     if (upstream && !IsSet("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")) {
       Set("default_charge", "always",
           "envoyproxy/ratelimit's default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset)");
@@ -771,6 +821,243 @@ class Translator {
     }
   }
 
+  // TRACING_ENABLED, and the other TRACING_* variables, which upstream reads only with it
+  // (otherwise they are named in a warning). The service name is upstream's default when unset,
+  // so that traces look as they did.
+  void Tracing() {
+    const std::optional<bool> enabled = Bool("TRACING_ENABLED");
+    if (!enabled.value_or(false)) {
+      if (enabled.has_value()) {
+        Set("tracing", "false", "TRACING_ENABLED");
+      }
+      std::vector<absl::string_view> unused;
+      for (absl::string_view name : kTracingVariables) {
+        if (IsSet(name)) {
+          unused.push_back(name);
+        }
+      }
+      if (!unused.empty()) {
+        Warn(absl::StrCat(absl::StrJoin(unused, ", "),
+                          ": no effect without TRACING_ENABLED=true"));
+      }
+      return;
+    }
+    Set("tracing", "true", "TRACING_ENABLED");
+    if (std::optional<std::string> name = Get("TRACING_SERVICE_NAME")) {
+      Set("tracing_service_name", *name, "TRACING_SERVICE_NAME");
+    } else {
+      Set("tracing_service_name", "RateLimit",
+          "TRACING_ENABLED (TRACING_SERVICE_NAME unset: RateLimit)");
+    }
+    if (std::optional<std::string> name = Get("TRACING_SERVICE_NAMESPACE")) {
+      Set("tracing_service_namespace", *name, "TRACING_SERVICE_NAMESPACE");
+    }
+    if (std::optional<std::string> id = Get("TRACING_SERVICE_INSTANCE_ID")) {
+      Set("tracing_service_instance_id", *id, "TRACING_SERVICE_INSTANCE_ID");
+    }
+    if (std::optional<std::string> protocol = Get("TRACING_EXPORTER_PROTOCOL")) {
+      // Upstream compares exactly, and stops on anything else.
+      if (*protocol == TracingProtocolName(TracingProtocol::kHttp) ||
+          *protocol == TracingProtocolName(TracingProtocol::kGrpc)) {
+        Set("tracing_protocol", *protocol, "TRACING_EXPORTER_PROTOCOL");
+        tracing_protocol_ = *protocol == TracingProtocolName(TracingProtocol::kGrpc)
+                                ? TracingProtocol::kGrpc
+                                : TracingProtocol::kHttp;
+        tracing_protocol_from_ = absl::StrCat("TRACING_EXPORTER_PROTOCOL=", *protocol);
+      } else {
+        Fail(absl::StrCat("TRACING_EXPORTER_PROTOCOL=", *protocol, ": not http or grpc"));
+      }
+    }
+    if (std::optional<std::string> text = Get("TRACING_SAMPLING_RATE")) {
+      double rate = 0;
+      if (!absl::SimpleAtod(*text, &rate) || std::isnan(rate)) {
+        Fail(absl::StrCat("TRACING_SAMPLING_RATE=", *text, ": not a number"));
+      } else if (rate < 0 || rate > 1) {
+        // Upstream's ratio sampler traces every call above 1 and none below 0.
+        const std::string clamped = rate > 1 ? "1" : "0";
+        Warn(absl::StrCat("TRACING_SAMPLING_RATE=", *text, ": taken as ", clamped,
+                          ", as upstream's sampler takes it"));
+        Set("tracing_sampling_rate", clamped, "TRACING_SAMPLING_RATE");
+      } else {
+        Set("tracing_sampling_rate", *text, "TRACING_SAMPLING_RATE");
+      }
+    }
+  }
+
+  // The name of the signal-specific variable `traces` if it is set, else of `all` if it is,
+  // else "": the OpenTelemetry spec's precedence.
+  absl::string_view OtelVariable(absl::string_view traces, absl::string_view all) {
+    if (IsSet(traces)) {
+      return traces;
+    }
+    return IsSet(all) ? all : absl::string_view();
+  }
+
+  // A whole number from 1 to INT32_MAX in `name`. The OpenTelemetry spec has an invalid value
+  // ignored with a warning, not stop the start: so here (unset: nullopt, silently).
+  std::optional<int64_t> OtelNumber(absl::string_view name, absl::string_view unit) {
+    std::optional<std::string> text = Get(name);
+    if (!text.has_value()) {
+      return std::nullopt;
+    }
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(*text, &value) || value < 1 ||
+        value > std::numeric_limits<int32_t>::max()) {
+      Warn(absl::StrCat(name, "=", *text, ": not a whole number of ", unit, " from 1 to ",
+                        std::numeric_limits<int32_t>::max(), "; ignored"));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // OTEL_EXPORTER_OTLP_[TRACES_]HEADERS ("name=value,...", values percent-encoded) as
+  // --tracing_headers takes it: decoded and trimmed, as upstream's exporter reads them. An item
+  // that cannot be read, or carried in the flag's list, is dropped with a warning that names the
+  // header, never its value (it is often a key).
+  std::string OtelHeaders(absl::string_view variable) {
+    const std::string text = Get(variable).value_or("");
+    std::vector<std::string> kept;
+    for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+      const size_t eq = item.find('=');
+      if (eq == absl::string_view::npos) {
+        Warn(absl::StrCat(variable, ": an item is not name=value; ignored"));
+        continue;
+      }
+      std::optional<std::string> name = PercentDecode(item.substr(0, eq));
+      std::optional<std::string> value = PercentDecode(item.substr(eq + 1));
+      if (!name.has_value() || !value.has_value()) {
+        Warn(absl::StrCat(variable, ": header '", absl::StripAsciiWhitespace(item.substr(0, eq)),
+                          "' is not percent-encoded (%XX); ignored"));
+        continue;
+      }
+      const absl::string_view n = absl::StripAsciiWhitespace(*name);
+      const absl::string_view v = absl::StripAsciiWhitespace(*value);
+      bool sendable = !n.empty() && n.find_first_of("=,") == absl::string_view::npos &&
+                      v.find(',') == absl::string_view::npos;
+      for (char c : absl::StrCat(n, v)) {
+        sendable = sendable && static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+      }
+      if (!sendable) {
+        Warn(absl::StrCat(variable, ": header '", n,
+                          "': an empty name, a control character, or a ',' (or '=' in the name) "
+                          "once decoded; ignored"));
+        continue;
+      }
+      kept.push_back(absl::StrCat(n, "=", v));
+    }
+    return absl::StrJoin(kept, ",");
+  }
+
+  // The standard OpenTelemetry exporter and batch processor variables (OTEL_EXPORTER_OTLP_*,
+  // OTEL_BSP_*), which upstream's exporter reads. Read whenever set (see Run), each
+  // signal-specific OTEL_EXPORTER_OTLP_TRACES_* winning over its OTEL_EXPORTER_OTLP_* twin. The
+  // protocol is upstream's choice (TRACING_EXPORTER_PROTOCOL, read in Tracing), never
+  // OTEL_EXPORTER_OTLP_PROTOCOL's, so the base endpoint takes OTLP/HTTP's path unless
+  // TRACING_EXPORTER_PROTOCOL=grpc: a --tracing_protocol=grpc given elsewhere wants
+  // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or --tracing_endpoint instead.
+  void OpenTelemetry() {
+    const absl::string_view in_force =
+        tracing_protocol_ == TracingProtocol::kGrpc ? "grpc" : "http/protobuf";
+    if (absl::string_view var = OtelVariable("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                                             "OTEL_EXPORTER_OTLP_PROTOCOL");
+        !var.empty() && *Get(var) != in_force) {
+      Warn(absl::StrCat(var, "=", *Get(var), ": not followed",
+                        *Get(var) == "http/json" ? " (http/json is not supported)" : "",
+                        "; as upstream, the protocol is chosen by ", tracing_protocol_from_,
+                        " or --tracing_protocol"));
+    }
+    if (std::optional<std::string> traces = Get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) {
+      Set("tracing_endpoint", *traces, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    } else if (std::optional<std::string> base = Get("OTEL_EXPORTER_OTLP_ENDPOINT")) {
+      if (tracing_protocol_ == TracingProtocol::kGrpc) {
+        Set("tracing_endpoint", *base, "OTEL_EXPORTER_OTLP_ENDPOINT");
+      } else {
+        absl::string_view root = *base;
+        while (absl::ConsumeSuffix(&root, "/")) {
+        }
+        Set("tracing_endpoint", absl::StrCat(root, "/v1/traces"),
+            "OTEL_EXPORTER_OTLP_ENDPOINT (+ /v1/traces, OTLP/HTTP)");
+      }
+    }
+    if (absl::string_view var = OtelVariable("OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                                             "OTEL_EXPORTER_OTLP_HEADERS");
+        !var.empty()) {
+      Set("tracing_headers", OtelHeaders(var), std::string(var));
+    }
+    if (absl::string_view var = OtelVariable("OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+                                             "OTEL_EXPORTER_OTLP_INSECURE");
+        !var.empty()) {
+      const std::string value = absl::AsciiStrToLower(*Get(var));
+      if (value == "true" || value == "false") {
+        Set("tracing_insecure", value, std::string(var));
+      } else {
+        Warn(absl::StrCat(var, "=", *Get(var), ": not true or false; ignored"));
+      }
+    }
+    if (absl::string_view var = OtelVariable("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+                                             "OTEL_EXPORTER_OTLP_CERTIFICATE");
+        !var.empty()) {
+      Set("tracing_ca", *Get(var), std::string(var));
+    }
+    // The exporter's own timeout wins over the batch processor's.
+    absl::string_view timeout =
+        OtelVariable("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT");
+    if (timeout.empty()) {
+      timeout = IsSet("OTEL_BSP_EXPORT_TIMEOUT") ? "OTEL_BSP_EXPORT_TIMEOUT" : "";
+    }
+    if (!timeout.empty()) {
+      if (std::optional<int64_t> ms = OtelNumber(timeout, "milliseconds")) {
+        Set("tracing_timeout", absl::StrCat(*ms, "ms"), std::string(timeout));
+      }
+    }
+    if (std::optional<int64_t> ms = OtelNumber("OTEL_BSP_SCHEDULE_DELAY", "milliseconds")) {
+      Set("tracing_export_interval", absl::StrCat(*ms, "ms"), "OTEL_BSP_SCHEDULE_DELAY");
+    }
+    const TracingSettings defaults;
+    const std::optional<int64_t> queue = OtelNumber("OTEL_BSP_MAX_QUEUE_SIZE", "spans");
+    const std::optional<int64_t> batch = OtelNumber("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "spans");
+    const int64_t queue_spans = queue.value_or(defaults.max_queue_spans);
+    if (queue.has_value()) {
+      Set("tracing_max_queue_spans", absl::StrCat(*queue), "OTEL_BSP_MAX_QUEUE_SIZE");
+    }
+    if (batch.value_or(defaults.max_export_spans) > queue_spans) {
+      // The OpenTelemetry SDKs cut the batch to the queue rather than refuse it.
+      Set("tracing_max_export_spans", absl::StrCat(queue_spans),
+          batch.has_value() ? absl::StrCat("OTEL_BSP_MAX_EXPORT_BATCH_SIZE (cut to the queue, ",
+                                           queue_spans, ")")
+                            : std::string("OTEL_BSP_MAX_QUEUE_SIZE (the batch is cut to it)"));
+    } else if (batch.has_value()) {
+      Set("tracing_max_export_spans", absl::StrCat(*batch), "OTEL_BSP_MAX_EXPORT_BATCH_SIZE");
+    }
+    if (absl::string_view var = OtelVariable("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+                                             "OTEL_EXPORTER_OTLP_COMPRESSION");
+        !var.empty() && *Get(var) != "none") {
+      Warn(absl::StrCat(var, "=", *Get(var), ": not supported; spans are sent uncompressed"));
+    }
+    std::vector<absl::string_view> client_tls;
+    for (absl::string_view name : kOtelClientTls) {
+      if (IsSet(name)) {
+        client_tls.push_back(name);
+      }
+    }
+    if (!client_tls.empty()) {
+      Warn(absl::StrCat(absl::StrJoin(client_tls, ", "),
+                        ": no effect; Sluice's exporter presents no client certificate"));
+    }
+    std::vector<absl::string_view> ignored;
+    for (absl::string_view name : kOtelIgnored) {
+      if (IsSet(name)) {
+        ignored.push_back(name);
+      }
+    }
+    if (!ignored.empty()) {
+      Warn(absl::StrCat(absl::StrJoin(ignored, ", "),
+                        ": no effect, as under upstream, which sets its own sampler and "
+                        "resource: --tracing, --tracing_sampling_rate and --tracing_service_* "
+                        "(TRACING_*) decide"));
+    }
+  }
+
   void NotHonoured() {
     std::vector<std::string> stats;
     for (absl::string_view name : {"USE_STATSD", "USE_DOG_STATSD"}) {
@@ -793,9 +1080,6 @@ class Translator {
       Warn("EXPIRATION_JITTER_MAX_SECONDS: no effect; Sluice's keys expire exactly when their "
            "state stops mattering, without jitter");
     }
-    if (Bool("TRACING_ENABLED").value_or(false)) {
-      Warn("TRACING_ENABLED=true: Sluice has no tracing");
-    }
     if (!IsSet("BACKEND_TYPE") && IsSet("MEMCACHE_HOST_PORT")) {
       Warn("MEMCACHE_HOST_PORT: ignored (BACKEND_TYPE is not memcache)");
     }
@@ -805,6 +1089,10 @@ class Translator {
   UpstreamTranslation out_;
   // Whether a Redis was given TLS (REDIS_TLS, REDIS_PERSECOND_TLS or a rediss:// URL).
   bool tls_on_ = false;
+  // The OTLP protocol TRACING_EXPORTER_PROTOCOL chose (with TRACING_ENABLED=true), and which
+  // variable said so, for the OTEL_* variables.
+  TracingProtocol tracing_protocol_ = TracingProtocol::kHttp;
+  std::string tracing_protocol_from_ = "TRACING_EXPORTER_PROTOCOL (unset: http)";
 };
 
 }  // namespace
@@ -817,7 +1105,9 @@ std::string UpstreamAssignmentNote(const FlagAssignment& assignment,
                                    absl::string_view applied_value,
                                    absl::string_view final_value,
                                    absl::string_view overridden_by) {
-  const bool secret = absl::StrContains(assignment.flag, "password");
+  // Headers sent to a collector usually carry its API key.
+  const bool secret =
+      absl::StrContains(assignment.flag, "password") || assignment.flag == "tracing_headers";
   auto shown = [secret](absl::string_view value) {
     return secret ? std::string("(hidden)") : std::string(value);
   };

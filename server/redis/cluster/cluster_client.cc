@@ -308,6 +308,7 @@ void RedisClusterClient::Dispatch(const std::shared_ptr<Batch>& batch,
 
 void RedisClusterClient::Send(const std::shared_ptr<Batch>& batch, RedisClient* client,
                               SubBatch sub) {
+  sub.commands.CopyTracesFrom(batch->commands);
   client->Execute(std::move(sub.commands), batch->deadline_us,
                   [this, batch, client, sent = std::move(sub.sent)](
                       absl::Status status, absl::Span<RedisReply> replies) mutable {

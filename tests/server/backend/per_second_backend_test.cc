@@ -25,7 +25,9 @@ class FakeBackend final : public Backend {
  public:
   FakeBackend(uint64_t base, bool threaded) : base_(base), threaded_(threaded) {}
 
-  void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override {
+  using Backend::Evaluate;
+  void Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& /*trace*/,
+                EvaluateCallback done) override {
     std::vector<Decision> decisions;
     for (const LimitCheck& check : checks) {
       keys_.emplace_back(check.key);

@@ -38,7 +38,9 @@ using testing::RunCommand;
 // "being answered" meanwhile.
 class HeldBackend : public Backend {
  public:
-  void Evaluate(absl::Span<const LimitCheck> /*checks*/, EvaluateCallback done) override {
+  using Backend::Evaluate;
+  void Evaluate(absl::Span<const LimitCheck> /*checks*/, const TraceParent& /*trace*/,
+                EvaluateCallback done) override {
     std::lock_guard<std::mutex> lock(mu_);
     held_.push_back(std::move(done));
   }

@@ -12,6 +12,7 @@
 #include "tests/support/fake_clock.h"
 #include "server/config/config_loader.h"
 #include "tests/server/service/request_builder.h"
+#include "tests/support/recording_span_sink.h"
 
 namespace sluice {
 namespace {
@@ -78,7 +79,9 @@ descriptors:
 // A backend that can never answer, for the failure policy.
 class UnavailableBackend final : public Backend {
  public:
-  void Evaluate(absl::Span<const LimitCheck>, EvaluateCallback done) override {
+  using Backend::Evaluate;
+  void Evaluate(absl::Span<const LimitCheck>, const TraceParent& /*trace*/,
+                EvaluateCallback done) override {
     std::move(done)(absl::UnavailableError("redis down"), {});
   }
   absl::string_view Name() const override { return "unavailable"; }
@@ -87,7 +90,9 @@ class UnavailableBackend final : public Backend {
 // A backend whose every call Redis refused for its arguments (a bug, never an outage).
 class RefusingBackend final : public Backend {
  public:
-  void Evaluate(absl::Span<const LimitCheck>, EvaluateCallback done) override {
+  using Backend::Evaluate;
+  void Evaluate(absl::Span<const LimitCheck>, const TraceParent& /*trace*/,
+                EvaluateCallback done) override {
     std::move(done)(WithFailureReason(absl::InternalError("redis refused: ERR sluice gcra: ..."),
                                       FailureReason::kArgument),
                     {});
@@ -99,7 +104,9 @@ class RefusingBackend final : public Backend {
 class CountingBackend final : public Backend {
  public:
   explicit CountingBackend(Backend& inner) : inner_(inner) {}
-  void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override {
+  using Backend::Evaluate;
+  void Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& /*trace*/,
+                EvaluateCallback done) override {
     checks_ += checks.size();
     for (const LimitCheck& check : checks) {
       hits_.push_back(check.hits);
@@ -520,6 +527,70 @@ TEST_F(RateLimiterTest, OverLimitCacheAnswersDeniedKeysLocally) {
   EXPECT_EQ(counting.checks(), denied_again + 1);
 }
 
+// A tracer over a recording sink, and one traced decision's spans.
+class TracedDecision {
+ public:
+  TracedDecision(const Clock& clock, TracerOptions options)
+      : tracer_(sink_, clock, ids_, options) {}
+
+  // Decides `request` under a new call span, ended once the decision is done; returns the
+  // spans recorded for it (the call's last).
+  std::vector<SpanData> Decide(RateLimiter& limiter, const RateLimiter::Request& request) {
+    sink_.Clear();
+    Span call = tracer_.StartCall("call", std::nullopt);
+    EXPECT_TRUE(testing::DecideInline(limiter, request, &call).ok());
+    call.End();
+    return sink_.Spans();
+  }
+
+ private:
+  testing::RecordingSpanSink sink_;
+  RandomIdGenerator ids_;
+  Tracer tracer_;
+};
+
+// Verifies that a traced decision describes the request on its span (domain, descriptor count,
+// entry keys, overall code), entry values only when asked for, and that an untraced one is
+// decided all the same.
+TEST_F(RateLimiterTest, TracedDecisionDescribesTheRequest) {
+  const Request request = MakeRequest({{{"user", "s"}}, {{"plan", "gold"}}});
+  TracedDecision keys_only(clock_, TracerOptions{});
+  std::vector<SpanData> spans = keys_only.Decide(*limiter_, request);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(testing::StringAttribute(spans[0], "ratelimit.domain"), "api");
+  EXPECT_EQ(testing::IntAttribute(spans[0], "ratelimit.descriptors"), 2);
+  EXPECT_EQ(testing::StringAttribute(spans[0], "ratelimit.descriptor_keys"), "user;plan");
+  EXPECT_EQ(spans[0].Find("ratelimit.descriptor_entries"), nullptr);
+  EXPECT_EQ(testing::StringAttribute(spans[0], "ratelimit.overall_code"), "OK");
+  EXPECT_EQ(spans[0].status, SpanStatus::kUnset);
+
+  TracedDecision with_values(clock_, TracerOptions{.descriptor_values = true});
+  spans = with_values.Decide(*limiter_, MakeRequest({{{"user", "s"}}}, 5));
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(testing::StringAttribute(spans[0], "ratelimit.descriptor_entries"), "user=s");
+  EXPECT_EQ(testing::IntAttribute(spans[0], "ratelimit.hits_addend"), 5);
+  EXPECT_EQ(testing::StringAttribute(spans[0], "ratelimit.overall_code"), "OVER_LIMIT");
+}
+
+// Verifies that a decision the over-limit cache answers gets a span of the cache's answer under
+// its own, and that one the cache does not know gets none.
+TEST_F(RateLimiterTest, TracedDecisionShowsTheOverLimitCacheAnswering) {
+  OverLimitCache cache(clock_, 1000);
+  Rebuild(RateLimiterOptions(), nullptr, &cache);
+  TracedDecision traced(clock_, TracerOptions{});
+  const Request two = MakeRequest({{{"user", "c"}}}, 2);
+  std::vector<SpanData> spans = traced.Decide(*limiter_, two);  // admitted
+  EXPECT_EQ(spans.size(), 1u);
+  spans = traced.Decide(*limiter_, two);  // denied by the backend, and learned
+  EXPECT_EQ(spans.size(), 1u);
+  spans = traced.Decide(*limiter_, two);  // answered by the cache
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].name, "over_limit_cache");
+  EXPECT_EQ(spans[0].parent_span_id, spans[1].span_id);
+  EXPECT_EQ(testing::IntAttribute(spans[0], "sluice.checks_answered"), 1);
+  EXPECT_EQ(testing::StringAttribute(spans[1], "ratelimit.overall_code"), "OVER_LIMIT");
+}
+
 // Verifies each validation rule, by message. (A descriptor without entries and a 64-bit
 // hits_addend are valid, as upstream takes them: upstream_compat_test.cc.)
 TEST_F(RateLimiterTest, RejectsInvalidRequestsWithClearMessages) {
@@ -620,7 +691,9 @@ descriptors:
 class OutageBackend final : public Backend {
  public:
   explicit OutageBackend(Backend& inner) : inner_(inner) {}
-  void Evaluate(absl::Span<const LimitCheck> checks, EvaluateCallback done) override {
+  using Backend::Evaluate;
+  void Evaluate(absl::Span<const LimitCheck> checks, const TraceParent& /*trace*/,
+                EvaluateCallback done) override {
     if (down) {
       std::move(done)(absl::UnavailableError("redis down"), {});
       return;
@@ -821,6 +894,28 @@ TEST_F(RateLimiterFailureModeTest, AppendsTheMetricsOfItsStores) {
   EXPECT_THAT(after, HasSubstr("sluice_local_fallback_max_bytes 5242880\n"));
   EXPECT_THAT(after, ::testing::ContainsRegex("sluice_local_fallback_bytes [1-9][0-9]*\n"));
   EXPECT_THAT(after, HasSubstr("sluice_over_limit_cache_keys 0\n"));
+}
+
+// Verifies that a decision the backend failed says why on its span, in error, with the mode
+// that answered, and that the local fallback's deciding is a span of its own.
+TEST_F(RateLimiterFailureModeTest, TracedOutageNamesTheReasonAndTheLocalFallback) {
+  Build(FailureMode::kAllow, 3);
+  TracedDecision traced(clock_, TracerOptions{});
+  std::vector<SpanData> spans =
+      traced.Decide(*limiter_, testing::MakeRequest("local", {{{"user", "u"}}}, 0));
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].name, "local_fallback");
+  EXPECT_EQ(spans[0].parent_span_id, spans[1].span_id);
+  EXPECT_EQ(testing::IntAttribute(spans[0], "sluice.checks_decided"), 1);
+  EXPECT_EQ(spans[1].status, SpanStatus::kError);
+  EXPECT_EQ(spans[1].status_message, "redis down");
+  EXPECT_EQ(testing::StringAttribute(spans[1], "sluice.failure_reason"), "connection");
+  EXPECT_EQ(testing::StringAttribute(spans[1], "sluice.failure_mode"), "local");
+
+  spans = traced.Decide(*limiter_, testing::MakeRequest("allow", {{{"user", "u"}}}, 0));
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(testing::StringAttribute(spans[0], "sluice.failure_mode"), "allow");
+  EXPECT_EQ(testing::StringAttribute(spans[0], "ratelimit.overall_code"), "OK");
 }
 
 }  // namespace

@@ -33,11 +33,13 @@ inline RateLimiter::Request MakeRequest(absl::string_view domain,
 }
 
 // REQUIRES: the limiter's backend calls back inline (an error status says it did not).
+// `span` (optional): the call's span, as a transport would pass it.
 inline absl::StatusOr<RateLimiter::Response> DecideInline(RateLimiter& limiter,
-                                                          const RateLimiter::Request& request) {
+                                                          const RateLimiter::Request& request,
+                                                          Span* span = nullptr) {
   RateLimiter::Response response;
   absl::Status result = absl::InternalError("callback never ran");
-  limiter.ShouldRateLimit(request, &response, [&](absl::Status s) { result = s; });
+  limiter.ShouldRateLimit(request, &response, [&](absl::Status s) { result = s; }, span);
   if (!result.ok()) {
     return result;
   }

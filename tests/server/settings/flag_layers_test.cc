@@ -149,5 +149,39 @@ TEST_F(FlagLayersTest, FakeEnvironmentBecomesSettings) {
                           "REDIS_TYPE)"));
 }
 
+// Verifies Envoy Gateway's tracing environment becomes valid tracing Settings through the
+// layers, a SLUICE_* variable still winning, and the header values kept out of the notes.
+TEST_F(FlagLayersTest, EnvoyGatewayTracingBecomesSettings) {
+  env_ = {{"RUNTIME_ROOT", "/data"},
+          {"TRACING_ENABLED", "true"},
+          {"TRACING_SERVICE_NAME", "envoy-ratelimit"},
+          {"TRACING_SERVICE_NAMESPACE", "envoy-gateway-system"},
+          {"TRACING_SERVICE_INSTANCE_ID", "pod-name"},
+          {"TRACING_SAMPLING_RATE", "0.5"},
+          {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"},
+          {"OTEL_EXPORTER_OTLP_HEADERS", "api-key=s3cret"},
+          {"SLUICE_TRACING_TIMEOUT", "3s"}};
+  LayeredFlags layered = Layer();
+  ASSERT_THAT(layered.errors, IsEmpty());
+  SettingsOrErrors read = SettingsFromFlags(layered.flags);
+  ASSERT_THAT(read.errors, IsEmpty());
+  const TracingSettings& tracing = read.settings.tracing;
+  EXPECT_TRUE(tracing.enabled);
+  EXPECT_EQ(tracing.protocol, TracingProtocol::kHttp);
+  EXPECT_EQ(tracing.endpoint, "http://collector:4318/v1/traces");
+  EXPECT_EQ(tracing.service_name, "envoy-ratelimit");
+  EXPECT_EQ(tracing.service_namespace, "envoy-gateway-system");
+  EXPECT_EQ(tracing.service_instance_id, "pod-name");
+  EXPECT_EQ(tracing.sampling_rate, 0.5);
+  EXPECT_EQ(tracing.timeout, absl::Seconds(3));
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(tracing.headers, (Pairs{{"api-key", "s3cret"}}));
+  EXPECT_THAT(layered.notes,
+              ::testing::Contains("--tracing_headers=(hidden) from OTEL_EXPORTER_OTLP_HEADERS"));
+  for (const std::string& note : layered.notes) {
+    EXPECT_THAT(note, ::testing::Not(HasSubstr("s3cret")));
+  }
+}
+
 }  // namespace
 }  // namespace sluice

@@ -119,6 +119,83 @@ TEST(SettingFlagsTest, ReadsTheXdsFlags) {
                                        ::testing::HasSubstr("--config is required")));
 }
 
+// Verifies every tracing flag is read into its setting, the protocol by name and the headers
+// as name=value pairs.
+TEST(SettingFlagsTest, ReadsTheTracingFlags) {
+  SettingsOrErrors read = SettingsFromFlags(CommandLine({
+      {"config", "/etc/sluice"},
+      {"tracing", "true"},
+      {"tracing_protocol", "grpc"},
+      {"tracing_endpoint", "collector:4317"},
+      {"tracing_insecure", "true"},
+      {"tracing_headers", "api-key=s3cr=t, x-team = payments"},
+      {"tracing_ca", "/etc/otel/ca.pem"},
+      {"tracing_timeout", "2500ms"},
+      {"tracing_sampling_rate", "0.25"},
+      {"tracing_service_name", "envoy-ratelimit"},
+      {"tracing_service_namespace", "envoy-gateway-system"},
+      {"tracing_service_instance_id", "pod-1"},
+      {"tracing_descriptor_values", "true"},
+      {"tracing_max_queue_spans", "4096"},
+      {"tracing_max_export_spans", "1024"},
+      {"tracing_export_interval", "1s"},
+  }));
+  ASSERT_THAT(read.errors, IsEmpty());
+  const TracingSettings& t = read.settings.tracing;
+  EXPECT_TRUE(t.enabled);
+  EXPECT_EQ(t.protocol, TracingProtocol::kGrpc);
+  EXPECT_EQ(t.endpoint, "collector:4317");
+  EXPECT_TRUE(t.insecure);
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(t.headers, (Pairs{{"api-key", "s3cr=t"}, {"x-team", "payments"}}));
+  EXPECT_EQ(t.ca, "/etc/otel/ca.pem");
+  EXPECT_EQ(t.timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(t.sampling_rate, 0.25);
+  EXPECT_EQ(t.service_name, "envoy-ratelimit");
+  EXPECT_EQ(t.service_namespace, "envoy-gateway-system");
+  EXPECT_EQ(t.service_instance_id, "pod-1");
+  EXPECT_TRUE(t.descriptor_values);
+  EXPECT_EQ(t.max_queue_spans, 4096);
+  EXPECT_EQ(t.max_export_spans, 1024);
+  EXPECT_EQ(t.export_interval, absl::Seconds(1));
+  // Unset: Settings' defaults.
+  read = SettingsFromFlags(CommandLine({{"config", "/etc/sluice"}}));
+  EXPECT_FALSE(read.settings.tracing.enabled);
+  EXPECT_EQ(read.settings.tracing.protocol, TracingProtocol::kHttp);
+  EXPECT_EQ(read.settings.tracing.service_name, "sluice");
+}
+
+// Verifies a tracing flag that cannot be read, or a tracing setting that is wrong, is an error
+// naming its flag (and the variable that set it); the same values with --tracing off are unused.
+TEST(SettingFlagsTest, TracingErrorsNameTheirFlags) {
+  FlagTexts flags = CommandLine({{"config", "/etc/sluice"},
+                                 {"tracing", "true"},
+                                 {"tracing_protocol", "udp"},
+                                 {"tracing_headers", "api-key"},
+                                 {"tracing_sampling_rate", "lots"},
+                                 {"tracing_max_export_spans", "0"}});
+  EXPECT_THAT(SettingsFromFlags(flags).errors,
+              ElementsAre("--tracing_protocol: 'udp' is not http or grpc",
+                          "--tracing_headers: 'api-key' is not key=value",
+                          "Illegal value 'lots' specified for flag 'tracing_sampling_rate'",
+                          "--tracing_max_export_spans: 0 is not between 1 and "
+                          "--tracing_max_queue_spans (2048)"));
+
+  flags = CommandLine({{"config", "/etc/sluice"}, {"tracing", "true"}});
+  flags["tracing_endpoint"] = FlagText{"collector:4318/v1/traces", FlagSource::kUpstream,
+                                       "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"};
+  EXPECT_THAT(SettingsFromFlags(flags).errors,
+              ElementsAre(HasSubstr("(--tracing_endpoint set by "
+                                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)")));
+
+  flags = CommandLine({{"config", "/etc/sluice"},
+                       {"tracing", "false"},
+                       {"tracing_endpoint", "collector:4318"},
+                       {"tracing_timeout", "0s"},
+                       {"tracing_sampling_rate", "2"}});
+  EXPECT_THAT(SettingsFromFlags(flags).errors, IsEmpty());
+}
+
 // Verifies the Redis TLS flags: each target's switch into its own settings, the shared files
 // and names into the settings both Redis share.
 TEST(SettingFlagsTest, ReadsTheRedisTlsFlags) {
@@ -298,6 +375,7 @@ TEST(SettingFlagsTest, ListsEveryFlagOnce) {
   EXPECT_EQ(names.size(), std::set<std::string>(names.begin(), names.end()).size());
   EXPECT_THAT(names, Contains("grpc_address"));
   EXPECT_THAT(names, Contains("healthy_with_at_least_one_config_loaded"));
+  EXPECT_THAT(names, Contains("tracing_export_interval"));
   for (const std::string& name : names) {
     EXPECT_TRUE(IsSettingFlag(name)) << name;
   }

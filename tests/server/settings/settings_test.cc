@@ -1,5 +1,6 @@
 #include "server/settings/settings.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -379,6 +380,125 @@ TEST(SettingsTest, RedisSentinelIsChecked) {
   EXPECT_THAT(Messages(settings), IsEmpty());
 }
 
+// Settings with tracing on and every tracing setting wrong.
+Settings BadTracing() {
+  Settings settings = Valid();
+  TracingSettings& tracing = settings.tracing;
+  tracing.endpoint = "collector:4318";
+  tracing.headers = {{"", "v"}, {"x-key", "a\r\nx-evil: 1"}};
+  tracing.timeout = absl::ZeroDuration();
+  tracing.sampling_rate = 1.5;
+  tracing.max_queue_spans = 0;
+  tracing.max_export_spans = 1;
+  tracing.export_interval = absl::Seconds(-1);
+  return settings;
+}
+
+// Verifies the tracing settings are checked only with --tracing on (given while it is off,
+// they are unused), every problem at once, each error naming its flag.
+TEST(SettingsTest, TracingIsCheckedWhenOn) {
+  Settings on = Valid();
+  on.tracing.enabled = true;
+  EXPECT_THAT(Messages(on), IsEmpty());
+  Settings settings = BadTracing();
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  settings.tracing.enabled = true;
+  EXPECT_THAT(Messages(settings),
+              ElementsAre("--tracing_endpoint: 'collector:4318' is not an http:// or https:// "
+                          "URL (--tracing_protocol=http takes the traces URL, e.g. "
+                          "http://collector:4318/v1/traces)",
+                          "--tracing_headers: a header has no name",
+                          "--tracing_headers: header 'x-key' holds a line break",
+                          "--tracing_timeout must be positive",
+                          "--tracing_sampling_rate: 1.5 is not between 0 and 1",
+                          "--tracing_max_queue_spans must be at least 1",
+                          "--tracing_max_export_spans: 1 is not between 1 and "
+                          "--tracing_max_queue_spans (0)",
+                          "--tracing_export_interval must be positive"));
+  const std::vector<SettingError> errors = ValidateSettings(settings);
+  ASSERT_EQ(errors.size(), 8u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("tracing_endpoint", "tracing_protocol"));
+  EXPECT_THAT(errors[1].flags, ElementsAre("tracing_headers"));
+  EXPECT_THAT(errors[3].flags, ElementsAre("tracing_timeout"));
+  EXPECT_THAT(errors[4].flags, ElementsAre("tracing_sampling_rate"));
+  EXPECT_THAT(errors[5].flags, ElementsAre("tracing_max_queue_spans"));
+  EXPECT_THAT(errors[6].flags, ElementsAre("tracing_max_export_spans", "tracing_max_queue_spans"));
+  EXPECT_THAT(errors[7].flags, ElementsAre("tracing_export_interval"));
+}
+
+// Verifies the sampling rate's bounds: 0 and 1 are taken, NaN and a negative rate are not;
+// and the batch may not exceed the queue.
+TEST(SettingsTest, TracingSamplingRateAndBatchBounds) {
+  Settings settings = Valid();
+  settings.tracing.enabled = true;
+  for (double rate : {0.0, 0.25, 1.0}) {
+    settings.tracing.sampling_rate = rate;
+    EXPECT_THAT(Messages(settings), IsEmpty()) << rate;
+  }
+  settings.tracing.sampling_rate = std::nan("");
+  EXPECT_THAT(Messages(settings),
+              ElementsAre("--tracing_sampling_rate: nan is not between 0 and 1"));
+  settings.tracing.sampling_rate = -0.1;
+  EXPECT_THAT(Messages(settings),
+              ElementsAre("--tracing_sampling_rate: -0.1 is not between 0 and 1"));
+  settings.tracing.sampling_rate = 1;
+  settings.tracing.max_queue_spans = 100;
+  settings.tracing.max_export_spans = 100;
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  settings.tracing.max_export_spans = 101;
+  EXPECT_THAT(Messages(settings),
+              ElementsAre("--tracing_max_export_spans: 101 is not between 1 and "
+                          "--tracing_max_queue_spans (100)"));
+  settings.tracing.max_export_spans = 0;
+  EXPECT_THAT(Messages(settings),
+              ElementsAre("--tracing_max_export_spans: 0 is not between 1 and "
+                          "--tracing_max_queue_spans (100)"));
+}
+
+// Verifies the endpoint forms each protocol takes: http the traces URL; grpc http[s]://HOST:PORT
+// (a trailing '/' allowed) or HOST:PORT, never a path.
+TEST(SettingsTest, TracingEndpointFormsByProtocol) {
+  struct Case {
+    TracingProtocol protocol;
+    const char* endpoint;
+    bool valid;
+  };
+  const Case cases[] = {
+      {TracingProtocol::kHttp, "", true},
+      {TracingProtocol::kHttp, "http://collector:4318/v1/traces", true},
+      {TracingProtocol::kHttp, "https://otlp.example.com/v1/traces", true},
+      {TracingProtocol::kHttp, "http://collector:4318", true},
+      {TracingProtocol::kHttp, "collector:4318", false},
+      {TracingProtocol::kHttp, "http://", false},
+      {TracingProtocol::kHttp, "http:///v1/traces", false},
+      {TracingProtocol::kHttp, "grpc://collector:4317", false},
+      {TracingProtocol::kGrpc, "", true},
+      {TracingProtocol::kGrpc, "collector:4317", true},
+      {TracingProtocol::kGrpc, "http://collector:4317", true},
+      {TracingProtocol::kGrpc, "https://collector:4317/", true},
+      {TracingProtocol::kGrpc, "[::1]:4317", true},
+      {TracingProtocol::kGrpc, "collector", false},
+      {TracingProtocol::kGrpc, "http://collector", false},
+      {TracingProtocol::kGrpc, "http://collector:4317/v1/traces", false},
+      {TracingProtocol::kGrpc, "collector:0", false},
+  };
+  for (const Case& c : cases) {
+    Settings settings = Valid();
+    settings.tracing.enabled = true;
+    settings.tracing.protocol = c.protocol;
+    settings.tracing.endpoint = c.endpoint;
+    EXPECT_EQ(Messages(settings).empty(), c.valid)
+        << TracingProtocolName(c.protocol) << " " << c.endpoint;
+  }
+  Settings grpc = Valid();
+  grpc.tracing.enabled = true;
+  grpc.tracing.protocol = TracingProtocol::kGrpc;
+  grpc.tracing.endpoint = "http://collector:4317/v1/traces";
+  EXPECT_THAT(Messages(grpc),
+              ElementsAre("--tracing_endpoint: 'http://collector:4317/v1/traces' is not "
+                          "http[s]://HOST:PORT or HOST:PORT (--tracing_protocol=grpc)"));
+}
+
 // Verifies the names the flags spell.
 TEST(SettingsTest, NamesAsTheFlagsSpellThem) {
   EXPECT_EQ(BackendKindName(BackendKind::kMemory), "memory");
@@ -388,6 +508,8 @@ TEST(SettingsTest, NamesAsTheFlagsSpellThem) {
   EXPECT_EQ(RedisClockSourceName(RedisClockSource::kLocal), "local");
   EXPECT_EQ(ConfigSourceKindName(ConfigSourceKind::kFiles), "files");
   EXPECT_EQ(ConfigSourceKindName(ConfigSourceKind::kXds), "xds");
+  EXPECT_EQ(TracingProtocolName(TracingProtocol::kHttp), "http");
+  EXPECT_EQ(TracingProtocolName(TracingProtocol::kGrpc), "grpc");
 }
 
 }  // namespace

@@ -632,17 +632,208 @@ TEST_F(UpstreamEnvTest, WarnsAboutWhatItIgnores) {
                                      {"EXPIRATION_JITTER_MAX_SECONDS", "300"},
                                      {"REDIS_URL", "/run/r.sock"},
                                      {"REDIS_PIPELINE_WINDOW", "150us"},
-                                     {"REDIS_TIMEOUT", "5s"},
-                                     {"TRACING_ENABLED", "true"}});
+                                     {"REDIS_TIMEOUT", "5s"}});
   EXPECT_THAT(t.errors, IsEmpty());
-  EXPECT_THAT(t.warnings, SizeIs(5));
+  EXPECT_THAT(t.warnings, SizeIs(4));
   const std::string all = absl::StrJoin(t.warnings, "\n");
   EXPECT_THAT(all, HasSubstr("USE_STATSD=true, STATSD_HOST: Sluice has no statsd sink"));
   EXPECT_THAT(all, HasSubstr("EXPIRATION_JITTER_MAX_SECONDS: no effect"));
   EXPECT_THAT(all, HasSubstr("REDIS_PIPELINE_WINDOW: no effect"));
   EXPECT_THAT(all, HasSubstr("REDIS_TIMEOUT: not mapped"));
-  EXPECT_THAT(all, HasSubstr("TRACING_ENABLED=true"));
   EXPECT_THAT(Translate({{"USE_STATSD", "false"}}).warnings, IsEmpty());
+}
+
+// Verifies Envoy Gateway's tracing environment, exactly as it sets it: TRACING_* onto the
+// tracing flags, and the base OTLP endpoint given OTLP/HTTP's traces path.
+TEST_F(UpstreamEnvTest, EnvoyGatewayTracing) {
+  UpstreamTranslation t = Translate({{"TRACING_ENABLED", "true"},
+                                     {"TRACING_SERVICE_NAME", "envoy-ratelimit"},
+                                     {"TRACING_SERVICE_NAMESPACE", "envoy-gateway-system"},
+                                     {"TRACING_SERVICE_INSTANCE_ID", "pod-name"},
+                                     {"TRACING_SAMPLING_RATE", "0.5"},
+                                     {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("tracing=true", "tracing_service_name=envoy-ratelimit",
+                                    "tracing_service_namespace=envoy-gateway-system",
+                                    "tracing_service_instance_id=pod-name",
+                                    "tracing_sampling_rate=0.5",
+                                    "tracing_endpoint=http://collector:4318/v1/traces"));
+  EXPECT_EQ(Flag(t, "tracing_protocol"), "unset");  // http, Sluice's default as upstream's
+  EXPECT_EQ(t.flags.back().source, "OTEL_EXPORTER_OTLP_ENDPOINT (+ /v1/traces, OTLP/HTTP)");
+
+  // OTLP/gRPC: the base endpoint as it is.
+  t = Translate({{"TRACING_ENABLED", "true"},
+                 {"TRACING_EXPORTER_PROTOCOL", "grpc"},
+                 {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"}});
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("tracing=true", "tracing_service_name=RateLimit",
+                                    "tracing_protocol=grpc",
+                                    "tracing_endpoint=http://collector:4317"));
+}
+
+// Verifies the TRACING_* variables as upstream reads them: the service name upstream's
+// "RateLimit" when unset; a protocol other than http or grpc, or a rate that is no number,
+// stops the start; a rate outside 0..1 is taken as upstream's sampler takes it; and without
+// TRACING_ENABLED=true the others do nothing but warn.
+TEST_F(UpstreamEnvTest, TracingVariables) {
+  UpstreamTranslation t = Translate({{"TRACING_ENABLED", "1"}});
+  EXPECT_THAT(Flags(t), ElementsAre("tracing=true", "tracing_service_name=RateLimit"));
+  EXPECT_EQ(t.flags[1].source, "TRACING_ENABLED (TRACING_SERVICE_NAME unset: RateLimit)");
+
+  t = Translate({{"TRACING_ENABLED", "true"},
+                 {"TRACING_EXPORTER_PROTOCOL", "GRPC"},
+                 {"TRACING_SAMPLING_RATE", "often"}});
+  EXPECT_THAT(t.errors, ElementsAre("TRACING_EXPORTER_PROTOCOL=GRPC: not http or grpc",
+                                    "TRACING_SAMPLING_RATE=often: not a number"));
+  EXPECT_THAT(Translate({{"TRACING_ENABLED", "true"}, {"TRACING_SAMPLING_RATE", "NaN"}}).errors,
+              ElementsAre("TRACING_SAMPLING_RATE=NaN: not a number"));
+  EXPECT_THAT(Translate({{"TRACING_ENABLED", "yes"}}).errors,
+              ElementsAre("TRACING_ENABLED=yes: not a boolean (true or false)"));
+
+  t = Translate({{"TRACING_ENABLED", "true"}, {"TRACING_SAMPLING_RATE", "1.5"}});
+  EXPECT_EQ(Flag(t, "tracing_sampling_rate"), "1");
+  EXPECT_THAT(t.warnings,
+              ElementsAre("TRACING_SAMPLING_RATE=1.5: taken as 1, as upstream's sampler takes it"));
+  EXPECT_EQ(Flag(Translate({{"TRACING_ENABLED", "true"}, {"TRACING_SAMPLING_RATE", "-1"}}),
+                 "tracing_sampling_rate"),
+            "0");
+
+  t = Translate({{"TRACING_ENABLED", "false"},
+                 {"TRACING_SERVICE_NAME", "rl"},
+                 {"TRACING_EXPORTER_PROTOCOL", "udp"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("tracing=false"));
+  EXPECT_THAT(t.warnings, ElementsAre("TRACING_SERVICE_NAME, TRACING_EXPORTER_PROTOCOL: no "
+                                      "effect without TRACING_ENABLED=true"));
+}
+
+// Verifies the standard OTLP exporter variables: the signal-specific endpoint wins and is used
+// as it is; the base one is joined to /v1/traces without a double slash; headers are
+// percent-decoded; timeouts are milliseconds, the exporter's winning over the batch
+// processor's.
+TEST_F(UpstreamEnvTest, OtlpExporterVariables) {
+  UpstreamTranslation t =
+      Translate({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"},
+                 {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://otlp.example.com/api/traces"},
+                 {"OTEL_EXPORTER_OTLP_HEADERS", "x-team=ops"},
+                 {"OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                  "api-key=abc%3D%3D, x-scope = a%20b%2Fc ,x-plus=1+1"},
+                 {"OTEL_EXPORTER_OTLP_TIMEOUT", "500"},
+                 {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500"},
+                 {"OTEL_BSP_EXPORT_TIMEOUT", "9000"},
+                 {"OTEL_EXPORTER_OTLP_INSECURE", "TRUE"},
+                 {"OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/otel/ca.pem"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(Flags(t),
+              ElementsAre("tracing_endpoint=https://otlp.example.com/api/traces",
+                          "tracing_headers=api-key=abc==,x-scope=a b/c,x-plus=1+1",
+                          "tracing_insecure=true", "tracing_ca=/etc/otel/ca.pem",
+                          "tracing_timeout=2500ms"));
+  EXPECT_EQ(t.flags[1].source, "OTEL_EXPORTER_OTLP_TRACES_HEADERS");
+  EXPECT_EQ(t.flags[4].source, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT");
+
+  EXPECT_EQ(Flag(Translate({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"}}),
+                 "tracing_endpoint"),
+            "http://collector:4318/v1/traces");
+  EXPECT_EQ(Flag(Translate({{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://gw.example.com/otlp"}}),
+                 "tracing_endpoint"),
+            "https://gw.example.com/otlp/v1/traces");
+  EXPECT_EQ(Flag(Translate({{"OTEL_EXPORTER_OTLP_TIMEOUT", "500"},
+                            {"OTEL_BSP_EXPORT_TIMEOUT", "9000"}}),
+                 "tracing_timeout"),
+            "500ms");
+  EXPECT_EQ(Flag(Translate({{"OTEL_BSP_EXPORT_TIMEOUT", "9000"}}), "tracing_timeout"), "9000ms");
+}
+
+// Verifies the batch processor's variables, the batch cut to the queue as the SDKs cut it.
+TEST_F(UpstreamEnvTest, OtelBatchProcessorVariables) {
+  UpstreamTranslation t = Translate({{"OTEL_BSP_SCHEDULE_DELAY", "1000"},
+                                     {"OTEL_BSP_MAX_QUEUE_SIZE", "4096"},
+                                     {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1024"}});
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("tracing_export_interval=1000ms",
+                                    "tracing_max_queue_spans=4096",
+                                    "tracing_max_export_spans=1024"));
+  // A queue below the default batch (512) cuts the batch too.
+  EXPECT_THAT(Flags(Translate({{"OTEL_BSP_MAX_QUEUE_SIZE", "100"}})),
+              ElementsAre("tracing_max_queue_spans=100", "tracing_max_export_spans=100"));
+  EXPECT_THAT(Flags(Translate({{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "5000"}})),
+              ElementsAre("tracing_max_export_spans=2048"));
+}
+
+// Verifies what the OTEL_* variables hold that cannot be honoured is a warning, never an error
+// (the OpenTelemetry spec has bad values ignored), and never repeats a header's value.
+TEST_F(UpstreamEnvTest, OtelVariablesThatAreNotHonouredWarn) {
+  UpstreamTranslation t =
+      Translate({{"OTEL_EXPORTER_OTLP_HEADERS",
+                  "api-key=s3cret%zz,justasecret,=x,x-list=a%2Cb,x-ok=1,x-crlf=a%0D%0Ab"},
+                 {"OTEL_EXPORTER_OTLP_TIMEOUT", "soon"},
+                 {"OTEL_BSP_MAX_QUEUE_SIZE", "0"},
+                 {"OTEL_EXPORTER_OTLP_INSECURE", "yes"},
+                 {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"},
+                 {"OTEL_EXPORTER_OTLP_CLIENT_KEY", "/k.pem"},
+                 {"OTEL_TRACES_SAMPLER", "always_off"},
+                 {"OTEL_SERVICE_NAME", "svc"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("tracing_headers=x-ok=1"));
+  EXPECT_THAT(
+      t.warnings,
+      ElementsAre(
+          "OTEL_EXPORTER_OTLP_HEADERS: header 'api-key' is not percent-encoded (%XX); ignored",
+          "OTEL_EXPORTER_OTLP_HEADERS: an item is not name=value; ignored",
+          HasSubstr("OTEL_EXPORTER_OTLP_HEADERS: header '': an empty name"),
+          HasSubstr("OTEL_EXPORTER_OTLP_HEADERS: header 'x-list': "),
+          HasSubstr("OTEL_EXPORTER_OTLP_HEADERS: header 'x-crlf': "),
+          "OTEL_EXPORTER_OTLP_INSECURE=yes: not true or false; ignored",
+          "OTEL_EXPORTER_OTLP_TIMEOUT=soon: not a whole number of milliseconds from 1 to "
+          "2147483647; ignored",
+          "OTEL_BSP_MAX_QUEUE_SIZE=0: not a whole number of spans from 1 to 2147483647; ignored",
+          "OTEL_EXPORTER_OTLP_COMPRESSION=gzip: not supported; spans are sent uncompressed",
+          "OTEL_EXPORTER_OTLP_CLIENT_KEY: no effect; Sluice's exporter presents no client "
+          "certificate",
+          HasSubstr("OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME: no effect")));
+  EXPECT_THAT(absl::StrJoin(t.warnings, "\n"), Not(HasSubstr("s3cret")));
+  EXPECT_THAT(absl::StrJoin(t.warnings, "\n"), Not(HasSubstr("justasecret")));
+}
+
+// Verifies OTEL_EXPORTER_OTLP_PROTOCOL does not choose the protocol (upstream's
+// TRACING_EXPORTER_PROTOCOL does) and is named in a warning when it disagrees or asks for
+// http/json.
+TEST_F(UpstreamEnvTest, OtelProtocolOnlyWarns) {
+  UpstreamTranslation t = Translate({{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"},
+                                     {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"}});
+  EXPECT_EQ(Flag(t, "tracing_protocol"), "unset");
+  EXPECT_EQ(Flag(t, "tracing_endpoint"), "http://c:4317/v1/traces");
+  EXPECT_THAT(t.warnings,
+              ElementsAre("OTEL_EXPORTER_OTLP_PROTOCOL=grpc: not followed; as upstream, the "
+                          "protocol is chosen by TRACING_EXPORTER_PROTOCOL (unset: http) or "
+                          "--tracing_protocol"));
+  t = Translate({{"TRACING_ENABLED", "true"},
+                 {"TRACING_EXPORTER_PROTOCOL", "grpc"},
+                 {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json"},
+                 {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}});
+  EXPECT_THAT(t.warnings,
+              ElementsAre("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json: not followed (http/json "
+                          "is not supported); as upstream, the protocol is chosen by "
+                          "TRACING_EXPORTER_PROTOCOL=grpc or --tracing_protocol"));
+  EXPECT_THAT(Translate({{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}}).warnings, IsEmpty());
+  EXPECT_THAT(Translate({{"TRACING_ENABLED", "true"},
+                         {"TRACING_EXPORTER_PROTOCOL", "grpc"},
+                         {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}})
+                  .warnings,
+              IsEmpty());
+}
+
+// Verifies the OTEL_* variables alone are not upstream's environment: they bring no upstream
+// charging, while TRACING_ENABLED does.
+TEST_F(UpstreamEnvTest, OtelVariablesAloneAreNotUpstream) {
+  UpstreamTranslation t = TranslateAll({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"},
+                                        {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"}});
+  EXPECT_EQ(Flag(t, "tracing_endpoint"), "http://c:4318/v1/traces");
+  EXPECT_EQ(Flag(t, "default_charge"), "unset");
+  EXPECT_EQ(Flag(TranslateAll({{"TRACING_ENABLED", "true"}}), "default_charge"), "always");
 }
 
 // Verifies USE_PROMETHEUS turns on upstream's Prometheus surface at PROMETHEUS_ADDR (upstream's
@@ -748,6 +939,9 @@ TEST_F(UpstreamEnvTest, AssignmentNoteSaysWhichSettingWon) {
   EXPECT_EQ(UpstreamAssignmentNote(auth, "hunter2", "other", "the command line"),
             "REDIS_AUTH: --redis_password=(hidden) overridden by the command line "
             "(--redis_password=(hidden) in force)");
+  const FlagAssignment headers{"tracing_headers", "api-key=s3cret", "OTEL_EXPORTER_OTLP_HEADERS"};
+  EXPECT_EQ(UpstreamAssignmentNote(headers, "api-key=s3cret", "api-key=s3cret", ""),
+            "--tracing_headers=(hidden) from OTEL_EXPORTER_OTLP_HEADERS");
 }
 
 // Verifies the command line is read as absl::ParseCommandLine reads flags.

@@ -1,0 +1,134 @@
+#include "server/trace/otlp/otlp_grpc_exporter.h"
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "server/common/status_macros.h"
+#include "server/trace/otlp/http_url.h"
+#include "server/trace/otlp/otlp_encoding.h"
+
+namespace sluice {
+namespace {
+
+namespace collector = ::opentelemetry::proto::collector::trace::v1;
+
+// gRPC waits up to two minutes between reconnection attempts by default, and fails calls at once
+// meanwhile: a collector back from a restart would lose every batch of those minutes.
+constexpr int kMaxReconnectBackoffMs = 5000;
+
+absl::StatusOr<std::string> ReadCaFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream content;
+  content << file.rdbuf();
+  if (!file || content.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("CA file ", path, ": cannot read it"));
+  }
+  return content.str();
+}
+
+}  // namespace
+
+absl::StatusOr<OtlpGrpcTarget> ParseOtlpGrpcEndpoint(absl::string_view endpoint, bool insecure) {
+  const bool has_scheme =
+      absl::StartsWith(endpoint, "http://") || absl::StartsWith(endpoint, "https://");
+  if (!has_scheme && absl::StrContains(endpoint, "://")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "OTLP/gRPC endpoint \"", endpoint, "\": must be http://, https:// or host:port"));
+  }
+  const std::string url =
+      has_scheme ? std::string(endpoint)
+                 : absl::StrCat(insecure ? "http://" : "https://", endpoint);
+  absl::StatusOr<HttpUrl> parsed = ParseHttpUrl(url, "");
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("OTLP/gRPC endpoint \"", endpoint, "\": ", parsed.status().message()));
+  }
+  if (!parsed->path.empty() && parsed->path != "/") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "OTLP/gRPC endpoint \"", endpoint, "\": has a path; gRPC's is the method's"));
+  }
+  const size_t bracket = endpoint.rfind(']');
+  const absl::string_view after_host =
+      bracket == absl::string_view::npos ? endpoint : endpoint.substr(bracket + 1);
+  if (!has_scheme && !absl::StrContains(after_host, ':')) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("OTLP/gRPC endpoint \"", endpoint, "\": host:port needs the port"));
+  }
+  return OtlpGrpcTarget{parsed->Authority(), parsed->tls};
+}
+
+absl::StatusOr<std::unique_ptr<OtlpGrpcExporter>> OtlpGrpcExporter::Create(
+    OtlpExporterOptions options) {
+  ASSIGN_OR_RETURN(OtlpGrpcTarget target,
+                   ParseOtlpGrpcEndpoint(options.endpoint, options.insecure));
+  RETURN_IF_ERROR(ValidateOtlpHeaders(options.headers));
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "OTLP/gRPC exporter: the timeout must be positive, not ",
+        absl::FormatDuration(options.timeout)));
+  }
+  for (auto& [name, value] : options.headers) {
+    name = absl::AsciiStrToLower(name);
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (target.tls) {
+    grpc::SslCredentialsOptions ssl;
+    if (!options.ca_file.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadCaFile(options.ca_file));
+    }
+    credentials = grpc::SslCredentials(ssl);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+  args.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "sluice-otlp");
+  auto stub = TraceService::NewStub(grpc::CreateCustomChannel(target.authority, credentials, args));
+  return std::unique_ptr<OtlpGrpcExporter>(
+      new OtlpGrpcExporter(std::move(options), std::move(target), std::move(stub)));
+}
+
+OtlpGrpcExporter::OtlpGrpcExporter(OtlpExporterOptions options, OtlpGrpcTarget target,
+                                   std::unique_ptr<TraceService::Stub> stub)
+    : options_(std::move(options)), target_(std::move(target)), stub_(std::move(stub)) {}
+
+absl::Status OtlpGrpcExporter::Export(absl::Span<const SpanData> spans) {
+  const collector::ExportTraceServiceRequest request =
+      EncodeExportRequest(spans, options_.resource);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoNanoseconds(options_.timeout));
+  for (const auto& [name, value] : options_.headers) {
+    context.AddMetadata(name, value);
+  }
+  collector::ExportTraceServiceResponse response;
+  const grpc::Status status = stub_->Export(&context, request, &response);
+  if (!status.ok()) {
+    std::string message = status.error_message();
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      absl::StrAppend(&message, " (timeout ", absl::FormatDuration(options_.timeout), ")");
+    }
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        absl::StrCat("exporting ", spans.size(), " spans by ", Describe(), ": ",
+                                     message));
+  }
+  if (response.has_partial_success() && response.partial_success().rejected_spans() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "exporting ", spans.size(), " spans by ", Describe(), ": the collector rejected ",
+        response.partial_success().rejected_spans(), ": ",
+        response.partial_success().error_message()));
+  }
+  return absl::OkStatus();
+}
+
+std::string OtlpGrpcExporter::Describe() const {
+  return absl::StrCat("OTLP/gRPC to ", target_.tls ? "https://" : "http://", target_.authority);
+}
+
+}  // namespace sluice

@@ -1,0 +1,722 @@
+// Tests of both OTLP exporters (otlp_grpc_exporter.h, otlp_http_exporter.h) against the fake
+// collector, of their endpoint parsing, and of the HTTP client's TLS against a small HTTPS
+// server made here.
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/trace/otlp/batch_span_processor.h"
+#include "server/trace/otlp/http_url.h"
+#include "server/trace/otlp/otlp_grpc_exporter.h"
+#include "server/trace/otlp/otlp_http_exporter.h"
+#include "tests/support/certificates.h"
+#include "tests/support/fake_otlp_collector.h"
+#include "tests/support/process.h"
+
+namespace sluice {
+namespace {
+
+using testing::FakeOtlpCollector;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Mode = FakeOtlpCollector::Mode;
+using Protocol = FakeOtlpCollector::Protocol;
+
+constexpr absl::Duration kWait = absl::Seconds(10);
+
+OtlpExporterOptions Options(const std::string& endpoint) {
+  OtlpExporterOptions options;
+  options.endpoint = endpoint;
+  options.headers = {{"X-Tenant", "blue"}, {"authorization", "Bearer t0ken"}};
+  options.timeout = absl::Seconds(5);
+  options.resource.service_name = "ratelimit";
+  options.resource.service_instance_id = "pod-1";
+  return options;
+}
+
+std::vector<SpanData> Spans(int n) {
+  std::vector<SpanData> spans(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    spans[static_cast<size_t>(i)].trace_id[15] = 1;
+    spans[static_cast<size_t>(i)].span_id[7] = static_cast<uint8_t>(i + 1);
+    spans[static_cast<size_t>(i)].name = absl::StrCat("span", i);
+  }
+  return spans;
+}
+
+std::unique_ptr<SpanExporter> Make(Protocol protocol, OtlpExporterOptions options) {
+  if (protocol == Protocol::kGrpc) {
+    auto made = OtlpGrpcExporter::Create(std::move(options));
+    EXPECT_TRUE(made.ok()) << made.status();
+    return made.ok() ? *std::move(made) : nullptr;
+  }
+  auto made = OtlpHttpExporter::Create(std::move(options));
+  EXPECT_TRUE(made.ok()) << made.status();
+  return made.ok() ? *std::move(made) : nullptr;
+}
+
+std::string Header(const FakeOtlpCollector::Export& received, const std::string& name) {
+  auto found = received.headers.find(name);
+  return found == received.headers.end() ? "<none>" : found->second;
+}
+
+class OtlpExporterTest : public ::testing::TestWithParam<Protocol> {
+ protected:
+  void SetUp() override {
+    auto started = FakeOtlpCollector::Start();
+    ASSERT_TRUE(started.ok()) << started.status();
+    collector_ = *std::move(started);
+  }
+
+  std::string Endpoint() const {
+    return GetParam() == Protocol::kGrpc ? collector_->grpc_endpoint()
+                                         : collector_->http_endpoint();
+  }
+
+  std::unique_ptr<FakeOtlpCollector> collector_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Protocols, OtlpExporterTest,
+                         ::testing::Values(Protocol::kGrpc, Protocol::kHttp),
+                         [](const ::testing::TestParamInfo<Protocol>& info) {
+                           return info.param == Protocol::kGrpc ? "Grpc" : "Http";
+                         });
+
+// Verifies that the spans arrive, with the resource, by the protocol chosen, and that the
+// configured headers come with them (names lower-cased).
+TEST_P(OtlpExporterTest, DeliversSpansWithHeaders) {
+  std::unique_ptr<SpanExporter> exporter = Make(GetParam(), Options(Endpoint()));
+  ASSERT_NE(exporter, nullptr);
+  ASSERT_TRUE(exporter->Export(Spans(3)).ok());
+  ASSERT_TRUE(collector_->WaitForSpans(3, kWait));
+  const auto spans = collector_->Spans();
+  EXPECT_EQ(spans[2].span.name(), "span2");
+  EXPECT_EQ(spans[0].protocol, GetParam());
+  EXPECT_EQ(spans[0].scope.name(), "sluice");
+  EXPECT_EQ(spans[0].resource.attributes(0).key(), "service.name");
+  EXPECT_EQ(spans[0].resource.attributes(0).value().string_value(), "ratelimit");
+  const auto exports = collector_->Exports();
+  ASSERT_EQ(exports.size(), 1u);
+  EXPECT_EQ(Header(exports[0], "x-tenant"), "blue");
+  EXPECT_EQ(Header(exports[0], "authorization"), "Bearer t0ken");
+  if (GetParam() == Protocol::kHttp) {
+    EXPECT_EQ(Header(exports[0], "content-type"), "application/x-protobuf");
+    EXPECT_EQ(Header(exports[0], "host"), absl::StrCat("127.0.0.1:", collector_->http_port()));
+  }
+  EXPECT_THAT(exporter->Describe(), HasSubstr(absl::StrCat(
+                                        "127.0.0.1:", GetParam() == Protocol::kGrpc
+                                                          ? collector_->grpc_port()
+                                                          : collector_->http_port())));
+}
+
+// Verifies that a failing collector gives kUnavailable at once, naming what it answered.
+TEST_P(OtlpExporterTest, FailingCollectorGivesUnavailableQuickly) {
+  collector_->SetMode(Mode::kFail);
+  std::unique_ptr<SpanExporter> exporter = Make(GetParam(), Options(Endpoint()));
+  ASSERT_NE(exporter, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status status = exporter->Export(Spans(2));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(GetParam() == Protocol::kHttp
+                                              ? "HTTP/1.1 503 Service Unavailable"
+                                              : "fake collector: failing"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("2 spans"));
+  EXPECT_EQ(collector_->exports(), 1);
+  EXPECT_TRUE(collector_->Spans().empty());
+}
+
+// Verifies that a collector that does not answer gives kDeadlineExceeded after about the
+// timeout, and that the exporter works again once the collector does.
+TEST_P(OtlpExporterTest, StalledCollectorGivesDeadlineExceeded) {
+  collector_->SetMode(Mode::kStall);
+  OtlpExporterOptions options = Options(Endpoint());
+  options.timeout = absl::Milliseconds(300);
+  std::unique_ptr<SpanExporter> exporter = Make(GetParam(), options);
+  ASSERT_NE(exporter, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status status = exporter->Export(Spans(1));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::seconds(3));
+
+  collector_->SetMode(Mode::kOk);
+  EXPECT_TRUE(exporter->Export(Spans(1)).ok());
+}
+
+// Verifies that a collector nobody listens for gives kUnavailable.
+TEST_P(OtlpExporterTest, UnreachableCollectorGivesUnavailable) {
+  const int port = testing::FreePort();
+  std::unique_ptr<SpanExporter> exporter =
+      Make(GetParam(), Options(GetParam() == Protocol::kGrpc
+                                   ? absl::StrCat("http://127.0.0.1:", port)
+                                   : absl::StrCat("http://127.0.0.1:", port, "/v1/traces")));
+  ASSERT_NE(exporter, nullptr);
+  const absl::Status status = exporter->Export(Spans(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+}
+
+// Verifies that spans given to the batch processor reach the collector on their own.
+TEST_P(OtlpExporterTest, BatchProcessorDeliversThroughTheExporter) {
+  BatchSpanProcessor processor(Make(GetParam(), Options(Endpoint())),
+                               {.export_interval = absl::Milliseconds(20)});
+  for (SpanData& span : Spans(5)) {
+    processor.Submit(std::move(span));
+  }
+  ASSERT_TRUE(collector_->WaitForSpans(5, kWait));
+  processor.Shutdown(kWait);
+  EXPECT_EQ(processor.spans_exported(), 5u);
+}
+
+// Verifies that a partial success rejecting spans is an error naming the count and the
+// collector's message.
+TEST(OtlpGrpcExporterTest, PartialSuccessIsAnError) {
+  auto collector = FakeOtlpCollector::Start();
+  ASSERT_TRUE(collector.ok()) << collector.status();
+  (*collector)->SetPartialSuccess(2, "span names too long");
+  std::unique_ptr<SpanExporter> exporter =
+      Make(Protocol::kGrpc, Options((*collector)->grpc_endpoint()));
+  ASSERT_NE(exporter, nullptr);
+  const absl::Status status = exporter->Export(Spans(3));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("rejected 2: span names too long"));
+}
+
+// Verifies that one HTTP connection carries successive exports, and that when the collector
+// closes it a new one is made without failing the export.
+TEST(OtlpHttpExporterTest, KeepsOneConnectionAndReconnects) {
+  auto collector = FakeOtlpCollector::Start();
+  ASSERT_TRUE(collector.ok()) << collector.status();
+  auto exporter = OtlpHttpExporter::Create(Options((*collector)->http_endpoint()));
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*exporter)->Export(Spans(1)).ok());
+  }
+  EXPECT_EQ((*collector)->http_connections(), 1);
+  EXPECT_EQ((*exporter)->connections_made(), 1);
+
+  (*collector)->CloseHttpConnections();
+  const absl::Status status = (*exporter)->Export(Spans(1));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ((*exporter)->connections_made(), 2);
+  EXPECT_TRUE((*collector)->WaitForSpans(4, kWait));
+}
+
+// Verifies that options that cannot work are refused when the exporter is made, by name.
+TEST(OtlpExporterOptionsTest, CreateRefusesBadOptions) {
+  struct Case {
+    std::string endpoint;
+    std::vector<std::pair<std::string, std::string>> headers;
+    absl::Duration timeout;
+    std::string ca_file;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"ftp://collector:4318", {}, absl::Seconds(1), "", "https://"},
+      {"http://collector:4318", {{"bad header", "x"}}, absl::Seconds(1), "", "bad header"},
+      {"http://collector:4318", {{"x-key", "a\r\nInjected: 1"}}, absl::Seconds(1), "",
+       "printable ASCII"},
+      {"http://collector:4318", {{"Content-Type", "text/plain"}}, absl::Seconds(1), "",
+       "set by the exporter"},
+      {"http://collector:4318", {}, absl::ZeroDuration(), "", "timeout must be positive"},
+      {"https://collector:4318", {}, absl::Seconds(1), "/nonexistent/ca.pem",
+       "/nonexistent/ca.pem"},
+  };
+  for (const Case& c : cases) {
+    for (Protocol protocol : {Protocol::kGrpc, Protocol::kHttp}) {
+      OtlpExporterOptions options;
+      options.endpoint = c.endpoint;
+      options.headers = c.headers;
+      options.timeout = c.timeout;
+      options.ca_file = c.ca_file;
+      const absl::Status status =
+          protocol == Protocol::kGrpc ? OtlpGrpcExporter::Create(options).status()
+                                      : OtlpHttpExporter::Create(options).status();
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+          << c.endpoint << " " << static_cast<int>(protocol) << ": " << status;
+      EXPECT_THAT(std::string(status.message()), HasSubstr(c.expected)) << c.endpoint;
+    }
+  }
+}
+
+// Verifies URL parsing: schemes, default ports and path, IPv6 literals, queries, and what is
+// refused.
+TEST(HttpUrlTest, ParsesOtlpUrls) {
+  struct Case {
+    std::string url;
+    bool ok = false;
+    bool tls = false;
+    std::string host = "";
+    int port = 0;
+    std::string path = "";
+    std::string host_header = "";
+  };
+  const std::vector<Case> cases = {
+      {"http://collector:4318/v1/traces", true, false, "collector", 4318, "/v1/traces",
+       "collector:4318"},
+      {"http://collector:4318", true, false, "collector", 4318, "/v1/traces", "collector:4318"},
+      {"https://otel.example.com", true, true, "otel.example.com", 443, "/v1/traces",
+       "otel.example.com"},
+      {"http://collector", true, false, "collector", 80, "/v1/traces", "collector"},
+      {"http://collector:80/", true, false, "collector", 80, "/", "collector"},
+      {"https://collector:443/otlp/v1/traces?tenant=a", true, true, "collector", 443,
+       "/otlp/v1/traces?tenant=a", "collector"},
+      {"http://collector:4318?x=1", true, false, "collector", 4318, "/?x=1", "collector:4318"},
+      {"http://[::1]:4318/v1/traces", true, false, "::1", 4318, "/v1/traces", "[::1]:4318"},
+      {"https://[fd00::2]", true, true, "fd00::2", 443, "/v1/traces", "[fd00::2]"},
+      {"http://10.0.0.7:4318/v1/traces", true, false, "10.0.0.7", 4318, "/v1/traces",
+       "10.0.0.7:4318"},
+      {"collector:4318", false},
+      {"grpc://collector:4317", false},
+      {"http://", false},
+      {"http://:4318/v1/traces", false},
+      {"http://collector:/v1/traces", false},
+      {"http://collector:0", false},
+      {"http://collector:65536", false},
+      {"http://collector:43a8", false},
+      {"http://collector:+80", false},
+      {"http://user:pw@collector:4318", false},
+      {"http://collector:4318/v1/traces#top", false},
+      {"http://[::1/v1/traces", false},
+      {"http://[collector]:4318", false},
+      {"http://[::1]4318", false},
+      {"http://coll ector:4318", false},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<HttpUrl> url = ParseHttpUrl(c.url, "/v1/traces");
+    ASSERT_EQ(url.ok(), c.ok) << c.url << ": " << url.status();
+    if (!c.ok) {
+      EXPECT_EQ(url.status().code(), absl::StatusCode::kInvalidArgument) << c.url;
+      EXPECT_THAT(std::string(url.status().message()), HasSubstr(c.url));
+      continue;
+    }
+    EXPECT_EQ(url->tls, c.tls) << c.url;
+    EXPECT_EQ(url->host, c.host) << c.url;
+    EXPECT_EQ(url->port, c.port) << c.url;
+    EXPECT_EQ(url->path, c.path) << c.url;
+    EXPECT_EQ(url->HostHeader(), c.host_header) << c.url;
+  }
+}
+
+// Verifies the OTLP/gRPC endpoint forms and which of them mean TLS.
+TEST(OtlpGrpcEndpointTest, ParsesEndpointForms) {
+  struct Case {
+    std::string endpoint;
+    bool insecure = false;
+    bool ok = false;
+    std::string authority = "";
+    bool tls = false;
+  };
+  const std::vector<Case> cases = {
+      {"http://collector:4317", false, true, "collector:4317", false},
+      {"https://collector:4317", true, true, "collector:4317", true},
+      {"http://collector:4317/", false, true, "collector:4317", false},
+      {"collector:4317", false, true, "collector:4317", true},
+      {"collector:4317", true, true, "collector:4317", false},
+      {"[::1]:4317", true, true, "[::1]:4317", false},
+      {"https://otel.example.com", false, true, "otel.example.com:443", true},
+      {"collector", false, false},
+      {"[::1]", false, false},
+      {"http://collector:4317/v1/traces", false, false},
+      {"dns:///collector:4317", false, false},
+      {"unix:///run/otel.sock", false, false},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<OtlpGrpcTarget> target = ParseOtlpGrpcEndpoint(c.endpoint, c.insecure);
+    ASSERT_EQ(target.ok(), c.ok) << c.endpoint << ": " << target.status();
+    if (!c.ok) {
+      EXPECT_THAT(std::string(target.status().message()), HasSubstr(c.endpoint));
+      continue;
+    }
+    EXPECT_EQ(target->authority, c.authority) << c.endpoint;
+    EXPECT_EQ(target->tls, c.tls) << c.endpoint;
+  }
+}
+
+// Verifies the codes of collectors' HTTP answers: overload and outage are kUnavailable.
+TEST(HttpStatusToCodeTest, MapsStatuses) {
+  EXPECT_EQ(HttpStatusToCode(503), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(HttpStatusToCode(429), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(HttpStatusToCode(502), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(HttpStatusToCode(400), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(HttpStatusToCode(401), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(HttpStatusToCode(403), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(HttpStatusToCode(404), absl::StatusCode::kNotFound);
+  EXPECT_EQ(HttpStatusToCode(413), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(HttpStatusToCode(418), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(HttpStatusToCode(500), absl::StatusCode::kInternal);
+  EXPECT_EQ(HttpStatusToCode(302), absl::StatusCode::kUnknown);
+}
+
+// An HTTP server that answers each request with the next of a script of raw responses (closing
+// the connection after those marked so), one connection at a time: for the client's framing.
+class ScriptedHttpServer {
+ public:
+  struct Answer {
+    std::string bytes;
+    bool close = false;
+  };
+
+  explicit ScriptedHttpServer(std::vector<Answer> script) : script_(std::move(script)) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), size), 0);
+    EXPECT_EQ(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &size), 0);
+    EXPECT_EQ(::listen(listen_fd_, 8), 0);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ScriptedHttpServer() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    const int serving = serving_fd_.load();
+    if (serving >= 0) {
+      ::shutdown(serving, SHUT_RDWR);
+    }
+    thread_.join();
+    ::close(listen_fd_);
+  }
+
+  std::string url() const { return absl::StrCat("http://127.0.0.1:", port_, "/v1/traces"); }
+  int connections() const { return connections_.load(); }
+
+ private:
+  void Run() {
+    size_t next = 0;
+    while (next < script_.size()) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        return;
+      }
+      ++connections_;
+      serving_fd_.store(fd);
+      std::string in;
+      char buffer[16 * 1024];
+      bool open = true;
+      while (open && next < script_.size()) {
+        // One request: headers, then the body Content-Length gives.
+        size_t head_end = 0;
+        while (open && (head_end = in.find("\r\n\r\n")) == std::string::npos) {
+          const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+          open = n > 0;
+          in.append(buffer, n > 0 ? static_cast<size_t>(n) : 0);
+        }
+        if (!open) {
+          break;
+        }
+        const std::string head = absl::AsciiStrToLower(in.substr(0, head_end));
+        const size_t at = head.find("content-length: ");
+        size_t length = 0;
+        (void)absl::SimpleAtoi(head.substr(at + 16, head.find("\r\n", at) - at - 16), &length);
+        while (open && in.size() < head_end + 4 + length) {
+          const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+          open = n > 0;
+          in.append(buffer, n > 0 ? static_cast<size_t>(n) : 0);
+        }
+        in.erase(0, head_end + 4 + length);
+        const Answer& answer = script_[next++];
+        (void)::send(fd, answer.bytes.data(), answer.bytes.size(), MSG_NOSIGNAL);
+        open = open && !answer.close;
+      }
+      serving_fd_.store(-1);
+      ::close(fd);
+    }
+  }
+
+  const std::vector<Answer> script_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> serving_fd_{-1};
+  std::atomic<int> connections_{0};
+  std::thread thread_;
+};
+
+// Verifies the HTTP client's reading of responses: a chunked error body (extensions, trailer)
+// read to its end so the connection carries the next export; an interim 100 skipped; an
+// HTTP/1.0 body delimited by the close, after which a new connection is made; a 204 without a
+// body; an error body kept only up to 256 bytes; and a reply that is not HTTP.
+TEST(OtlpHttpExporterTest, ReadsEveryResponseFraming) {
+  const std::string long_body(1000, 'x');
+  ScriptedHttpServer server({
+      {"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n"
+       "4;note=x\r\nbad \r\n4\r\nspan\r\n0\r\nX-Trailer: 1\r\n\r\n"},
+      {"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"},
+      {"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\naccepted", /*close=*/true},
+      {"HTTP/1.1 204 No Content\r\n\r\n"},
+      {absl::StrCat("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 1000\r\n\r\n",
+                    long_body)},
+      {"SSH-2.0-OpenSSH_9.2\r\n\r\n", /*close=*/true},
+  });
+  auto exporter = OtlpHttpExporter::Create(Options(server.url()));
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+
+  absl::Status status = (*exporter)->Export(Spans(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("HTTP/1.1 400 Bad Request: bad span"));
+
+  status = (*exporter)->Export(Spans(1));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(server.connections(), 1);
+
+  status = (*exporter)->Export(Spans(1));
+  EXPECT_TRUE(status.ok()) << status;
+  status = (*exporter)->Export(Spans(1));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(server.connections(), 2);
+  EXPECT_EQ((*exporter)->connections_made(), 2);
+
+  status = (*exporter)->Export(Spans(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(std::string(256, 'x')));
+  EXPECT_THAT(std::string(status.message()), Not(HasSubstr(std::string(257, 'x'))));
+
+  status = (*exporter)->Export(Spans(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("not an HTTP/1.x response"));
+}
+
+// A small HTTPS server: answers every request with 200 (and counts those that are export
+// requests), one connection at a time. Listens on [::] dual-stack when it can, so that tests
+// can reach it as ::1, an address its certificate does not name.
+class TlsHttpServer {
+ public:
+  ~TlsHttpServer() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    const int serving = serving_fd_.load();
+    if (serving >= 0) {
+      ::shutdown(serving, SHUT_RDWR);
+    }
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+    ::close(listen_fd_);
+    SSL_CTX_free(ctx_);
+  }
+
+  bool Start(const std::string& cert, const std::string& key) {
+    ctx_ = SSL_CTX_new(TLS_server_method());
+    if (SSL_CTX_use_certificate_chain_file(ctx_, cert.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx_, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+      return false;
+    }
+    listen_fd_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listen_fd_ >= 0) {
+      const int off = 0;
+      setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+      sockaddr_in6 address{};
+      address.sin6_family = AF_INET6;
+      address.sin6_addr = in6addr_any;
+      socklen_t size = sizeof(address);
+      dual_stack_ =
+          ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), size) == 0 &&
+          ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &size) == 0;
+      port_ = ntohs(address.sin6_port);
+    }
+    if (!dual_stack_) {
+      if (listen_fd_ >= 0) {
+        ::close(listen_fd_);
+      }
+      listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in address{};
+      address.sin_family = AF_INET;
+      address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t size = sizeof(address);
+      if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
+          ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+        return false;
+      }
+      port_ = ntohs(address.sin_port);
+    }
+    if (::listen(listen_fd_, 8) != 0) {
+      return false;
+    }
+    thread_ = std::thread([this] { Run(); });
+    return true;
+  }
+
+  int port() const { return port_; }
+  bool dual_stack() const { return dual_stack_; }
+  int exports() const { return exports_.load(); }
+
+ private:
+  void Run() {
+    while (true) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) {
+          continue;
+        }
+        return;
+      }
+      serving_fd_.store(fd);
+      SSL* ssl = SSL_new(ctx_);
+      SSL_set_fd(ssl, fd);
+      if (SSL_accept(ssl) == 1) {
+        Serve(ssl);
+      }
+      SSL_free(ssl);
+      serving_fd_.store(-1);
+      ::close(fd);
+    }
+  }
+
+  void Serve(SSL* ssl) {
+    std::string in;
+    char buffer[16 * 1024];
+    while (true) {
+      size_t head_end = 0;
+      while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
+        const int n = SSL_read(ssl, buffer, sizeof(buffer));
+        if (n <= 0) {
+          return;
+        }
+        in.append(buffer, static_cast<size_t>(n));
+      }
+      size_t length = 0;
+      const std::string head = absl::AsciiStrToLower(in.substr(0, head_end));
+      const size_t at = head.find("content-length:");
+      if (at != std::string::npos) {
+        const size_t end = head.find("\r\n", at);
+        (void)absl::SimpleAtoi(
+            absl::StripAsciiWhitespace(head.substr(at + 15, end == std::string::npos
+                                                                ? std::string::npos
+                                                                : end - at - 15)),
+            &length);
+      }
+      in.erase(0, head_end + 4);
+      while (in.size() < length) {
+        const int n = SSL_read(ssl, buffer, sizeof(buffer));
+        if (n <= 0) {
+          return;
+        }
+        in.append(buffer, static_cast<size_t>(n));
+      }
+      opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest request;
+      if (request.ParseFromString(in.substr(0, length))) {
+        ++exports_;
+      }
+      in.erase(0, length);
+      const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+      if (SSL_write(ssl, answer.data(), static_cast<int>(answer.size())) <= 0) {
+        return;
+      }
+    }
+  }
+
+  SSL_CTX* ctx_ = nullptr;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  bool dual_stack_ = false;
+  std::atomic<int> serving_fd_{-1};
+  std::atomic<int> exports_{0};
+  std::thread thread_;
+};
+
+class OtlpTlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // The HTTPS server here writes with OpenSSL's socket BIO: a client gone must not kill the test.
+    std::signal(SIGPIPE, SIG_IGN);
+    dir_ = new testing::TempDir();
+    ASSERT_TRUE(testing::MakeCa(dir_->path(), "ca").ok());
+    ASSERT_TRUE(testing::MakeCa(dir_->path(), "other-ca").ok());
+    const absl::Status made = testing::MakeCert(dir_->path(), "server", "ca");
+    ASSERT_TRUE(made.ok()) << made;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string File(const std::string& name) {
+    return absl::StrCat(dir_->path(), "/", name);
+  }
+
+  static testing::TempDir* dir_;
+};
+
+testing::TempDir* OtlpTlsTest::dir_ = nullptr;
+
+// Verifies OTLP/gRPC over TLS: the collector's certificate is checked against the CA file, and
+// refused without it.
+TEST_F(OtlpTlsTest, GrpcExporterChecksTheCollectorsCertificate) {
+  grpc::SslServerCredentialsOptions credentials;
+  credentials.pem_key_cert_pairs.push_back(
+      {testing::ReadWholeFile(File("server.key")), testing::ReadWholeFile(File("server.crt"))});
+  auto collector = FakeOtlpCollector::Start(grpc::SslServerCredentials(credentials));
+  ASSERT_TRUE(collector.ok()) << collector.status();
+  const std::string endpoint = absl::StrCat("https://localhost:", (*collector)->grpc_port());
+
+  OtlpExporterOptions options = Options(endpoint);
+  options.ca_file = File("ca.crt");
+  std::unique_ptr<SpanExporter> trusted = Make(Protocol::kGrpc, options);
+  ASSERT_NE(trusted, nullptr);
+  const absl::Status status = trusted->Export(Spans(2));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE((*collector)->WaitForSpans(2, kWait));
+
+  options.ca_file = File("other-ca.crt");
+  std::unique_ptr<SpanExporter> untrusted = Make(Protocol::kGrpc, options);
+  ASSERT_NE(untrusted, nullptr);
+  EXPECT_EQ(untrusted->Export(Spans(1)).code(), absl::StatusCode::kUnavailable);
+}
+
+// Verifies OTLP/HTTP over TLS: the server's certificate must chain to the CA file and name the
+// host connected to, by DNS name or IP address.
+TEST_F(OtlpTlsTest, HttpExporterChecksTheServersCertificateAndName) {
+  TlsHttpServer server;
+  ASSERT_TRUE(server.Start(File("server.crt"), File("server.key")));
+
+  for (const std::string host : {"localhost", "127.0.0.1"}) {
+    OtlpExporterOptions options =
+        Options(absl::StrCat("https://", host, ":", server.port(), "/v1/traces"));
+    options.ca_file = File("ca.crt");
+    std::unique_ptr<SpanExporter> exporter = Make(Protocol::kHttp, options);
+    ASSERT_NE(exporter, nullptr);
+    const absl::Status status = exporter->Export(Spans(2));
+    EXPECT_TRUE(status.ok()) << host << ": " << status;
+  }
+  EXPECT_EQ(server.exports(), 2);
+
+  OtlpExporterOptions options =
+      Options(absl::StrCat("https://localhost:", server.port(), "/v1/traces"));
+  options.ca_file = File("other-ca.crt");
+  std::unique_ptr<SpanExporter> untrusted = Make(Protocol::kHttp, options);
+  ASSERT_NE(untrusted, nullptr);
+  absl::Status status = untrusted->Export(Spans(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("certificate"));
+
+  if (server.dual_stack()) {
+    // ::1 is the same machine, but not a name the certificate carries.
+    options = Options(absl::StrCat("https://[::1]:", server.port(), "/v1/traces"));
+    options.ca_file = File("ca.crt");
+    std::unique_ptr<SpanExporter> wrong_name = Make(Protocol::kHttp, options);
+    ASSERT_NE(wrong_name, nullptr);
+    status = wrong_name->Export(Spans(1));
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("IP address mismatch"));
+  }
+  EXPECT_EQ(server.exports(), 2);
+}
+
+}  // namespace
+}  // namespace sluice
