@@ -58,6 +58,7 @@ SCENARIOS = collections.OrderedDict([
     ("redis_5", ("redis", "grpc", "cost", 5, 1000)),
     ("redis_over_limit_cache", ("redis", "grpc", "cost_over_limit", 1, 1)),
     ("redis_tls_1", ("redis_tls", "grpc", "cost", 1, 1000)),
+    ("redis_1_traced", ("redis_traced", "grpc", "cost", 1, 1000)),
 ])
 SCENARIO_HELP = """\
   floor                   sluice-floor (gRPC alone, answers OK): what gRPC costs by itself
@@ -68,7 +69,10 @@ SCENARIO_HELP = """\
   redis_5                 the same with 5 descriptors per request
   redis_over_limit_cache  Redis backend, one key far over its limit: answered from the
                           over-limit cache without Redis
-  redis_tls_1             redis_1 with TLS to Redis (--redis_tls, a CA of the run's own)"""
+  redis_tls_1             redis_1 with TLS to Redis (--redis_tls, a CA of the run's own)
+  redis_1_traced          redis_1 with every call traced (--tracing, sampling rate 1): the
+                          decision's span and its Redis call's, exported over OTLP/HTTP to a
+                          collector of the run's own (the export thread's work counts)"""
 
 CATEGORIES = ("sluice", "grpc", "protobuf", "alloc", "other", "lock")
 GRPC_OBJECTS = ("libgrpc", "libgpr", "libupb", "libaddress_sorting", "libre2", "libcares",
@@ -217,7 +221,35 @@ class Callgrind:
             time.sleep(0.1)
 
 
-def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None):
+class Collector:
+    """An OTLP/HTTP collector that takes every export and keeps nothing (for redis_1_traced)."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer((HOST, 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+
+
+def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None, collector=None):
     grpc_port = bench.free_port()
     if kind == "floor":
         argv = [os.path.join(build_bin, "sluice-floor"), f"--grpc_address={HOST}:{grpc_port}"]
@@ -226,14 +258,17 @@ def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None):
         http_port = bench.free_port()
         argv = [os.path.join(build_bin, "sluice"),
                 f"--config={os.path.join(REPO, 'bench', 'config')}",
-                f"--backend={'redis' if kind == 'redis_tls' else kind}",
+                f"--backend={'redis' if kind.startswith('redis') else kind}",
                 f"--grpc_address={HOST}:{grpc_port}", f"--http_address={HOST}:{http_port}",
                 "--log_level=warning", "--config_poll_interval=0"]
-        if kind in ("redis", "redis_tls"):
+        if kind == "redis_traced":
+            argv += ["--tracing", "--tracing_sampling_rate=1",
+                     f"--tracing_endpoint=http://{HOST}:{collector.port}/v1/traces"]
+        if kind in ("redis", "redis_tls", "redis_traced"):
             # Under callgrind Sluice runs ~50 times slower: give each decision time enough that
             # no failure policy ever answers.
             argv += ["--redis_timeout=10s", "--redis_breaker_failures=1000000"]
-            if kind == "redis":
+            if kind in ("redis", "redis_traced"):
                 argv.append(f"--redis_addresses={HOST}:{redis_port}")
             else:
                 tls_port, tls_dir = tls
@@ -381,20 +416,23 @@ def main():
     results = collections.OrderedDict()
     started = time.monotonic()
     try:
-        redis = redis_port = tls = None
-        if any(SCENARIOS[n][0] in ("redis", "redis_tls") for n in names):
+        redis = redis_port = tls = collector = None
+        redis_kinds = ("redis", "redis_tls", "redis_traced")
+        if any(SCENARIOS[n][0] == "redis_traced" for n in names):
+            collector = Collector()
+        if any(SCENARIOS[n][0] in redis_kinds for n in names):
             # One Redis for both: plain on its port, TLS on another.
             tls = (bench.free_port(), bench.make_tls_files(workdir))
             _, redis_port, redis = bench.start_redis(children, workdir, *tls)
-        for kind in ("floor", "memory", "redis", "redis_tls"):
+        for kind in ("floor", "memory", "redis", "redis_tls", "redis_traced"):
             mine = [n for n in names if SCENARIOS[n][0] == kind]
             if not mine:
                 continue
-            server = start_server(children, build_bin, workdir, kind, redis_port, tls)
+            server = start_server(children, build_bin, workdir, kind, redis_port, tls, collector)
             for name in mine:
                 base = baseline.get(name, {}).get("total")
                 results[name] = measure(opts, build_bin, server, name,
-                                        redis if kind in ("redis", "redis_tls") else None,
+                                        redis if kind in redis_kinds else None,
                                         base * (1 + opts.tolerance) if base else None)
                 if results[name]["answers"]["ok"] + results[name]["answers"]["over_limit"] \
                         != opts.requests:
@@ -402,6 +440,8 @@ def main():
             children.stop(server.proc, timeout=30)
     finally:
         children.stop_all()
+        if collector:
+            collector.stop()
 
     failures = print_table(results, baseline, opts.tolerance)
     bench.log(f"bench/cost: {len(names)} scenarios in {time.monotonic() - started:.0f}s "

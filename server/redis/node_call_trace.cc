@@ -1,12 +1,11 @@
 #include "server/redis/node_call_trace.h"
 
+#include <charconv>
 #include <cstdint>
 #include <string>
 #include <utility>
-#include <vector>
 
-#include <charconv>
-
+#include "absl/container/inlined_vector.h"
 #include "server/common/failure_reason.h"
 
 namespace sluice {
@@ -41,12 +40,14 @@ bool IsScriptCall(std::string_view name) {
   return name == "EVALSHA" || name == "EVAL" || name == "evalsha" || name == "eval";
 }
 
+// One allocation per traced node call: what the spans need, and the callback it wraps.
 struct NodeCall {
-  std::vector<TraceParent> traces;
+  absl::InlinedVector<TraceParent, 1> traces;
   std::string node;
   int64_t start_us = 0;
   int64_t commands = 0;
   int64_t keys = 0;
+  BatchCallback done;
 };
 
 void Record(const NodeCall& call, const absl::Status& status, absl::Span<RedisReply> replies) {
@@ -91,18 +92,19 @@ size_t CommandKeys(const CommandBatch& batch, size_t i) {
 
 BatchCallback TraceNodeCall(const CommandBatch& batch, std::string_view node, BatchCallback done) {
   auto call = std::make_unique<NodeCall>();
-  call->traces = batch.traces();
+  call->traces.assign(batch.traces().begin(), batch.traces().end());
   call->node = std::string(node);
   call->start_us = call->traces.front().tracer->NowMicros();
   call->commands = static_cast<int64_t>(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     call->keys += static_cast<int64_t>(CommandKeys(batch, i));
   }
-  return [call = std::move(call), done = std::move(done)](absl::Status status,
-                                                           absl::Span<RedisReply> replies) mutable {
+  call->done = std::move(done);
+  // Captures one pointer: the wrapper fits in the callback's inline storage.
+  return [call = std::move(call)](absl::Status status, absl::Span<RedisReply> replies) mutable {
     // Recorded before `done`, which may move the replies out.
     Record(*call, status, replies);
-    std::move(done)(std::move(status), replies);
+    std::move(call->done)(std::move(status), replies);
   };
 }
 

@@ -63,7 +63,7 @@ class GrpcCall {
   // response fit (a descriptor takes ~350 bytes of both), larger ones continue in blocks the arena
   // allocates. Sized so that the whole GrpcCall stays under glibc's large-chunk threshold (1008
   // bytes asked): a larger allocation per call makes malloc consolidate its fast bins every time.
-  alignas(16) char initial_block_[896];
+  alignas(16) char initial_block_[904];
   google::protobuf::Arena arena_;
   Request* const request_ = google::protobuf::Arena::CreateMessage<Request>(&arena_);
   Response* const response_ = google::protobuf::Arena::CreateMessage<Response>(&arena_);

@@ -42,7 +42,7 @@ void SpanData::Add(absl::string_view key, absl::string_view value) {
     ++dropped_attributes;
     return;
   }
-  attributes.push_back({std::string(key), Truncated(value, kMaxSpanValueBytes)});
+  attributes.push_back({key, Truncated(value, kMaxSpanValueBytes)});
 }
 
 void SpanData::Add(absl::string_view key, int64_t value) {
@@ -50,7 +50,7 @@ void SpanData::Add(absl::string_view key, int64_t value) {
     ++dropped_attributes;
     return;
   }
-  attributes.push_back({std::string(key), value});
+  attributes.push_back({key, value});
 }
 
 void SpanData::Add(absl::string_view key, bool value) {
@@ -58,7 +58,7 @@ void SpanData::Add(absl::string_view key, bool value) {
     ++dropped_attributes;
     return;
   }
-  attributes.push_back({std::string(key), value});
+  attributes.push_back({key, value});
 }
 
 void SpanData::Add(absl::string_view key, double value) {
@@ -66,7 +66,7 @@ void SpanData::Add(absl::string_view key, double value) {
     ++dropped_attributes;
     return;
   }
-  attributes.push_back({std::string(key), value});
+  attributes.push_back({key, value});
 }
 
 const SpanAttribute* SpanData::Find(absl::string_view key) const {

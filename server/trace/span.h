@@ -47,8 +47,12 @@ inline constexpr size_t kMaxSpanValueBytes = 256;
 inline constexpr size_t kMaxSpanAttributes = 32;
 
 struct SpanAttribute {
-  std::string key;
-  std::variant<std::string, int64_t, bool, double> value;
+  using Value = std::variant<std::string, int64_t, bool, double>;
+
+  // A literal (static storage): keys are the instrumentation's constants, kept as views so that
+  // a span's attributes cost no allocation for their names.
+  absl::string_view key;
+  Value value;
 };
 
 struct SpanData {
@@ -62,7 +66,8 @@ struct SpanData {
   uint8_t trace_flags = 1;
   // The parent is another process's span (the caller's): OTLP's flags say so.
   bool remote_parent = false;
-  std::string name;
+  // A literal (static storage), as attribute keys are.
+  absl::string_view name;
   SpanKind kind = SpanKind::kInternal;
   int64_t start_unix_nanos = 0;
   int64_t end_unix_nanos = 0;
@@ -72,7 +77,7 @@ struct SpanData {
   std::string status_message;
 
   // Adds an attribute, its string value cut to kMaxSpanValueBytes; past kMaxSpanAttributes it is
-  // counted in dropped_attributes instead.
+  // counted in dropped_attributes instead. REQUIRES: `key` has static storage (a literal).
   void Add(absl::string_view key, absl::string_view value);
   void Add(absl::string_view key, const char* value) { Add(key, absl::string_view(value)); }
   void Add(absl::string_view key, int64_t value);

@@ -5,27 +5,34 @@
 #include "server/trace/sampler.h"
 
 namespace sluice {
+namespace {
+
+// Room for the attributes a span of Sluice's usually gets (a call's: the transport's and the
+// decision's; a child's: a Redis call's), made once rather than grown.
+constexpr size_t kCallAttributes = 12;
+constexpr size_t kChildAttributes = 6;
+
+}  // namespace
 
 Span& Span::operator=(Span&& other) noexcept {
   if (this != &other) {
     End();
-    tracer_ = other.tracer_;
-    data_ = std::move(other.data_);
+    active_ = std::move(other.active_);
   }
   return *this;
 }
 
 TraceParent Span::parent() const {
-  if (data_ == nullptr) {
+  if (active_ == nullptr) {
     return {};
   }
-  return TraceParent{tracer_, data_->trace_id, data_->span_id};
+  return TraceParent{active_->tracer, active_->data.trace_id, active_->data.span_id};
 }
 
 void Span::Submit() {
-  data_->end_unix_nanos = tracer_->NowMicros() * 1000;
-  tracer_->Submit(std::move(*data_));
-  data_.reset();
+  active_->data.end_unix_nanos = active_->tracer->NowMicros() * 1000;
+  active_->tracer->Submit(std::move(active_->data));
+  active_.reset();
 }
 
 Tracer::Tracer(SpanSink& sink, const Clock& clock, IdGenerator& ids, TracerOptions options)
@@ -37,7 +44,9 @@ Span Tracer::StartCall(absl::string_view name, const std::optional<TraceContext>
   if (!ShouldSample(caller, trace_id, options_.sampling_ratio)) {
     return Span();
   }
-  auto data = std::make_unique<SpanData>();
+  auto active = std::make_unique<Span::Active>();
+  active->tracer = this;
+  SpanData* data = &active->data;
   data->trace_id = trace_id;
   data->span_id = ids_.NewSpanId();
   if (continues) {
@@ -45,10 +54,11 @@ Span Tracer::StartCall(absl::string_view name, const std::optional<TraceContext>
     data->trace_state = caller->trace_state;
     data->remote_parent = true;
   }
-  data->name = std::string(name);
+  data->name = name;
   data->kind = SpanKind::kServer;
+  data->attributes.reserve(kCallAttributes);
   data->start_unix_nanos = clock_.NowMicros() * 1000;
-  return Span(this, std::move(data));
+  return Span(std::move(active));
 }
 
 Span Tracer::StartChild(const TraceParent& parent, absl::string_view name, SpanKind kind) {
@@ -63,14 +73,17 @@ Span Tracer::StartChildAt(const TraceParent& parent, absl::string_view name, Spa
   if (!parent.active()) {
     return Span();
   }
-  auto data = std::make_unique<SpanData>();
+  auto active = std::make_unique<Span::Active>();
+  active->tracer = parent.tracer;
+  SpanData* data = &active->data;
   data->trace_id = parent.trace_id;
   data->span_id = parent.tracer->ids_.NewSpanId();
   data->parent_span_id = parent.span_id;
-  data->name = std::string(name);
+  data->name = name;
   data->kind = kind;
+  data->attributes.reserve(kChildAttributes);
   data->start_unix_nanos = start_unix_micros * 1000;
-  return Span(parent.tracer, std::move(data));
+  return Span(std::move(active));
 }
 
 }  // namespace sluice

@@ -44,45 +44,51 @@ class Span {
   Span(Span&&) = default;
   Span& operator=(Span&& other) noexcept;
   ~Span() {
-    if (data_ != nullptr) {
+    if (active_ != nullptr) {
       Submit();
     }
   }
 
-  bool active() const { return data_ != nullptr; }
+  bool active() const { return active_ != nullptr; }
   // The context for this span's children; inactive when this span is.
   TraceParent parent() const;
 
   // Attributes and status, on an active span (bounded: see SpanData::Add).
   template <typename T>
   void Add(absl::string_view key, T value) {
-    if (data_ != nullptr) {
-      data_->Add(key, value);
+    if (active_ != nullptr) {
+      active_->data.Add(key, value);
     }
   }
   void SetError(absl::string_view message) {
-    if (data_ != nullptr) {
-      data_->SetError(message);
+    if (active_ != nullptr) {
+      active_->data.SetError(message);
     }
   }
   // The span's data so far; REQUIRES: active().
-  SpanData& data() { return *data_; }
+  SpanData& data() { return active_->data; }
 
   // Stamps the end time and submits the span; later calls do nothing.
   void End() {
-    if (data_ != nullptr) {
+    if (active_ != nullptr) {
       Submit();
     }
   }
 
  private:
   friend class Tracer;
-  Span(Tracer* tracer, std::unique_ptr<SpanData> data) : tracer_(tracer), data_(std::move(data)) {}
-  // End's work. REQUIRES: data_ != nullptr.
+  // A span being recorded and the tracer it goes back to: one allocation, and a Span the size
+  // of a pointer (it sits in every call object, traced or not).
+  struct Active {
+    Tracer* tracer;
+    SpanData data;
+  };
+
+  explicit Span(std::unique_ptr<Active> active) : active_(std::move(active)) {}
+  // End's work. REQUIRES: active_ != nullptr.
   void Submit();
 
-  Tracer* tracer_ = nullptr;
-  std::unique_ptr<SpanData> data_;
+  std::unique_ptr<Active> active_;
 };
 
 struct TracerOptions {
@@ -101,6 +107,7 @@ class Tracer {
   // Starts a server-side span for an incoming call: a child of `caller` when given (same trace;
   // sampled as the caller says, or at the ratio when it defers), else the root of a new trace
   // sampled at the ratio. Inactive when not sampled.
+  // REQUIRES: `name` has static storage (a literal), as every span name and attribute key.
   Span StartCall(absl::string_view name, const std::optional<TraceContext>& caller);
   // Starts a child of `parent`, now; inactive when `parent` is.
   static Span StartChild(const TraceParent& parent, absl::string_view name, SpanKind kind);

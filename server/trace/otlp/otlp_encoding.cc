@@ -54,7 +54,7 @@ void EncodeSpan(const SpanData& span, trace::Span* out) {
   out->set_trace_state(span.trace_state);
   out->set_flags(uint32_t{span.trace_flags} | kOtlpFlagHasIsRemote |
                  (span.remote_parent ? kOtlpFlagIsRemote : 0u));
-  out->set_name(span.name);
+  out->set_name(std::string(span.name));
   // SpanKind's values are OTLP's (span.h).
   out->set_kind(static_cast<trace::Span::SpanKind>(span.kind));
   // Times before the epoch cannot be sent (the fields are unsigned): they become 0, "unknown".
@@ -63,7 +63,7 @@ void EncodeSpan(const SpanData& span, trace::Span* out) {
   out->mutable_attributes()->Reserve(static_cast<int>(span.attributes.size()));
   for (const SpanAttribute& attribute : span.attributes) {
     common::KeyValue* kv = out->add_attributes();
-    kv->set_key(attribute.key);
+    kv->set_key(std::string(attribute.key));
     SetValue(attribute, kv->mutable_value());
   }
   out->set_dropped_attributes_count(span.dropped_attributes);

@@ -1,6 +1,7 @@
-// Sluice's spans in OTLP's wire form: one ExportTraceServiceRequest per exported batch, as both
-// exporters (OTLP/gRPC and OTLP/HTTP with a protobuf body) send it. The request carries one
-// ResourceSpans (the service instance's resource attributes) with one ScopeSpans ("sluice").
+// Sluice's spans as OTLP's messages: one ExportTraceServiceRequest per exported batch, carrying
+// one ResourceSpans (the service instance's resource attributes) with one ScopeSpans ("sluice").
+// This is the readable reference of what is sent: the exporters write the same bytes directly
+// (otlp_wire.h), and the tests hold the two to each other.
 //
 // Pure functions of their inputs; thread-safe.
 #pragma once

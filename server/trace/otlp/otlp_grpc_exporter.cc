@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <utility>
 
@@ -11,7 +12,9 @@
 #include "grpcpp/grpcpp.h"
 #include "server/common/status_macros.h"
 #include "server/trace/otlp/http_url.h"
-#include "server/trace/otlp/otlp_encoding.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
+#include "server/trace/otlp/otlp_wire.h"
 
 namespace sluice {
 namespace {
@@ -21,6 +24,8 @@ namespace collector = ::opentelemetry::proto::collector::trace::v1;
 // gRPC waits up to two minutes between reconnection attempts by default, and fails calls at once
 // meanwhile: a collector back from a restart would lose every batch of those minutes.
 constexpr int kMaxReconnectBackoffMs = 5000;
+
+constexpr char kExportMethod[] = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
 absl::StatusOr<std::string> ReadCaFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -89,26 +94,38 @@ absl::StatusOr<std::unique_ptr<OtlpGrpcExporter>> OtlpGrpcExporter::Create(
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
   args.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "sluice-otlp");
-  auto stub = TraceService::NewStub(grpc::CreateCustomChannel(target.authority, credentials, args));
+  auto channel = grpc::CreateCustomChannel(target.authority, credentials, args);
   return std::unique_ptr<OtlpGrpcExporter>(
-      new OtlpGrpcExporter(std::move(options), std::move(target), std::move(stub)));
+      new OtlpGrpcExporter(std::move(options), std::move(target), std::move(channel)));
 }
 
 OtlpGrpcExporter::OtlpGrpcExporter(OtlpExporterOptions options, OtlpGrpcTarget target,
-                                   std::unique_ptr<TraceService::Stub> stub)
-    : options_(std::move(options)), target_(std::move(target)), stub_(std::move(stub)) {}
+                                   std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)), target_(std::move(target)), stub_(std::move(channel)) {}
 
 absl::Status OtlpGrpcExporter::Export(absl::Span<const SpanData> spans) {
-  const collector::ExportTraceServiceRequest request =
-      EncodeExportRequest(spans, options_.resource);
+  std::string body;
+  AppendExportRequest(spans, options_.resource, &body);
+  grpc::Slice slice(std::move(body));
+  const grpc::ByteBuffer request(&slice, 1);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoNanoseconds(options_.timeout));
   for (const auto& [name, value] : options_.headers) {
     context.AddMetadata(name, value);
   }
+  grpc::ByteBuffer reply;
+  std::promise<grpc::Status> done;
+  stub_.UnaryCall(&context, kExportMethod, grpc::StubOptions(), &request, &reply,
+                  [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  grpc::Status status = done.get_future().get();
   collector::ExportTraceServiceResponse response;
-  const grpc::Status status = stub_->Export(&context, request, &response);
+  if (status.ok()) {
+    grpc::ProtoBufferReader reader(&reply);
+    if (!response.ParseFromZeroCopyStream(&reader)) {
+      status = grpc::Status(grpc::StatusCode::INTERNAL, "the collector's answer does not parse");
+    }
+  }
   if (!status.ok()) {
     std::string message = status.error_message();
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {

@@ -12,7 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "opentelemetry/proto/collector/trace/v1/trace_service.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
 #include "server/trace/otlp/otlp_exporter_options.h"
 #include "server/trace/otlp/span_exporter.h"
 
@@ -42,14 +43,14 @@ class OtlpGrpcExporter final : public SpanExporter {
   std::string Describe() const override;
 
  private:
-  using TraceService = opentelemetry::proto::collector::trace::v1::TraceService;
-
   OtlpGrpcExporter(OtlpExporterOptions options, OtlpGrpcTarget target,
-                   std::unique_ptr<TraceService::Stub> stub);
+                   std::shared_ptr<grpc::Channel> channel);
 
   const OtlpExporterOptions options_;
   const OtlpGrpcTarget target_;
-  const std::unique_ptr<TraceService::Stub> stub_;
+  // The request's bytes are written by AppendExportRequest (otlp_wire.h) and sent as they are:
+  // a generic stub, not the generated one, which would need them as a message.
+  grpc::GenericStub stub_;
 };
 
 }  // namespace sluice

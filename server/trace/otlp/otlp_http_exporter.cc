@@ -5,7 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
-#include "server/trace/otlp/otlp_encoding.h"
+#include "server/trace/otlp/otlp_wire.h"
 
 namespace sluice {
 
@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<OtlpHttpExporter>> OtlpHttpExporter::Create(
 
 absl::Status OtlpHttpExporter::Export(absl::Span<const SpanData> spans) {
   std::string body;
-  EncodeExportRequest(spans, options_.resource).SerializeToString(&body);
+  AppendExportRequest(spans, options_.resource, &body);
   absl::StatusOr<HttpResponse> response = client_->Post(
       url_.path, "application/x-protobuf", options_.headers, body, options_.timeout);
   if (!response.ok()) {

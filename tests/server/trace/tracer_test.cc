@@ -263,7 +263,7 @@ TEST_F(TracerTest, CountsAttributesPastTheLimit) {
   Tracer tracer = MakeTracer(1.0);
   Span span = tracer.StartCall("call", std::nullopt);
   for (size_t i = 0; i < kMaxSpanAttributes; ++i) {
-    span.Add(absl::StrCat("n", i), static_cast<int64_t>(i));
+    span.Add("n", static_cast<int64_t>(i));  // keys are literals; one may repeat
   }
   span.Add("string", "x");
   span.Add("bool", true);
@@ -276,9 +276,7 @@ TEST_F(TracerTest, CountsAttributesPastTheLimit) {
   EXPECT_EQ(data.attributes.size(), kMaxSpanAttributes);
   EXPECT_EQ(data.dropped_attributes, 4u);
   EXPECT_EQ(data.Find("string"), nullptr);
-  const SpanAttribute* last = data.Find("n31");
-  ASSERT_NE(last, nullptr);
-  EXPECT_EQ(std::get<int64_t>(last->value), 31);
+  EXPECT_EQ(std::get<int64_t>(data.attributes.back().value), 31);
 }
 
 // Verifies attributes keep their types and SetError sets the error status and message.

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <deque>
+#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -29,7 +31,7 @@ class FakeExporter final : public SpanExporter {
     MutexLock lock(mu_);
     std::vector<std::string> names;
     for (const SpanData& span : spans) {
-      names.push_back(span.name);
+      names.push_back(std::string(span.name));
     }
     batches_.push_back(std::move(names));
     changed_.NotifyAll();
@@ -89,9 +91,14 @@ class FakeExporter final : public SpanExporter {
   absl::Status result_ ABSL_GUARDED_BY(mu_);
 };
 
+// A span named `name`. Span names are views of storage that outlives the span (literals in
+// Sluice): the names made here are kept for the whole test program.
 SpanData Named(const std::string& name) {
+  static std::mutex mu;
+  static std::deque<std::string>* names = new std::deque<std::string>();
   SpanData span;
-  span.name = name;
+  std::lock_guard<std::mutex> lock(mu);
+  span.name = names->emplace_back(name);
   return span;
 }
 

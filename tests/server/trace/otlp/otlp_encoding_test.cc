@@ -1,4 +1,5 @@
 #include "server/trace/otlp/otlp_encoding.h"
+#include "server/trace/otlp/otlp_wire.h"
 
 #include <map>
 #include <string>
@@ -258,6 +259,53 @@ TEST(OtlpEncodingTest, RequestNestingOnTheWire) {
   ASSERT_EQ(scope_spans.count(2), 1u);
   const auto scope = WireFields(scope_spans.find(1)->second.length_delimited(), &scope_set);
   EXPECT_EQ(scope.find(1)->second.length_delimited(), "sluice");
+}
+
+// Verifies that the exporters' direct writer sends exactly the bytes the message encoder's
+// request serializes to, for spans with every field kind: a remote parent and trace state, a
+// root, each attribute type (a negative integer, an empty string, false, 0), dropped
+// attributes, an error status, an unset kind and time; with and without the optional resource
+// attributes; and for no span at all.
+TEST(OtlpEncodingTest, WireWriterWritesTheMessagesBytes) {
+  std::vector<SpanData> spans(3);
+  spans[0].trace_id[0] = 0xab;
+  spans[0].span_id[7] = 1;
+  spans[0].parent_span_id[0] = 2;
+  spans[0].remote_parent = true;
+  spans[0].trace_state = "vendor=abc";
+  spans[0].name = "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+  spans[0].kind = SpanKind::kServer;
+  spans[0].start_unix_nanos = 1700000000123456789;
+  spans[0].end_unix_nanos = 1700000000223456789;
+  spans[0].Add("ratelimit.domain", "edge");
+  spans[0].Add("empty", "");
+  spans[0].Add("negative", int64_t{-5});
+  spans[0].Add("zero", int64_t{0});
+  spans[0].Add("no", false);
+  spans[0].Add("ratio", 0.25);
+  spans[0].Add("long", std::string(300, 'x'));
+  spans[0].dropped_attributes = 3;
+  spans[0].SetError("redis 127.0.0.1:6379: deadline exceeded");
+  spans[1].trace_id[15] = 1;
+  spans[1].span_id[0] = 9;
+  spans[1].name = "redis";
+  spans[1].kind = SpanKind::kClient;
+  spans[1].start_unix_nanos = 5;
+  spans[1].end_unix_nanos = 6;
+  spans[1].Add("sluice.redis.keys", int64_t{1} << 40);
+  spans[2].trace_id[3] = 7;  // no kind, no times, no name, not sampled
+  spans[2].span_id[3] = 7;
+  spans[2].trace_flags = 0;
+  for (const OtlpResource& resource :
+       {Resource(), OtlpResource{"sluice", "", "instance", ""}}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{3}}) {
+      const absl::Span<const SpanData> batch(spans.data(), n);
+      std::string wire;
+      AppendExportRequest(batch, resource, &wire);
+      EXPECT_EQ(wire, EncodeExportRequest(batch, resource).SerializeAsString())
+          << n << " spans, namespace '" << resource.service_namespace << "'";
+    }
+  }
 }
 
 }  // namespace

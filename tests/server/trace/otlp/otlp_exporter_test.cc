@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <mutex>
 #include <csignal>
 #include <memory>
 #include <string>
@@ -50,12 +52,17 @@ OtlpExporterOptions Options(const std::string& endpoint) {
   return options;
 }
 
+// `n` spans named span0, span1, ... (span names are views of lasting storage: these are kept
+// for the whole program).
 std::vector<SpanData> Spans(int n) {
+  static std::mutex mu;
+  static std::deque<std::string>* names = new std::deque<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
   std::vector<SpanData> spans(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     spans[static_cast<size_t>(i)].trace_id[15] = 1;
     spans[static_cast<size_t>(i)].span_id[7] = static_cast<uint8_t>(i + 1);
-    spans[static_cast<size_t>(i)].name = absl::StrCat("span", i);
+    spans[static_cast<size_t>(i)].name = names->emplace_back(absl::StrCat("span", i));
   }
   return spans;
 }
