@@ -1105,9 +1105,9 @@ std::string UpstreamAssignmentNote(const FlagAssignment& assignment,
                                    absl::string_view applied_value,
                                    absl::string_view final_value,
                                    absl::string_view overridden_by) {
-  // Headers sent to a collector usually carry its API key.
-  const bool secret =
-      absl::StrContains(assignment.flag, "password") || assignment.flag == "tracing_headers";
+  // Headers sent to a collector or a management server usually carry a key or a token.
+  const bool secret = absl::StrContains(assignment.flag, "password") ||
+                      assignment.flag == "tracing_headers" || assignment.flag == "xds_headers";
   auto shown = [secret](absl::string_view value) {
     return secret ? std::string("(hidden)") : std::string(value);
   };

@@ -129,6 +129,16 @@ class MigrationE2eTest : public ::testing::Test {
 
   // The decisions and endpoints every backend must give the same way.
   void ExpectUpstreamBehaviour() {
+    // The per-minute window is aligned to the clock: start with at least 5 s of the minute left,
+    // so that it cannot end between the checks, nor before a test reads the key they wrote
+    // (a CI run once read it just after its window expired).
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const auto into_minute = std::chrono::duration_cast<std::chrono::milliseconds>(now) %
+                             std::chrono::minutes(1);
+    if (into_minute > std::chrono::seconds(55)) {
+      std::this_thread::sleep_for(std::chrono::minutes(1) - into_minute +
+                                  std::chrono::milliseconds(50));
+    }
     // A per-minute limit of 2, with upstream's RateLimit-* headers.
     RlsResponse first = Check("remote_address=10.0.0.1");
     EXPECT_EQ(first.overall_code(), RlsResponse::OK);

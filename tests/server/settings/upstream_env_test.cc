@@ -942,6 +942,11 @@ TEST_F(UpstreamEnvTest, AssignmentNoteSaysWhichSettingWon) {
   const FlagAssignment headers{"tracing_headers", "api-key=s3cret", "OTEL_EXPORTER_OTLP_HEADERS"};
   EXPECT_EQ(UpstreamAssignmentNote(headers, "api-key=s3cret", "api-key=s3cret", ""),
             "--tracing_headers=(hidden) from OTEL_EXPORTER_OTLP_HEADERS");
+  const FlagAssignment xds{"xds_headers", "authorization:Bearer t0ken",
+                           "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"};
+  EXPECT_EQ(UpstreamAssignmentNote(xds, "authorization:Bearer t0ken",
+                                   "authorization:Bearer t0ken", ""),
+            "--xds_headers=(hidden) from CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS");
 }
 
 // Verifies the command line is read as absl::ParseCommandLine reads flags.
