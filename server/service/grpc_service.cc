@@ -65,7 +65,7 @@ grpc::ServerUnaryReactor* RateLimitGrpcService::ShouldRateLimit(
         Finish(*call, status.ok() ? call->SerializeResponse(call->response_buffer)
                                   : ToGrpcStatus(status));
       },
-      raw->span.active() ? &raw->span : nullptr);
+      &raw->span);
   return reactor;
 }
 

@@ -411,7 +411,7 @@ void HttpServer::HandleJson(evhttp_request* req) {
         timeval now{0, 0};
         event_base_once(base, -1, EV_TIMEOUT, &FinishJson, raw, &now);
       },
-      raw->span.active() ? &raw->span : nullptr);
+      &raw->span);
 }
 
 }  // namespace sluice

@@ -50,7 +50,7 @@ void DescribeRequest(const RateLimiter::Request& request, Span& span) {
   if (request.hits_addend() != 0) {
     span.Add("ratelimit.hits_addend", static_cast<int64_t>(request.hits_addend()));
   }
-  const bool values = span.parent().tracer->options().descriptor_values;
+  const bool values = span.tracer().options().descriptor_values;
   std::string entries;
   for (const auto& descriptor : request.descriptors()) {
     if (!entries.empty()) {
@@ -147,7 +147,7 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
     over_limit_.Answer(call->plan, call->decisions);
   } else {
     span->Add("sluice.checks", static_cast<int64_t>(call->plan.checks.size()));
-    const int64_t start_us = span->parent().tracer->NowMicros();
+    const int64_t start_us = span->tracer().NowMicros();
     over_limit_.Answer(call->plan, call->decisions);
     if (const size_t answered = CountDecidedBy(call->decisions, DecidedBy::kCache); answered > 0) {
       Span cache = Tracer::StartChildAt(span->parent(), "over_limit_cache", SpanKind::kInternal,
@@ -210,7 +210,7 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
   FailureMode policy = call->plan.failure_mode;
   if (!status.ok()) {
     metrics_.CountBackendFailure(FailureReasonOf(status));
-    const int64_t start_us = call->span != nullptr ? call->span->parent().tracer->NowMicros() : 0;
+    const int64_t start_us = call->span != nullptr ? call->span->tracer().NowMicros() : 0;
     policy = failure_policy_.Apply(status, call->plan, call->decisions);
     if (call->span != nullptr) {
       TraceFailure(status, policy, start_us, call->decisions, *call->span);

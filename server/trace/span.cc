@@ -38,35 +38,18 @@ std::string Truncated(absl::string_view text, size_t max_bytes) {
 }
 
 void SpanData::Add(absl::string_view key, absl::string_view value) {
-  if (attributes.size() >= kMaxSpanAttributes) {
-    ++dropped_attributes;
-    return;
-  }
-  attributes.push_back({key, Truncated(value, kMaxSpanValueBytes)});
+  AddValue(key, Truncated(value, kMaxSpanValueBytes));
 }
+void SpanData::Add(absl::string_view key, int64_t value) { AddValue(key, value); }
+void SpanData::Add(absl::string_view key, bool value) { AddValue(key, value); }
+void SpanData::Add(absl::string_view key, double value) { AddValue(key, value); }
 
-void SpanData::Add(absl::string_view key, int64_t value) {
+void SpanData::AddValue(absl::string_view key, SpanAttribute::Value value) {
   if (attributes.size() >= kMaxSpanAttributes) {
     ++dropped_attributes;
     return;
   }
-  attributes.push_back({key, value});
-}
-
-void SpanData::Add(absl::string_view key, bool value) {
-  if (attributes.size() >= kMaxSpanAttributes) {
-    ++dropped_attributes;
-    return;
-  }
-  attributes.push_back({key, value});
-}
-
-void SpanData::Add(absl::string_view key, double value) {
-  if (attributes.size() >= kMaxSpanAttributes) {
-    ++dropped_attributes;
-    return;
-  }
-  attributes.push_back({key, value});
+  attributes.push_back({key, std::move(value)});
 }
 
 const SpanAttribute* SpanData::Find(absl::string_view key) const {

@@ -87,6 +87,10 @@ struct SpanData {
   const SpanAttribute* Find(absl::string_view key) const;
   // Sets the status to kError with `message` (cut like an attribute).
   void SetError(absl::string_view message);
+
+ private:
+  // Appends the attribute, or counts it dropped past kMaxSpanAttributes.
+  void AddValue(absl::string_view key, SpanAttribute::Value value);
 };
 
 // `text` cut to at most `max_bytes` at a UTF-8 character boundary, ending in "..." when cut.

@@ -52,6 +52,8 @@ class Span {
   bool active() const { return active_ != nullptr; }
   // The context for this span's children; inactive when this span is.
   TraceParent parent() const;
+  // The tracer that made this span. REQUIRES: active().
+  Tracer& tracer() const { return *active_->tracer; }
 
   // Attributes and status, on an active span (bounded: see SpanData::Add).
   template <typename T>
