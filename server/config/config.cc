@@ -206,17 +206,26 @@ size_t CountNodesWithRules(const DescriptorNode& node) {
 const DescriptorNode* Config::Match(absl::string_view domain,
                                     absl::Span<const DescriptorEntryView> entries,
                                     MatchSteps* steps) const {
+  auto it = domains_.find(domain);
+  if (it == domains_.end()) {
+    if (steps != nullptr) {
+      steps->clear();
+    }
+    return nullptr;
+  }
+  return Match(*it->second, entries, steps);
+}
+
+const DescriptorNode* Config::Match(const Domain& domain,
+                                    absl::Span<const DescriptorEntryView> entries,
+                                    MatchSteps* steps) {
   if (steps != nullptr) {
     steps->clear();
   }
   if (entries.empty()) {
     return nullptr;
   }
-  auto it = domains_.find(domain);
-  if (it == domains_.end()) {
-    return nullptr;
-  }
-  const DescriptorNode* node = &it->second->root;
+  const DescriptorNode* node = &domain.root;
   for (const DescriptorEntryView& entry : entries) {
     // No backtracking: once a child is chosen, a dead end below it means no limit, even if a
     // wildcard or default sibling would have led further (envoyproxy/ratelimit does the same).

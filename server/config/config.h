@@ -17,6 +17,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "server/algorithm/algorithm.h"
 #include "server/config/failure_mode.h"
+#include "server/config/node_memo.h"
 #include "server/key/storage_key.h"
 
 namespace sluice {
@@ -84,6 +85,8 @@ struct DescriptorNode {
   std::shared_ptr<const google::protobuf::Struct> metadata;
   // "domain.key_value.key2" in envoyproxy/ratelimit's stat-key form, for metrics.
   std::string full_key;
+  // The metrics layer's counters of full_key, found once (Metrics::ForNode).
+  NodeMemo stat_memo;
   std::string file;  // where the node was declared
   int line = 0;
 
@@ -133,6 +136,10 @@ class Config {
   const DescriptorNode* Match(absl::string_view domain,
                               absl::Span<const DescriptorEntryView> entries,
                               MatchSteps* steps = nullptr) const;
+  // The same, in a domain already found (FindDomain): a request's descriptors look it up once.
+  static const DescriptorNode* Match(const Domain& domain,
+                                     absl::Span<const DescriptorEntryView> entries,
+                                     MatchSteps* steps = nullptr);
 
   // True if `domain` is configured.
   bool HasDomain(absl::string_view domain) const;

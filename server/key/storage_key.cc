@@ -1,14 +1,29 @@
 #include "server/key/storage_key.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "server/algorithm/algorithm_internal.h"
 
 namespace sluice {
 namespace {
 
-bool NeedsEscape(unsigned char c) {
+constexpr bool NeedsEscapeSlow(unsigned char c) {
   return c < 0x21 || c > 0x7e || c == '%' || c == '{' || c == '}' || c == '|' || c == '=';
 }
+
+// NeedsEscapeSlow by table: one load per byte of every key part.
+struct EscapeTable {
+  bool needs[256] = {};
+  constexpr EscapeTable() {
+    for (int c = 0; c < 256; ++c) {
+      needs[c] = NeedsEscapeSlow(static_cast<unsigned char>(c));
+    }
+  }
+};
+constexpr EscapeTable kEscapeTable;
+
+bool NeedsEscape(unsigned char c) { return kEscapeTable.needs[c]; }
 
 void AppendEntry(const DescriptorEntryView& e, std::string* out) {
   out->push_back('|');
@@ -25,21 +40,47 @@ void AppendEntry(const DescriptorEntryView& e, std::string* out) {
 
 void AppendEscapedKeyPart(absl::string_view text, std::string* out) {
   static constexpr char kHex[] = "0123456789ABCDEF";
-  for (char ch : text) {
-    unsigned char c = static_cast<unsigned char>(ch);
+  // Runs that need no escape (every byte, usually) are appended whole.
+  const char* run = text.data();
+  const char* const end = text.data() + text.size();
+  for (const char* p = run; p != end; ++p) {
+    const unsigned char c = static_cast<unsigned char>(*p);
     if (NeedsEscape(c)) {
-      out->push_back('%');
-      out->push_back(kHex[c >> 4]);
-      out->push_back(kHex[c & 0xf]);
-    } else {
-      out->push_back(ch);
+      out->append(run, static_cast<size_t>(p - run));
+      const char escaped[3] = {'%', kHex[c >> 4], kHex[c & 0xf]};
+      out->append(escaped, 3);
+      run = p + 1;
     }
   }
+  out->append(run, static_cast<size_t>(end - run));
+}
+
+size_t StorageKeySizeHint(absl::string_view prefix, absl::string_view domain,
+                          absl::Span<const DescriptorEntryView> entries,
+                          absl::string_view rule_suffix) {
+  // Braces, the separators and the shared pattern's second '=': 4 + 3 per entry; a tag repeats
+  // one entry (counted as one more entry).
+  size_t size = prefix.size() + domain.size() + rule_suffix.size() + 4;
+  size_t longest = 0;
+  for (const DescriptorEntryView& e : entries) {
+    size += e.key.size() + e.value.size() + 3;
+    longest = std::max(longest, e.key.size() + e.value.size() + 3);
+  }
+  return size + longest;
 }
 
 std::string StorageKey(absl::string_view prefix, absl::string_view domain,
                        absl::Span<const DescriptorEntryView> entries, absl::string_view rule_suffix,
                        absl::string_view tag_key) {
+  std::string key;
+  key.reserve(StorageKeySizeHint(prefix, domain, entries, rule_suffix));
+  AppendStorageKey(prefix, domain, entries, rule_suffix, tag_key, &key);
+  return key;
+}
+
+void AppendStorageKey(absl::string_view prefix, absl::string_view domain,
+                      absl::Span<const DescriptorEntryView> entries, absl::string_view rule_suffix,
+                      absl::string_view tag_key, std::string* out) {
   const DescriptorEntryView* tag = nullptr;
   if (!tag_key.empty()) {
     for (const DescriptorEntryView& e : entries) {
@@ -49,30 +90,23 @@ std::string StorageKey(absl::string_view prefix, absl::string_view domain,
       }
     }
   }
-  size_t size = prefix.size() + domain.size() + rule_suffix.size() + 4;
-  for (const DescriptorEntryView& e : entries) {
-    size += e.key.size() + e.value.size() + 3;
-  }
-  std::string key;
-  key.reserve(size + size / 4 + (tag ? tag->key.size() + tag->value.size() + 2 : 0));
-  key.append(prefix.data(), prefix.size());
-  key.push_back('{');
-  AppendEscapedKeyPart(domain, &key);
+  out->append(prefix.data(), prefix.size());
+  out->push_back('{');
+  AppendEscapedKeyPart(domain, out);
   if (tag == nullptr) {
     for (const DescriptorEntryView& e : entries) {
-      AppendEntry(e, &key);
+      AppendEntry(e, out);
     }
-    key.push_back('}');
+    out->push_back('}');
   } else {
-    AppendEntry(*tag, &key);
-    key.push_back('}');
+    AppendEntry(*tag, out);
+    out->push_back('}');
     for (const DescriptorEntryView& e : entries) {
-      AppendEntry(e, &key);
+      AppendEntry(e, out);
     }
-    key.push_back('|');
+    out->push_back('|');
   }
-  key.append(rule_suffix.data(), rule_suffix.size());
-  return key;
+  out->append(rule_suffix.data(), rule_suffix.size());
 }
 
 std::string RuleKeySuffix(Algorithm algorithm, int64_t period_seconds) {

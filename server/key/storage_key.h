@@ -56,6 +56,15 @@ void AppendEscapedKeyPart(absl::string_view text, std::string* out);
 std::string StorageKey(absl::string_view prefix, absl::string_view domain,
                        absl::Span<const DescriptorEntryView> entries, absl::string_view rule_suffix,
                        absl::string_view tag_key = {});
+// The same key appended to *out (several keys of one request share one buffer).
+void AppendStorageKey(absl::string_view prefix, absl::string_view domain,
+                      absl::Span<const DescriptorEntryView> entries, absl::string_view rule_suffix,
+                      absl::string_view tag_key, std::string* out);
+// An upper bound on what AppendStorageKey appends for keys and values without escapes, and a
+// guess otherwise (for reserving).
+size_t StorageKeySizeHint(absl::string_view prefix, absl::string_view domain,
+                          absl::Span<const DescriptorEntryView> entries,
+                          absl::string_view rule_suffix);
 
 // Appends the key of the fixed window that holds `now_us` to *out: `base` followed by ":w" and
 // the window's index, floor(now_us / period_us). REQUIRES: period_us > 0.

@@ -1,6 +1,7 @@
 #include "server/service/metrics.h"
 
 #include <algorithm>
+#include <atomic>
 #include <iterator>
 
 #include "absl/strings/string_view.h"
@@ -25,6 +26,16 @@ prometheus::Gauge& PlainGauge(prometheus::Registry& registry, const std::string&
 constexpr const char* kOutcomeNames[kDecisionOutcomes] = {
     "within_limit", "over_limit",     "over_limit_cached",
     "shadow_mode",  "failure_policy", "never_admitted"};
+
+std::atomic<uint64_t> next_metrics_id{1};
+
+// What Metrics keeps on a config node: whose counters, and the counters.
+struct RuleCountersMemo : NodeMemo::Value {
+  RuleCountersMemo(uint64_t metrics_id, RuleCounters counters)
+      : metrics_id(metrics_id), counters(counters) {}
+  const uint64_t metrics_id;
+  const RuleCounters counters;
+};
 
 prometheus::Counter* ModeCounter(prometheus::Family<prometheus::Counter>& family,
                                  FailureMode mode) {
@@ -85,6 +96,7 @@ Metrics::Metrics(size_t max_rule_series)
                              "Config reloads by result")),
       reloads_ok_(reloads_.Add({{"result", "ok"}})),
       reloads_failed_(reloads_.Add({{"result", "rejected"}})),
+      id_(next_metrics_id.fetch_add(1, std::memory_order_relaxed)),
       max_rules_per_shard_(std::max<size_t>(1, max_rule_series / kShards)),
       folded_(RuleCountersFor(std::string(kFoldedKey))),
       keys_folded_(CounterFamily(*registry_, "sluice_rule_keys_folded_total",
@@ -120,6 +132,20 @@ RuleCounters Metrics::ForRule(absl::string_view stat_key) {
   std::string key(stat_key);
   RuleCounters counters = RuleCountersFor(key);
   return shard.rules.emplace(std::move(key), counters).first->second;
+}
+
+RuleCounters Metrics::ForNode(const DescriptorNode& node) {
+  // Only this class sets stat_memo, always to a RuleCountersMemo.
+  const auto* memo = static_cast<const RuleCountersMemo*>(node.stat_memo.Get());
+  if (memo != nullptr && memo->metrics_id == id_) {
+    return memo->counters;
+  }
+  const RuleCounters counters = ForRule(node.full_key);
+  // Folded counters are not kept: each lookup past the cap is counted (keys_folded_).
+  if (memo == nullptr && counters.total_hits != folded_.total_hits) {
+    node.stat_memo.Set(std::make_unique<RuleCountersMemo>(id_, counters));
+  }
+  return counters;
 }
 
 RuleCounters Metrics::RuleCountersFor(const std::string& key) {

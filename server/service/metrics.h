@@ -25,6 +25,7 @@
 #include "server/common/failure_reason.h"
 #include "server/common/metric_histogram.h"
 #include "server/common/mutex.h"
+#include "server/config/config.h"
 #include "server/config/failure_mode.h"
 
 namespace sluice {
@@ -65,6 +66,10 @@ class Metrics {
 
   // Counters of one stat key ("domain.key_value.key2"); created on first use.
   RuleCounters ForRule(absl::string_view stat_key);
+  // ForRule(node.full_key), looked up once per node and then kept on it (node.stat_memo): the
+  // same counters, without the lookup. A node of a config that another Metrics object got
+  // first is looked up every time.
+  RuleCounters ForNode(const DescriptorNode& node);
 
   // Requests answered, by overall code or error: sluice_requests_total{outcome="ok"} and so on,
   // each series created on first use.
@@ -156,6 +161,10 @@ class Metrics {
   prometheus::Counter& reloads_failed_;
 
   RuleCounters RuleCountersFor(const std::string& key);
+
+  // Tells apart the Metrics objects of one process (tests make several), whose counters a
+  // node's memo must not mix up; never reused, unlike an address.
+  const uint64_t id_;
 
   static constexpr size_t kShards = 16;
   struct Shard {

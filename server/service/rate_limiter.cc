@@ -249,7 +249,8 @@ void RateLimiter::Count(const ResponseAccount& account, const Response& response
     if (d.outcome == DecisionOutcome::kFailurePolicy) {
       continue;
     }
-    const RuleCounters counters = metrics_.ForRule(d.stat_key);
+    const RuleCounters counters =
+        d.stat_node != nullptr ? metrics_.ForNode(*d.stat_node) : metrics_.ForRule(d.stat_key);
     AddHits(counters.total_hits, d.hits.total);
     AddHits(counters.within_limit, d.hits.within_limit);
     AddHits(counters.near_limit, d.hits.near_limit);

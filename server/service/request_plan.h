@@ -55,8 +55,8 @@ using PlanChecks = absl::InlinedVector<LimitCheck, kInlinePlanChecks>;
 
 struct RequestPlan {
   RequestPlan() = default;
-  // Checks point into `keys`, and descriptor plans into `overrides` and their own stat keys,
-  // which may live inside the plan: a plan is filled where it stays.
+  // Checks point into `key_bytes`, and descriptor plans into `overrides` and their own stat
+  // keys, which may live inside the plan: a plan is filled where it stays.
   RequestPlan(const RequestPlan&) = delete;
   RequestPlan& operator=(const RequestPlan&) = delete;
 
@@ -68,10 +68,12 @@ struct RequestPlan {
   absl::InlinedVector<DescriptorPlan, kInlinePlanChecks> descriptors;
   // Rules of request-supplied limits (reserved up front: plans point into it).
   std::vector<RateLimitRule> overrides;
-  // One check per rule of each descriptor, in descriptor order, and its storage key (checks'
-  // keys point into `keys`). Checks of one group are consecutive (LimitCheck::group).
-  absl::InlinedVector<std::string, kInlinePlanChecks> keys;
+  // One check per rule of each descriptor, in descriptor order. Checks of one group are
+  // consecutive (LimitCheck::group).
   PlanChecks checks;
+  // The checks' storage keys, back to back (each LimitCheck::key is a view into it): one
+  // buffer per request, whatever its number of checks.
+  std::string key_bytes;
   // Some check asks more hits than its rule can ever hold yet goes to the backend, to be charged
   // (Charge::kAlways): its denial is marked `never` once decided (RateLimiter).
   bool charges_never_admitted = false;

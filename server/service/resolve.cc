@@ -39,6 +39,13 @@ std::string MatchedStatKey(absl::string_view domain, const RequestDescriptor& d,
                            const MatchSteps& steps, const DescriptorPlan& plan) {
   const DescriptorNode& node = *plan.node;
   const bool shared = !plan.shared_patterns.empty();
+  bool differs = shared || node.detailed_metric;
+  for (const MatchStep& step : steps) {
+    differs = differs || step.node->value_to_metric;
+  }
+  if (!differs) {
+    return {};
+  }
   std::string key(domain);
   if (node.detailed_metric) {
     for (int i = 0; i < d.entries_size(); ++i) {
@@ -52,13 +59,6 @@ std::string MatchedStatKey(absl::string_view domain, const RequestDescriptor& d,
       }
     }
     return key;
-  }
-  bool differs = shared;
-  for (const MatchStep& step : steps) {
-    differs = differs || step.node->value_to_metric;
-  }
-  if (!differs) {
-    return {};
   }
   for (size_t i = 0; i < steps.size(); ++i) {
     const auto& e = d.entries(static_cast<int>(i));
@@ -106,17 +106,19 @@ struct Scratch {
   // Names that matched rules replace (unlimited rules' too: envoyproxy/ratelimit collects
   // replacements before it sets unlimited ones aside).
   absl::flat_hash_set<absl::string_view> replaced;
+  // Per check, where its key lies in RequestPlan::key_bytes (views are taken once it is full).
+  absl::InlinedVector<std::pair<uint32_t, uint32_t>, 8> key_spans;
 };
 
 // Matches descriptor `d` of a known domain into `out`: its node, rules (before replaces), shared
 // patterns and stat key.
-void MatchDescriptor(const Config& config, absl::string_view domain, const RequestDescriptor& d,
-                     Scratch& scratch, DescriptorPlan& out) {
+void MatchDescriptor(const Domain& configured, absl::string_view domain,
+                     const RequestDescriptor& d, Scratch& scratch, DescriptorPlan& out) {
   scratch.entries.clear();
   for (const auto& e : d.entries()) {
     scratch.entries.push_back({e.key(), e.value()});
   }
-  const DescriptorNode* node = config.Match(domain, scratch.entries, &scratch.steps);
+  const DescriptorNode* node = Config::Match(configured, scratch.entries, &scratch.steps);
   if (node == nullptr) {
     return;
   }
@@ -172,8 +174,11 @@ void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions&
     }
   }
   for (const RateLimitRule* rule : descriptor.rules) {
-    plan.keys.push_back(StorageKey(options.key_prefix, domain, scratch.entries, rule->key_suffix,
-                                   rule->hash_tag));
+    const size_t offset = plan.key_bytes.size();
+    AppendStorageKey(options.key_prefix, domain, scratch.entries, rule->key_suffix,
+                     rule->hash_tag, &plan.key_bytes);
+    scratch.key_spans.emplace_back(static_cast<uint32_t>(offset),
+                                   static_cast<uint32_t>(plan.key_bytes.size() - offset));
     LimitParams params = rule->params;
     params.charge = rule->charge.value_or(options.default_charge);
     plan.checks.push_back(LimitCheck{{}, params, descriptor.hits, index});
@@ -281,14 +286,32 @@ void Resolve(const Request& request, std::shared_ptr<const Config> config,
       descriptor.stat_key = descriptor.owned_stat_key;
       continue;
     }
-    MatchDescriptor(*plan->config, domain, d, scratch, descriptor);
+    MatchDescriptor(*configured, domain, d, scratch, descriptor);
   }
+  // One reservation for every key (a guess when values need escapes or rules are replaced).
+  size_t key_bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    const DescriptorPlan& descriptor = plan->descriptors[static_cast<size_t>(i)];
+    if (descriptor.rules.empty()) {
+      continue;
+    }
+    scratch.entries.clear();
+    for (const auto& e : request.descriptors(i).entries()) {
+      scratch.entries.push_back({e.key(), e.value()});
+    }
+    for (const RateLimitRule* rule : descriptor.rules) {
+      key_bytes += StorageKeySizeHint(options.key_prefix, domain, scratch.entries,
+                                      rule->key_suffix);
+    }
+  }
+  plan->key_bytes.reserve(key_bytes);
   for (int i = 0; i < n; ++i) {
     AddChecks(request.descriptors(i), static_cast<uint32_t>(i), options, domain, scratch,
               plan->descriptors[static_cast<size_t>(i)], *plan);
   }
   for (size_t c = 0; c < plan->checks.size(); ++c) {
-    plan->checks[c].key = plan->keys[c];
+    const auto [offset, size] = scratch.key_spans[c];
+    plan->checks[c].key = absl::string_view(plan->key_bytes).substr(offset, size);
   }
   CoLocate(plan->descriptors, plan->checks);
 }

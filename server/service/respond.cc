@@ -69,12 +69,11 @@ void MergeMetadata(const google::protobuf::Struct& from, google::protobuf::Struc
   }
 }
 
-google::protobuf::Duration ToDuration(int64_t micros) {
-  google::protobuf::Duration d;
+// Sets *d (on the response's arena) in place: no temporary message to copy from.
+void SetDuration(int64_t micros, google::protobuf::Duration* d) {
   micros = std::max<int64_t>(0, micros);
-  d.set_seconds(micros / 1000000);
-  d.set_nanos(static_cast<int32_t>((micros % 1000000) * 1000));
-  return d;
+  d->set_seconds(micros / 1000000);
+  d->set_nanos(static_cast<int32_t>((micros % 1000000) * 1000));
 }
 
 uint32_t ClampRemaining(uint64_t remaining) {
@@ -240,10 +239,11 @@ int64_t AnswerWithRules(const RequestPlan& plan, size_t i, const CheckDecisions&
        : decision.never          ? DecisionOutcome::kNeverAdmitted
        : by == DecidedBy::kCache ? DecisionOutcome::kOverLimitCached
                                  : DecisionOutcome::kOverLimit,
-       descriptor.stat_key, hits});
+       descriptor.stat_key, hits,
+       descriptor.owned_stat_key.empty() ? descriptor.node : nullptr});
   if (!choice.denied) {
     out->set_limit_remaining(ClampRemaining(decision.remaining));
-    *out->mutable_duration_until_reset() = ToDuration(decision.reset_after_us);
+    SetDuration(decision.reset_after_us, out->mutable_duration_until_reset());
     for (size_t c = first; c < end; ++c) {
       tally.delay_us = std::max(tally.delay_us, decisions.decisions[c].delay_us);
     }
@@ -251,7 +251,7 @@ int64_t AnswerWithRules(const RequestPlan& plan, size_t i, const CheckDecisions&
   }
   out->set_limit_remaining(0);
   // Over limit, the reset is when the request could succeed again: never earlier.
-  *out->mutable_duration_until_reset() = ToDuration(decision.retry_after_us);
+  SetDuration(decision.retry_after_us, out->mutable_duration_until_reset());
   if (shadow) {
     return -1;
   }

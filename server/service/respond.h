@@ -68,6 +68,8 @@ struct ResponseAccount {
     DecisionOutcome outcome;
     absl::string_view stat_key;
     RuleHits hits;
+    // The matched node when stat_key is its full_key (Metrics::ForNode), else null.
+    const DescriptorNode* stat_node = nullptr;
   };
   absl::InlinedVector<Descriptor, 8> descriptors;
   // Descriptors answered by each failure mode (allow, deny, local: FailureMode's values).

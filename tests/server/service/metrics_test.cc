@@ -43,6 +43,45 @@ TEST(MetricsTest, RuleSeriesAreBoundedAndFoldedPastTheCap) {
   EXPECT_EQ(metrics.ForRule("d.user_0").total_hits, metrics.ForRule("d.user_0").total_hits);
 }
 
+// Verifies a node's counters are its stat key's, for each Metrics object on its own: the memo
+// the first one keeps on the node never hands its counters to another.
+TEST(MetricsTest, ForNodeGivesTheCountersOfTheNodesStatKey) {
+  DescriptorNode node;
+  node.full_key = "d.user";
+  Metrics first;
+  Metrics second;
+  const RuleCounters a = first.ForNode(node);
+  EXPECT_EQ(a.total_hits, first.ForRule("d.user").total_hits);
+  EXPECT_EQ(a.over_limit_with_local_cache, first.ForRule("d.user").over_limit_with_local_cache);
+  EXPECT_EQ(first.ForNode(node).total_hits, a.total_hits);  // now from the memo
+  const RuleCounters b = second.ForNode(node);
+  EXPECT_NE(b.total_hits, a.total_hits);
+  EXPECT_EQ(b.total_hits, second.ForRule("d.user").total_hits);
+  second.ForNode(node).total_hits->Increment(3);
+  EXPECT_THAT(second.Serialize(), HasSubstr("sluice_rule_total_hits{key=\"d.user\"} 3"));
+  EXPECT_THAT(first.Serialize(), HasSubstr("sluice_rule_total_hits{key=\"d.user\"} 0"));
+}
+
+// Verifies a node whose key is folded past the cap is not memoized: every lookup of it is
+// counted as folded, as for ForRule.
+TEST(MetricsTest, ForNodeCountsEveryFoldedLookup) {
+  Metrics metrics(/*max_rule_series=*/16);  // 1 per shard
+  for (int i = 0; i < 200; ++i) {
+    metrics.ForRule(absl::StrCat("d.fill_", i));
+  }
+  DescriptorNode node;
+  node.full_key = "d.late";
+  ASSERT_EQ(metrics.ForNode(node).total_hits, metrics.ForRule(Metrics::kFoldedKey).total_hits);
+  const std::string before = metrics.Serialize();
+  metrics.ForNode(node);
+  metrics.ForNode(node);
+  const auto folded = [](const std::string& text) {
+    const std::string name = "\nsluice_rule_keys_folded_total ";
+    return std::stod(text.substr(text.find(name) + name.size()));
+  };
+  EXPECT_EQ(folded(metrics.Serialize()), folded(before) + 2);
+}
+
 // Verifies each config put in force bumps the generation, sets its load time, and replaces the
 // version series (one sluice_config_info series at a time).
 TEST(MetricsTest, ConfigInForceReplacesTheVersion) {
