@@ -1,7 +1,5 @@
 #include "server/redis/connection.h"
 
-#include <hiredis/hiredis.h>
-
 #include <algorithm>
 #include <string_view>
 #include <utility>
@@ -24,13 +22,7 @@ char kSelectTag;
 char kRoleTag;
 char kPingTag;
 
-std::string_view ReplyText(const redisReply* reply) {
-  return reply->str != nullptr ? std::string_view(reply->str, reply->len) : std::string_view();
-}
-
-bool IsNoScript(const redisReply* reply) {
-  return reply->type == REDIS_REPLY_ERROR && ReplyText(reply).starts_with("NOSCRIPT");
-}
+bool IsNoScript(const RedisReply& reply) { return reply.ErrorCode() == "NOSCRIPT"; }
 
 std::string AddressOf(const RedisEndpoint& endpoint) {
   return endpoint.host.empty() && endpoint.unix_path.empty() ? "(master not known yet)"
@@ -302,7 +294,7 @@ void RedisConnection::NoteWireFailure(const RedisWire& wire) {
   }
 }
 
-void RedisConnection::OnHandshakeReply(RedisWire* wire, redisReply* r, void* privdata) {
+void RedisConnection::OnHandshakeReply(RedisWire* wire, RedisReply* r, void* privdata) {
   auto* self = static_cast<RedisConnection*>(&wire->owner());
   self->mu_.AssertHeld();
   --self->outstanding_;
@@ -310,12 +302,12 @@ void RedisConnection::OnHandshakeReply(RedisWire* wire, redisReply* r, void* pri
     return;  // the wire is going away; whoever drops it handles the state
   }
   ++self->replies_seen_;
-  if (r->type == REDIS_REPLY_ERROR) {
+  if (r->is_error()) {
     const char* step = privdata == &kAuthTag     ? "AUTH"
                        : privdata == &kSelectTag ? "SELECT"
                        : privdata == &kRoleTag   ? "ROLE"
                                                  : "PING";
-    std::string error = absl::StrCat(step, " failed: ", std::string(ReplyText(r)));
+    std::string error = absl::StrCat(step, " failed: ", r->str());
     SLUICE_LOG_EVERY_SECONDS(ERROR, 10) << "redis " << self->address_ << ": " << error;
     self->last_error_ = error;
     self->Drop(std::move(error));
@@ -323,9 +315,8 @@ void RedisConnection::OnHandshakeReply(RedisWire* wire, redisReply* r, void* pri
   }
   if (privdata == &kRoleTag) {
     // ROLE: ["master", offset, replicas] on a master; "slave" or "sentinel" first otherwise.
-    std::string_view role = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0] != nullptr
-                                ? ReplyText(r->element[0])
-                                : std::string_view();
+    std::string_view role =
+        r->is_array() && !r->elements().empty() ? r->elements()[0].str() : std::string_view();
     if (role != "master") {
       std::string error = absl::StrCat("not a master (ROLE says '", std::string(role),
                                        "'): waiting for the sentinels to name the new one");
@@ -707,7 +698,7 @@ RedisConnection::ScriptState* RedisConnection::StateFor(const RedisScript& scrip
   return script_states_[id].get();
 }
 
-void RedisConnection::OnScriptLoaded(RedisWire* /*wire*/, redisReply* r, void* privdata) {
+void RedisConnection::OnScriptLoaded(RedisWire* /*wire*/, RedisReply* r, void* privdata) {
   auto* state = static_cast<ScriptState*>(privdata);
   RedisConnection* self = state->owner;
   self->mu_.AssertHeld();  // called back from a wire call under mu_
@@ -716,14 +707,14 @@ void RedisConnection::OnScriptLoaded(RedisWire* /*wire*/, redisReply* r, void* p
     return;
   }
   ++self->replies_seen_;
-  if (r->type == REDIS_REPLY_ERROR) {
+  if (r->is_error()) {
     // The EVALSHAs behind it meet NOSCRIPT again and end with this error once out of retries.
-    state->last_error = std::string(ReplyText(r));
+    state->last_error = r->str();
     SLUICE_LOG_EVERY_SECONDS(ERROR, 10)
         << "redis " << self->address_ << ": SCRIPT LOAD of '" << state->script->name()
         << "' failed: " << state->last_error;
-  } else if (ReplyText(r) != state->script->sha1()) {
-    state->last_error = absl::StrCat("Redis named the script ", std::string(ReplyText(r)),
+  } else if (r->str() != state->script->sha1()) {
+    state->last_error = absl::StrCat("Redis named the script ", r->str(),
                                      ", expected ", state->script->sha1());
     SLUICE_LOG_EVERY_SECONDS(ERROR, 10) << "redis " << self->address_ << ": script '"
                                         << state->script->name() << "': " << state->last_error;
@@ -732,7 +723,7 @@ void RedisConnection::OnScriptLoaded(RedisWire* /*wire*/, redisReply* r, void* p
   }
 }
 
-void RedisConnection::OnCommandReply(RedisWire* wire, redisReply* r, void* privdata) {
+void RedisConnection::OnCommandReply(RedisWire* wire, RedisReply* r, void* privdata) {
   auto* slot = static_cast<CommandSlot*>(privdata);
   PendingBatch* batch = slot->batch;
   RedisConnection* self = batch->owner;
@@ -750,10 +741,10 @@ void RedisConnection::OnCommandReply(RedisWire* wire, redisReply* r, void* privd
     self->Complete(batch, self->LostStatus(wire));
   } else {
     size_t i = static_cast<size_t>(slot - batch->slots.data());
-    if (batch->commands.script(i) != nullptr && IsNoScript(r)) {
+    if (batch->commands.script(i) != nullptr && IsNoScript(*r)) {
       self->HealNoScript(batch, i);
     } else {
-      batch->replies[i] = RedisReply::FromHiredis(*r);
+      batch->replies[i] = std::move(*r);
       if (--batch->remaining == 0) {
         // A reply comes only from OnSocketReadable's read, which runs the callback after it.
         self->CompleteAfterRead(batch);

@@ -58,8 +58,6 @@
 #include "server/redis/wire.h"
 #include "server/redis/write_horizon.h"
 
-struct redisReply;
-
 namespace sluice {
 
 struct RedisConnectionOptions {
@@ -206,9 +204,9 @@ class RedisConnection : private RedisWire::Owner {
   struct ScriptState;
 
   // Reply callbacks (RedisWire::ReplyFn).
-  static void OnHandshakeReply(RedisWire* wire, redisReply* reply, void* privdata);
-  static void OnScriptLoaded(RedisWire* wire, redisReply* reply, void* privdata);
-  static void OnCommandReply(RedisWire* wire, redisReply* reply, void* privdata);
+  static void OnHandshakeReply(RedisWire* wire, RedisReply* reply, void* privdata);
+  static void OnScriptLoaded(RedisWire* wire, RedisReply* reply, void* privdata);
+  static void OnCommandReply(RedisWire* wire, RedisReply* reply, void* privdata);
   // RedisWire::Owner.
   void OnSocketReadable(RedisWire* wire) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnSocketWritable(RedisWire* wire) override ABSL_LOCKS_EXCLUDED(mu_);

@@ -2,7 +2,9 @@
 
 #include <hiredis/hiredis.h>
 
+#include <new>
 #include <ostream>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/failure_reason.h"
@@ -47,6 +49,92 @@ RedisReply RedisReply::FromHiredis(const redisReply& reply) {
       return Nil();
   }
 }
+
+// hiredis' reader calls these as it parses (read.h). A reply's root is the reader's root_; an
+// array's elements are created in place, each in the slot its index names, so every object is
+// a RedisReply that lives where it ends up. Null tells hiredis "out of memory".
+struct RedisReplyReader::Hooks {
+  // The slot of the object `task` creates, emptied of what it held.
+  static RedisReply* Slot(const redisReadTask* task, RedisReply::Type type) {
+    RedisReply* slot;
+    if (task->parent == nullptr) {
+      slot = &static_cast<RedisReplyReader*>(task->privdata)->root_;
+    } else {
+      auto* parent = static_cast<RedisReply*>(task->parent->obj);
+      slot = &parent->elements_[static_cast<size_t>(task->idx)];
+    }
+    slot->type_ = type;
+    slot->integer_ = 0;
+    slot->str_.clear();
+    slot->elements_.clear();
+    return slot;
+  }
+  static void* CreateString(const redisReadTask* task, char* str, size_t len) {
+    const RedisReply::Type type = task->type == REDIS_REPLY_ERROR    ? RedisReply::Type::kError
+                                  : task->type == REDIS_REPLY_STATUS ? RedisReply::Type::kStatus
+                                                                     : RedisReply::Type::kString;
+    RedisReply* slot = Slot(task, type);
+    try {
+      slot->str_.assign(str, len);
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
+    return slot;
+  }
+  static void* CreateArray(const redisReadTask* task, int elements) {
+    RedisReply* slot = Slot(task, RedisReply::Type::kArray);
+    try {
+      // Sized once: the elements are then created in place and never move.
+      slot->elements_.resize(static_cast<size_t>(elements));
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    } catch (const std::length_error&) {
+      return nullptr;
+    }
+    return slot;
+  }
+  static void* CreateInteger(const redisReadTask* task, long long value) {
+    RedisReply* slot = Slot(task, RedisReply::Type::kInteger);
+    slot->integer_ = value;
+    return slot;
+  }
+  static void* CreateNil(const redisReadTask* task) {
+    return Slot(task, RedisReply::Type::kNil);
+  }
+  // hiredis frees only a root (a reply cut short by a protocol error, or the reader's own at
+  // its end), which is root_: emptied, not freed.
+  static void FreeObject(void* object) { *static_cast<RedisReply*>(object) = RedisReply(); }
+
+  static redisReplyObjectFunctions* Functions() {
+    static redisReplyObjectFunctions functions = {&CreateString, &CreateArray, &CreateInteger,
+                                                  &CreateNil, &FreeObject};
+    return &functions;
+  }
+};
+
+RedisReplyReader::RedisReplyReader()
+    : reader_(redisReaderCreateWithFunctions(Hooks::Functions())) {
+  if (reader_ == nullptr) {
+    throw std::bad_alloc();
+  }
+  reader_->privdata = this;
+}
+
+RedisReplyReader::~RedisReplyReader() { redisReaderFree(reader_); }
+
+bool RedisReplyReader::Feed(const char* data, size_t size) {
+  return redisReaderFeed(reader_, data, size) == REDIS_OK;
+}
+
+RedisReplyReader::Result RedisReplyReader::Next() {
+  void* reply = nullptr;
+  if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+    return Result::kError;
+  }
+  return reply == nullptr ? Result::kNone : Result::kReply;
+}
+
+std::string_view RedisReplyReader::error() const { return reader_->errstr; }
 
 std::string_view RedisReply::ErrorCode() const {
   if (type_ != Type::kError) {

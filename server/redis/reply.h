@@ -14,6 +14,8 @@
 #include "absl/status/status.h"
 
 struct redisReply;  // hiredis/hiredis.h
+struct redisReader;
+struct redisReadTask;
 
 namespace sluice {
 
@@ -65,6 +67,8 @@ class RedisReply {
   friend bool operator!=(const RedisReply& a, const RedisReply& b) { return !(a == b); }
 
  private:
+  friend class RedisReplyReader;  // builds replies in place
+
   RedisReply(Type type, std::string str) : type_(type), str_(std::move(str)) {}
 
   Type type_ = Type::kNil;
@@ -75,6 +79,35 @@ class RedisReply {
 
 // For gtest and logs.
 void PrintTo(const RedisReply& reply, std::ostream* os);
+
+// Reads RESP2 replies from a byte stream into RedisReply values directly: hiredis' parser with
+// its object hooks building our values in place, so no hiredis reply is allocated or copied. A
+// reply's only allocations are its long strings (and arrays' element vectors).
+// Not thread-safe; one per connection.
+class RedisReplyReader {
+ public:
+  RedisReplyReader();
+  ~RedisReplyReader();
+  RedisReplyReader(const RedisReplyReader&) = delete;
+  RedisReplyReader& operator=(const RedisReplyReader&) = delete;
+
+  // Appends bytes read from the connection. False: out of memory.
+  bool Feed(const char* data, size_t size);
+
+  enum class Result { kReply, kNone, kError };
+  // kReply: the next whole reply is *reply() until the next call, and the caller may move from
+  // it. kNone: no whole reply buffered yet. kError: the stream is not RESP (error() says why);
+  // the reader is unusable from then on.
+  Result Next();
+  RedisReply* reply() { return &root_; }
+  std::string_view error() const;
+
+ private:
+  struct Hooks;
+  // hiredis' reader (its `privdata` is this object), and the reply it builds (its root).
+  redisReader* reader_;
+  RedisReply root_;
+};
 
 // Whether an error reply refuses a command for its arguments or for the data they met
 // (IsArgumentError): a script's own argument check ("ERR sluice ..."), a Lua error in a script,

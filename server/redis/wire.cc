@@ -1,7 +1,6 @@
 #include "server/redis/wire.h"
 
 #include <event2/event.h>
-#include <hiredis/hiredis.h>
 #include <unistd.h>
 
 #include <utility>
@@ -41,7 +40,7 @@ RedisWire* RedisWire::Connect(EventLoop& loop, const RedisEndpoint& endpoint,
 }
 
 RedisWire::RedisWire(EventLoop& loop, int fd, SslPtr ssl, Owner& owner)
-    : owner_(owner), fd_(fd), stream_(fd, std::move(ssl)), reader_(redisReaderCreate()) {
+    : owner_(owner), fd_(fd), stream_(fd, std::move(ssl)) {
   // The read event persists from the connect to the end: re-adding an added event costs
   // nothing, where a one-shot one costs two epoll_ctl per reply.
   read_event_ = event_new(loop.base(), fd_, EV_READ | EV_PERSIST, &RedisWire::OnReadable, this);
@@ -53,7 +52,6 @@ RedisWire::RedisWire(EventLoop& loop, int fd, SslPtr ssl, Owner& owner)
 RedisWire::~RedisWire() {
   event_free(read_event_);
   event_free(write_event_);
-  redisReaderFree(reader_);
   close(fd_);
 }
 
@@ -231,7 +229,7 @@ bool RedisWire::ReadIntoReader() {
     StreamIo io = stream_.Read(buf, sizeof(buf));
     switch (io.kind) {
       case StreamIo::kDone:
-        if (redisReaderFeed(reader_, buf, io.bytes) != REDIS_OK) {
+        if (!reader_.Feed(buf, io.bytes)) {
           error_ = "out of memory reading replies";
           return false;
         }
@@ -256,25 +254,24 @@ bool RedisWire::ReadIntoReader() {
 
 bool RedisWire::DeliverReplies() {
   while (!free_requested_) {
-    void* reply = nullptr;
-    if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
-      Fail(absl::StrCat("protocol error: ", reader_->errstr));
-      return false;
-    }
-    if (reply == nullptr) {
-      return true;
+    switch (reader_.Next()) {
+      case RedisReplyReader::Result::kError:
+        Fail(absl::StrCat("protocol error: ", std::string(reader_.error())));
+        return false;
+      case RedisReplyReader::Result::kNone:
+        return true;
+      case RedisReplyReader::Result::kReply:
+        break;
     }
     if (waiting_.empty()) {
-      freeReplyObject(reply);
       Fail("a reply to no command (the connection is out of step)");
       return false;
     }
     Waiting next = waiting_.front();
     waiting_.pop_front();
     in_callback_ = true;
-    next.fn(this, static_cast<redisReply*>(reply), next.privdata);
+    next.fn(this, reader_.reply(), next.privdata);
     in_callback_ = false;
-    freeReplyObject(reply);
   }
   Destroy(/*notify_owner=*/false);  // a callback asked for it
   return false;

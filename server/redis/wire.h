@@ -20,11 +20,10 @@
 #include <string>
 #include <string_view>
 
+#include "server/redis/reply.h"
 #include "server/redis/socket.h"
 
 struct event;
-struct redisReader;
-struct redisReply;
 
 namespace sluice {
 
@@ -50,7 +49,8 @@ class RedisWire {
    protected:
     ~Owner() = default;
   };
-  using ReplyFn = void (*)(RedisWire* wire, redisReply* reply, void* privdata);
+  // `reply` is null when the wire fails before the reply came; the callback may move from it.
+  using ReplyFn = void (*)(RedisWire* wire, RedisReply* reply, void* privdata);
 
   // Starts connecting to `endpoint`, with TLS when `tls` is given; both socket events are armed
   // and the first completes the connect. Commands may be queued at once: they are written when
@@ -128,7 +128,7 @@ class RedisWire {
   // is updating its keys).
   bool write_waits_for_read_ = false;
   bool read_waits_for_write_ = false;
-  redisReader* reader_ = nullptr;
+  RedisReplyReader reader_;
   std::string out_;
   size_t out_sent_ = 0;
   std::deque<Waiting> waiting_;
