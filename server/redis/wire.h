@@ -1,6 +1,6 @@
 // One Redis connection's socket on an EventLoop: the connect (and the TLS handshake over it), the
-// output buffer of RESP commands, hiredis' reply reader, and the queue of callbacks waiting for
-// replies in order. It is what hiredis' async context was to RedisConnection, with the socket's
+// output buffer of RESP commands, the reply reader (RedisReplyReader), and the queue of callbacks
+// waiting for replies in order. It is what hiredis' async context was to RedisConnection, with the socket's
 // I/O our own, because hiredis 0.14 reads and writes the file descriptor itself and so cannot
 // speak TLS (docs/redis-backend.md, "TLS").
 //

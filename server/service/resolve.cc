@@ -192,8 +192,6 @@ void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions&
 // envoyproxy/ratelimit.
 void CoLocate(absl::Span<const DescriptorPlan> plans, PlanChecks& checks) {
   size_t descriptors = 0;
-  bool have_tag = false;
-  std::string_view tag;
   for (const DescriptorPlan& plan : plans) {
     if (plan.rules.empty()) {
       continue;
@@ -202,6 +200,13 @@ void CoLocate(absl::Span<const DescriptorPlan> plans, PlanChecks& checks) {
       return;
     }
     ++descriptors;
+  }
+  if (descriptors < 2) {
+    return;
+  }
+  bool have_tag = false;
+  std::string_view tag;
+  for (const DescriptorPlan& plan : plans) {
     for (size_t c = plan.first_check; c < plan.first_check + plan.rules.size(); ++c) {
       const std::string_view t = HashTagOf(StdView(checks[c].key));
       if (!have_tag) {
@@ -211,9 +216,6 @@ void CoLocate(absl::Span<const DescriptorPlan> plans, PlanChecks& checks) {
         return;
       }
     }
-  }
-  if (descriptors < 2) {
-    return;
   }
   absl::flat_hash_set<absl::string_view> keys;
   for (const LimitCheck& check : checks) {
