@@ -70,8 +70,7 @@ class RespondTest : public ::testing::Test {
   }
   Response Answer(FailureMode policy = FailureMode::kAllow) {
     Response response;
-    ResponseAccount fresh;
-    std::swap(account_, fresh);
+    account_ = ResponseAccount();
     Respond(*plan_, decisions_, policy, options_, &response, &account_);
     return response;
   }
