@@ -111,13 +111,9 @@ struct Scratch {
 };
 
 // Matches descriptor `d` of a known domain into `out`: its node, rules (before replaces), shared
-// patterns and stat key.
+// patterns and stat key. REQUIRES: scratch.entries holds d's entries.
 void MatchDescriptor(const Domain& configured, absl::string_view domain,
                      const RequestDescriptor& d, Scratch& scratch, DescriptorPlan& out) {
-  scratch.entries.clear();
-  for (const auto& e : d.entries()) {
-    scratch.entries.push_back({e.key(), e.value()});
-  }
   const DescriptorNode* node = Config::Match(configured, scratch.entries, &scratch.steps);
   if (node == nullptr) {
     return;
@@ -275,6 +271,8 @@ void Resolve(const Request& request, std::shared_ptr<const Config> config,
                                         [](const RequestDescriptor& d) { return d.has_limit(); });
   plan->overrides.reserve(static_cast<size_t>(with_limit));
   Scratch scratch;
+  // One reservation for every key (a guess when values need escapes or rules are replaced).
+  size_t key_bytes = 0;
   for (int i = 0; i < n; ++i) {
     const RequestDescriptor& d = request.descriptors(i);
     DescriptorPlan& descriptor = plan->descriptors[static_cast<size_t>(i)];
@@ -282,24 +280,16 @@ void Resolve(const Request& request, std::shared_ptr<const Config> config,
     if (configured == nullptr) {
       continue;
     }
+    scratch.entries.clear();
+    for (const auto& e : d.entries()) {
+      scratch.entries.push_back({e.key(), e.value()});
+    }
     if (d.has_limit()) {
       descriptor.rules.push_back(&plan->overrides.emplace_back(OverrideRule(d)));
       descriptor.owned_stat_key = DescriptorStatKey(domain, d);
       descriptor.stat_key = descriptor.owned_stat_key;
-      continue;
-    }
-    MatchDescriptor(*configured, domain, d, scratch, descriptor);
-  }
-  // One reservation for every key (a guess when values need escapes or rules are replaced).
-  size_t key_bytes = 0;
-  for (int i = 0; i < n; ++i) {
-    const DescriptorPlan& descriptor = plan->descriptors[static_cast<size_t>(i)];
-    if (descriptor.rules.empty()) {
-      continue;
-    }
-    scratch.entries.clear();
-    for (const auto& e : request.descriptors(i).entries()) {
-      scratch.entries.push_back({e.key(), e.value()});
+    } else {
+      MatchDescriptor(*configured, domain, d, scratch, descriptor);
     }
     for (const RateLimitRule* rule : descriptor.rules) {
       key_bytes += StorageKeySizeHint(options.key_prefix, domain, scratch.entries,
