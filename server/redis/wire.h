@@ -1,8 +1,8 @@
 // One Redis connection's socket on an EventLoop: the connect (and the TLS handshake over it), the
 // output buffer of RESP commands, the reply reader (RedisReplyReader), and the queue of callbacks
-// waiting for replies in order. It is what hiredis' async context was to RedisConnection, with the socket's
-// I/O our own, because hiredis 0.14 reads and writes the file descriptor itself and so cannot
-// speak TLS (docs/redis-backend.md, "TLS").
+// waiting for replies in order. It is what hiredis' async context was to RedisConnection, with
+// the socket's I/O our own, because hiredis 0.14 reads and writes the file descriptor itself
+// and so cannot speak TLS (docs/redis-backend.md, "TLS").
 //
 // Contract (the same as hiredis' async context's, which RedisConnection was built on):
 // - Every method runs under the owner's lock: on the loop thread, except Command, Flush and the

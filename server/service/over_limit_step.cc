@@ -53,7 +53,8 @@ void OverLimitStep::Learn(const RequestPlan& plan, const CheckDecisions& decisio
     if (descriptor.rules.size() == 1 && decisions.by[c] == DecidedBy::kBackend &&
         !decisions.decisions[c].allowed &&
         !ChargesWhenDenied(plan.checks[c].params, plan.checks[c].hits)) {
-      cache_->Remember(plan.checks[c].key, plan.checks[c].hits, decisions.decisions[c].retry_after_us);
+      cache_->Remember(plan.checks[c].key, plan.checks[c].hits,
+                       decisions.decisions[c].retry_after_us);
     }
   }
 }

@@ -76,10 +76,10 @@ class RateLimiter {
   // no configuration is loaded (--force_start_without_initial_config); response untouched.
   // `request` need only live until this returns; `response` must live until `done` runs.
   // `done` may run inline, on the caller's stack, or later on a backend thread.
-  // `span` (optional; null or inactive: untraced): the call's span, which the decision annotates (domain, descriptors,
-  // overall code, failure reason) and under which its steps record theirs (the over-limit cache
-  // answering, each Redis call, the local fallback deciding); it must live until `done` runs,
-  // and its owner ends it.
+  // `span` (optional; null or inactive: untraced): the call's span, which the decision annotates
+  // (domain, descriptors, overall code, failure reason) and under which its steps record theirs
+  // (the over-limit cache answering, each Redis call, the local fallback deciding); it must live
+  // until `done` runs, and its owner ends it.
   void ShouldRateLimit(const Request& request, Response* response, DoneCallback done,
                        Span* span = nullptr);
 
