@@ -2,7 +2,8 @@
 // that a request finds it without a lookup (the metrics layer keeps the counters of the node's
 // stat key). The config layer knows nothing of what is kept.
 // Set at most once, by whichever reader comes first; freed with the node, so with its config
-// snapshot. Get and Set are safe from any thread; moving is for building, before readers.
+// snapshot. Get and Set are safe from any thread. Nodes live where they are built, so a memo
+// never moves.
 #pragma once
 
 #include <atomic>
@@ -19,13 +20,8 @@ class NodeMemo {
   };
 
   NodeMemo() = default;
-  NodeMemo(NodeMemo&& other) noexcept
-      : value_(other.value_.exchange(nullptr, std::memory_order_relaxed)) {}
-  NodeMemo& operator=(NodeMemo&& other) noexcept {
-    delete value_.exchange(other.value_.exchange(nullptr, std::memory_order_relaxed),
-                           std::memory_order_relaxed);
-    return *this;
-  }
+  NodeMemo(const NodeMemo&) = delete;
+  NodeMemo& operator=(const NodeMemo&) = delete;
   ~NodeMemo() { delete value_.load(std::memory_order_acquire); }
 
   // The value kept, or null.
