@@ -15,7 +15,8 @@ BUILD_DIR=... scripts/build sluice in a git worktree), to compare two versions o
 closed loop at --concurrency (saturation); otherwise an open loop at that many requests/s.
 Each round is one sluice-bench run measured as bench/run measures a row's run (bench/run.py's
 run_bench: the measured interval only, after Redis has gone idle): requests/s, Sluice CPU per
-request, Redis usec of Sluice's commands and redis-server CPU per decision, p99, and the
+request and its voluntary context switches per request (bench/run.py's proc_switches), Redis
+usec of Sluice's commands and redis-server CPU per decision, p99, and the
 decisions answered by --failure_mode. Only the standard library is used.
 """
 
@@ -33,6 +34,8 @@ import run as bench
 COLUMNS = [
     ("rps", "req/s", lambda r: r["rps"]),
     ("sluice", "Sluice CPU us/req", lambda r: r["server_cpu_us_per_request"]),
+    ("switches", "Sluice switches/req",
+     lambda r: r["server_switches_per_request"]["voluntary"]),
     ("redis_us", "Redis us/dec", lambda r: r["redis"]["usec_per_decision"]),
     ("redis_cpu", "Redis CPU us/dec", lambda r: r["redis"]["cpu_us_per_decision"]),
     ("p99", "p99 ms", lambda r: r["latency_ms"]["p99"]),

@@ -72,6 +72,26 @@ def children_cpu_seconds():
     return usage.ru_utime + usage.ru_stime
 
 
+def proc_switches(pid):
+    """Context switches of a process summed over its threads (/proc/PID/task/*/status):
+    (voluntary, involuntary). A voluntary switch is a thread going to sleep (a futex wait,
+    epoll_wait, a blocking read) and so, on a loaded machine, roughly a wake-up paid for later;
+    counts, not times, so noise moves them far less than CPU time. A thread that exited in the
+    interval is not counted."""
+    voluntary = involuntary = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        voluntary += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        involuntary += int(line.split()[1])
+        except OSError:
+            pass  # the thread ended meanwhile
+    return voluntary, involuntary
+
+
 def proc_cpu_seconds(pid):
     """utime + stime of a process (every thread), in seconds."""
     with open(f"/proc/{pid}/stat") as f:
@@ -407,8 +427,10 @@ def sample(target, first):
 
     if first:
         probes()
+        s["server_switches"] = proc_switches(target.proc.pid)
     s["server_cpu"] = proc_cpu_seconds(target.proc.pid)
     if not first:
+        s["server_switches"] = proc_switches(target.proc.pid)
         probes()
     return s
 
@@ -451,6 +473,9 @@ def run_bench(children, build_bin, target, workload, rate, concurrency, opts):
     decisions = requests * workload["descriptors"]
     result["server_cpu_s"] = after["server_cpu"] - before["server_cpu"]
     result["server_cpu_us_per_request"] = result["server_cpu_s"] * 1e6 / requests
+    result["server_switches_per_request"] = {
+        kind: (after["server_switches"][i] - before["server_switches"][i]) / requests
+        for i, kind in enumerate(("voluntary", "involuntary"))}
     # What the rest of the machine used meanwhile (other users' work, steal): noise to know of.
     ours = result["server_cpu_s"] + result["client_cpu"]["user_s"] + result["client_cpu"]["sys_s"]
     if target.redis is not None:
