@@ -59,8 +59,30 @@ end
   end
   reset = 0
   if tokens < burst then
-    reset = first_admitted((last - now) + ceil_micros(((burst - tokens) * period) / limit),
-      tb_holds, now, stored_tokens, stored_last, burst, limit, period, burst)
+    reset = (last - now) + ceil_micros(((burst - tokens) * period) / limit)
+    -- The estimate is nearly always first_admitted's answer: the bucket is full at it and not
+    -- a microsecond before. Checked here with tb_holds' arithmetic, inline, which spares the
+    -- search's three Lua calls (about 2,000 instructions, a twentieth of the script); the
+    -- search runs only when the estimate is not the answer.
+    local exact = reset >= 1 and reset <= 9007199254740992
+    for d = reset, reset - 1, -1 do
+      if not exact or d == 0 then
+        break
+      end
+      local elapsed = (now - stored_last) + d
+      if elapsed < 0 then
+        elapsed = 0
+      end
+      local refilled = stored_tokens + (elapsed * limit) / period
+      if not (refilled < burst) then
+        refilled = burst
+      end
+      exact = (refilled >= burst) == (d == reset)
+    end
+    if not exact then
+      reset = first_admitted(reset, tb_holds, now, stored_tokens, stored_last, burst, limit,
+        period, burst)
+    end
   end
   retry = 0
   if not allowed then
