@@ -62,8 +62,7 @@ end
     reset = (last - now) + ceil_micros(((burst - tokens) * period) / limit)
     -- The estimate is nearly always first_admitted's answer: the bucket is full at it and not
     -- a microsecond before. Checked here with tb_holds' arithmetic, inline, which spares the
-    -- search's three Lua calls (about 2,000 instructions, a twentieth of the script); the
-    -- search runs only when the estimate is not the answer.
+    -- search's three Lua calls; the search runs only when the estimate is not the answer.
     local exact = reset >= 1 and reset <= 9007199254740992
     for d = reset, reset - 1, -1 do
       if not exact or d == 0 then
