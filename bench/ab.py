@@ -15,7 +15,7 @@ BUILD_DIR=... scripts/build sluice in a git worktree), to compare two versions o
 closed loop at --concurrency (saturation); otherwise an open loop at that many requests/s.
 Each round is one sluice-bench run measured as bench/run measures a row's run (bench/run.py's
 run_bench: the measured interval only, after Redis has gone idle): requests/s, Sluice CPU per
-request and its voluntary context switches per request (bench/run.py's proc_switches), Redis
+request and its voluntary context switches per request (bench/run.py's proc_threads), Redis
 usec of Sluice's commands and redis-server CPU per decision, p99, and the
 decisions answered by --failure_mode. Only the standard library is used.
 """

@@ -72,24 +72,38 @@ def children_cpu_seconds():
     return usage.ru_utime + usage.ru_stime
 
 
-def proc_switches(pid):
-    """Context switches of a process summed over its threads (/proc/PID/task/*/status):
-    (voluntary, involuntary). A voluntary switch is a thread going to sleep (a futex wait,
-    epoll_wait, a blocking read) and so, on a loaded machine, roughly a wake-up paid for later;
-    counts, not times, so noise moves them far less than CPU time. A thread that exited in the
-    interval is not counted."""
-    voluntary = involuntary = 0
+def proc_threads(pid):
+    """Per thread name (trailing digits folded: redis-io-0, redis-io-1 -> redis-io-#), summed
+    over a process's threads from /proc/PID/task/*: [voluntary switches, involuntary switches,
+    CPU seconds]. A voluntary switch is a thread going to sleep (a futex wait, epoll_wait, a
+    blocking read) and so, on a loaded machine, roughly a wake-up paid for later; counts, not
+    times, so noise moves them far less than CPU time. A thread that exited in the interval is
+    not counted."""
+    threads = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
+        task = f"/proc/{pid}/task/{tid}"
         try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
+            with open(f"{task}/comm") as f:
+                comm = f.read().strip()
+            name = comm.rstrip("0123456789")
+            name = name + "#" if name != comm else name
+            with open(f"{task}/stat") as f:
+                stat = f.read()
+            voluntary = involuntary = 0
+            with open(f"{task}/status") as f:
                 for line in f:
                     if line.startswith("voluntary_ctxt_switches:"):
-                        voluntary += int(line.split()[1])
+                        voluntary = int(line.split()[1])
                     elif line.startswith("nonvoluntary_ctxt_switches:"):
-                        involuntary += int(line.split()[1])
+                        involuntary = int(line.split()[1])
         except OSError:
-            pass  # the thread ended meanwhile
-    return voluntary, involuntary
+            continue  # the thread ended meanwhile
+        fields = stat[stat.rindex(")") + 2:].split()
+        total = threads.setdefault(name, [0, 0, 0.0])
+        total[0] += voluntary
+        total[1] += involuntary
+        total[2] += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return threads
 
 
 def proc_cpu_seconds(pid):
@@ -427,10 +441,10 @@ def sample(target, first):
 
     if first:
         probes()
-        s["server_switches"] = proc_switches(target.proc.pid)
+        s["server_threads"] = proc_threads(target.proc.pid)
     s["server_cpu"] = proc_cpu_seconds(target.proc.pid)
     if not first:
-        s["server_switches"] = proc_switches(target.proc.pid)
+        s["server_threads"] = proc_threads(target.proc.pid)
         probes()
     return s
 
@@ -473,9 +487,16 @@ def run_bench(children, build_bin, target, workload, rate, concurrency, opts):
     decisions = requests * workload["descriptors"]
     result["server_cpu_s"] = after["server_cpu"] - before["server_cpu"]
     result["server_cpu_us_per_request"] = result["server_cpu_s"] * 1e6 / requests
+    # By thread name, and in all: switches and CPU per request (proc_threads).
+    threads = {}
+    for name, (voluntary, involuntary, cpu_s) in after["server_threads"].items():
+        start = before["server_threads"].get(name, [0, 0, 0.0])
+        threads[name] = {"voluntary": (voluntary - start[0]) / requests,
+                         "involuntary": (involuntary - start[1]) / requests,
+                         "cpu_us": (cpu_s - start[2]) * 1e6 / requests}
+    result["server_threads_per_request"] = threads
     result["server_switches_per_request"] = {
-        kind: (after["server_switches"][i] - before["server_switches"][i]) / requests
-        for i, kind in enumerate(("voluntary", "involuntary"))}
+        kind: sum(t[kind] for t in threads.values()) for kind in ("voluntary", "involuntary")}
     # What the rest of the machine used meanwhile (other users' work, steal): noise to know of.
     ours = result["server_cpu_s"] + result["client_cpu"]["user_s"] + result["client_cpu"]["sys_s"]
     if target.redis is not None:
