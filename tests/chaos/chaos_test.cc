@@ -21,6 +21,12 @@
 //   (a starved 2-core machine misses a budget now and then; Redis is back all the same; not
 //   judged under sanitizers), or more admitted than the bound (the limit holds globally across
 //   the replicas: exact).
+// Time is judged only where the host ran the test: a probe (tests/support/host_stalls.h) records
+// every stall of 5 ms or more, when a CPU ran none of the test's threads (a virtual CPU taken
+// away by the hypervisor, as on shared CI machines, for up to 100 ms). The decisions sent
+// within the budget before a stall or during it are left out of the latency quantiles (as if
+// they were the slowest) and may time out in a clean phase on top of the 0.5%. The table's
+// "stalls (ms)" column shows how many and how long in all.
 //
 // The domain's failure_mode is local, so fault phases degrade to per-replica shares of the limit
 // rather than to no limit; their admitted-vs-bound column shows how far that drifts.
@@ -111,14 +117,14 @@ struct Settings {
 
 struct PhaseReport {
   std::string name;
-  uint64_t decisions = 0;
-  uint64_t errors = 0;
-  uint64_t unsent = 0;
-  uint64_t admitted = 0;
+  LoadSummary load;
   uint64_t bound = 0;
   PolicyCounters policy;
   double p95_ms = 0;
   double p99_ms = 0;
+  // The same quantiles of the decisions no stall of the host touched: what is judged.
+  double judged_p95_ms = 0;
+  double judged_p99_ms = 0;
   bool replicas_alive = true;
 };
 
@@ -160,15 +166,12 @@ PhaseReport ChaosTest::RunPhase(const Phase& phase, int index) {
   report.name = phase.name;
   const absl::Duration duration = std::max(settings_.phase, phase.min_duration);
   const PolicyCounters before = ScrapePolicy(servers_);
-  const LoadSummary load =
-      RunOpenLoop(servers_, OpenLoopOptions("chaos", kKeys, 1, duration), settings_.rate,
-                  static_cast<uint64_t>(index) + 1, phase.fault);
-  report.decisions = load.decisions;
-  report.errors = load.errors;
-  report.unsent = load.unsent;
-  report.admitted = load.admitted;
-  report.p95_ms = load.latency.ValueAtQuantile(0.95) / 1e6;
-  report.p99_ms = load.p99_ms();
+  report.load = RunOpenLoop(servers_, OpenLoopOptions("chaos", kKeys, 1, duration),
+                            settings_.rate, static_cast<uint64_t>(index) + 1, phase.fault);
+  report.p95_ms = report.load.latency.ValueAtQuantile(0.95) / 1e6;
+  report.p99_ms = report.load.p99_ms();
+  report.judged_p95_ms = report.load.QuantileMsOfUnexposed(0.95, kBudget);
+  report.judged_p99_ms = report.load.QuantileMsOfUnexposed(0.99, kBudget);
   report.policy = ScrapePolicy(servers_).Minus(before);
   // The generators start within a few milliseconds of each other and their last calls are
   // decided up to a timeout later: the bucket can refill for at most the phase plus that.
@@ -184,17 +187,21 @@ void ChaosTest::RunAll(const std::string& topology, const std::vector<Phase>& ph
               topology.c_str(), settings_.replicas, settings_.rate,
               absl::FormatDuration(settings_.phase).c_str(),
               absl::FormatDuration(kBudget).c_str());
-  std::printf("%-14s %9s %6s %6s %8s %8s %8s %15s  %s\n", "phase", "decisions", "errors",
-              "unsent", "policy", "p95 ms", "p99 ms", "admitted/bound", "policy by reason");
+  std::printf("%-14s %9s %6s %6s %8s %8s %8s %15s %12s  %s\n", "phase", "decisions", "errors",
+              "unsent", "policy", "p95 ms", "p99 ms", "admitted/bound", "stalls (ms)",
+              "policy by reason");
   for (size_t i = 0; i < phases.size(); ++i) {
     PhaseReport r = RunPhase(phases[i], static_cast<int>(i));
-    std::printf("%-14s %9llu %6llu %6llu %8.0f %8.2f %8.2f %7llu/%-7llu  %s\n", r.name.c_str(),
-                static_cast<unsigned long long>(r.decisions),
-                static_cast<unsigned long long>(r.errors),
-                static_cast<unsigned long long>(r.unsent), r.policy.policy_decisions, r.p95_ms,
-                r.p99_ms,
-                static_cast<unsigned long long>(r.admitted),
-                static_cast<unsigned long long>(r.bound), r.policy.Reasons().c_str());
+    const std::string stalls =
+        absl::StrCat(r.load.stalls.count(), " (", absl::ToInt64Milliseconds(r.load.stalls.total()),
+                     ")");
+    std::printf("%-14s %9llu %6llu %6llu %8.0f %8.2f %8.2f %7llu/%-7llu %12s  %s\n",
+                r.name.c_str(), static_cast<unsigned long long>(r.load.decisions),
+                static_cast<unsigned long long>(r.load.errors),
+                static_cast<unsigned long long>(r.load.unsent), r.policy.policy_decisions,
+                r.p95_ms, r.p99_ms, static_cast<unsigned long long>(r.load.admitted),
+                static_cast<unsigned long long>(r.bound), stalls.c_str(),
+                r.policy.Reasons().c_str());
     std::fflush(stdout);
     reports.push_back(std::move(r));
     if (!reports.back().replicas_alive) break;
@@ -205,10 +212,10 @@ void ChaosTest::RunAll(const std::string& topology, const std::vector<Phase>& ph
   // healthy decision shows as a timeout, which ExpectRecovered counts.
   ASSERT_TRUE(phases.front().clean && !phases.front().fault) << "the first phase is the reference";
   const double max_p95_ms =
-      absl::ToDoubleMilliseconds(kBudget + kLatencyAllowance) + reports.front().p95_ms;
+      absl::ToDoubleMilliseconds(kBudget + kLatencyAllowance) + reports.front().judged_p95_ms;
   const double max_p99_ms =
       absl::ToDoubleMilliseconds(kBudget + kLatencyAllowance + kTailAllowance) +
-      reports.front().p99_ms;
+      reports.front().judged_p99_ms;
   std::printf("fault phases: p95 within %.2f ms, p99 within %.2f ms\n", max_p95_ms, max_p99_ms);
   for (size_t i = 0; i < reports.size(); ++i) {
     const PhaseReport& r = reports[i];
@@ -219,23 +226,24 @@ void ChaosTest::RunAll(const std::string& topology, const std::vector<Phase>& ph
                                        for (auto& s : servers_) logs += s->ReadLog();
                                        return logs;
                                      }();
-    EXPECT_GT(r.decisions, 0u);
-    EXPECT_EQ(r.errors, 0u) << "calls failed: with failure_mode local every call is answered";
-    ExpectNoStall(r.name, r.unsent, r.decisions);
-    if (i == 0) {
-      // The reference.
-    } else if (kSanitized) {
-      if (r.p95_ms > max_p95_ms || r.p99_ms > max_p99_ms) {
-        std::printf("note: %s p95 %.2f ms, p99 %.2f ms (sanitized build, not checked)\n",
-                    r.name.c_str(), r.p95_ms, r.p99_ms);
-      }
-    } else {
-      EXPECT_LE(r.p95_ms, max_p95_ms);
-      EXPECT_LE(r.p99_ms, max_p99_ms);
+    EXPECT_GT(r.load.decisions, 0u);
+    EXPECT_EQ(r.load.errors, 0u) << "calls failed: with failure_mode local every call is answered";
+    ExpectNoStall(r.name, r.load.unsent, r.load.decisions);
+    if (i > 0 && (r.judged_p95_ms > max_p95_ms || r.judged_p99_ms > max_p99_ms ||
+                  r.judged_p99_ms < r.p99_ms)) {
+      std::printf("note: %s: p95 %.2f ms, p99 %.2f ms of the decisions no host stall exposed "
+                  "(%llu exposed)%s\n",
+                  r.name.c_str(), r.judged_p95_ms, r.judged_p99_ms,
+                  static_cast<unsigned long long>(r.load.Exposed(kBudget)),
+                  kSanitized ? " (sanitized build: not checked)" : "");
+    }
+    if (i > 0 && !kSanitized) {
+      EXPECT_LE(r.judged_p95_ms, max_p95_ms);
+      EXPECT_LE(r.judged_p99_ms, max_p99_ms);
     }
     if (phases[i].clean) {
-      ExpectRecovered(r.name, r.policy, r.decisions);
-      EXPECT_LE(r.admitted, r.bound) << "over-admission across the replicas";
+      ExpectRecovered(r.name, r.policy, r.load, kBudget);
+      EXPECT_LE(r.load.admitted, r.bound) << "over-admission across the replicas";
     }
   }
 }
