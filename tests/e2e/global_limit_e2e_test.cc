@@ -158,9 +158,11 @@ void GlobalLimitTest::ExpectGlobalAccuracy() {
   }
   ASSERT_EQ(errors.load(), 0);
   const double span_s = static_cast<double>(last_reply.load() - first_send.load()) / 1e6;
-  // Demand must exceed every limit for the bounds below to be tight.
+  // Demand must exceed every limit for the bounds below to be tight: twice the limit of 100 per
+  // second (six closed-loop threads send about 30 times that on a quiet machine; a starved one
+  // has sent 2.35 times it).
   for (size_t k = 0; k < keys.size(); ++k) {
-    ASSERT_GT(static_cast<double>(sent[k].load()), 3 * 100 * span_s) << keys[k];
+    ASSERT_GT(static_cast<double>(sent[k].load()), 2 * 100 * span_s) << keys[k];
   }
 
   // Token bucket: a full burst at the start, then 100 per second.
