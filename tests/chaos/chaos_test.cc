@@ -23,7 +23,7 @@
 //   the replicas: exact).
 // Time is judged only where the host ran the test: a probe (tests/support/host_stalls.h) records
 // every stall of 5 ms or more, when a CPU ran none of the test's threads (a virtual CPU taken
-// away by the hypervisor, as on shared CI machines, for up to 100 ms). The decisions sent
+// away by the hypervisor, as on shared CI machines, for tens of milliseconds). The decisions sent
 // within the budget before a stall or during it are left out of the latency quantiles (as if
 // they were the slowest) and may time out in a clean phase on top of the 0.5%. The table's
 // "stalls (ms)" column shows how many and how long in all.
