@@ -103,12 +103,12 @@ HostStallProbe::~HostStallProbe() {
 
 HostStalls HostStallProbe::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   for (auto& thread : threads_) thread.join();
   threads_.clear();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   return HostStalls(std::move(seen_));
 }
 
@@ -131,10 +131,10 @@ void HostStallProbe::Watch(int cpu, size_t index) {
       seen.emplace_back(due - start_, woke - start_);
       due = woke;  // no burst of make-up ticks after a stall
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(mu_);
     if (stopping_) break;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(mu_);
   seen_[index] = std::move(seen);
 }
 

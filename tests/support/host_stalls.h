@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/common/mutex.h"
 
 namespace sluice::testing {
 
@@ -74,7 +74,7 @@ class HostStallProbe {
   const absl::Duration threshold_;
   const absl::Duration start_;  // CLOCK_MONOTONIC
   std::vector<std::thread> threads_;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<HostStalls::Intervals> seen_ ABSL_GUARDED_BY(mu_);  // per CPU
 };
