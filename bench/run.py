@@ -87,8 +87,7 @@ def proc_threads(pid):
                 comm = f.read().strip()
             name = comm.rstrip("0123456789")
             name = name + "#" if name != comm else name
-            with open(f"{task}/stat") as f:
-                stat = f.read()
+            cpu_s = stat_cpu_seconds(f"{task}/stat")
             voluntary = involuntary = 0
             with open(f"{task}/status") as f:
                 for line in f:
@@ -98,20 +97,25 @@ def proc_threads(pid):
                         involuntary = int(line.split()[1])
         except OSError:
             continue  # the thread ended meanwhile
-        fields = stat[stat.rindex(")") + 2:].split()
         total = threads.setdefault(name, [0, 0, 0.0])
         total[0] += voluntary
         total[1] += involuntary
-        total[2] += (int(fields[11]) + int(fields[12])) / CLK_TCK
+        total[2] += cpu_s
     return threads
+
+
+def stat_cpu_seconds(path):
+    """utime + stime from a /proc stat file (a process's: every thread; a task's: that one), in
+    seconds."""
+    with open(path) as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def proc_cpu_seconds(pid):
     """utime + stime of a process (every thread), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return stat_cpu_seconds(f"/proc/{pid}/stat")
 
 
 class Children:

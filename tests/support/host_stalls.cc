@@ -102,13 +102,9 @@ HostStallProbe::~HostStallProbe() {
 }
 
 HostStalls HostStallProbe::Stop() {
-  {
-    MutexLock lock(mu_);
-    stopping_ = true;
-  }
+  stopping_.store(true, std::memory_order_relaxed);
   for (auto& thread : threads_) thread.join();
   threads_.clear();
-  MutexLock lock(mu_);
   return HostStalls(std::move(seen_));
 }
 
@@ -121,7 +117,7 @@ void HostStallProbe::Watch(int cpu, size_t index) {
   pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
   HostStalls::Intervals seen;
   absl::Duration due = MonotonicNow();
-  for (;;) {
+  while (!stopping_.load(std::memory_order_relaxed)) {
     due += kTick;
     const timespec until = absl::ToTimespec(due);
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) != 0) {
@@ -131,10 +127,7 @@ void HostStallProbe::Watch(int cpu, size_t index) {
       seen.emplace_back(due - start_, woke - start_);
       due = woke;  // no burst of make-up ticks after a stall
     }
-    MutexLock lock(mu_);
-    if (stopping_) break;
   }
-  MutexLock lock(mu_);
   seen_[index] = std::move(seen);
 }
 

@@ -10,6 +10,7 @@
 // HostStallProbe is not thread-safe: one thread starts and stops it. HostStalls is a value.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -17,7 +18,6 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "server/common/mutex.h"
 
 namespace sluice::testing {
 
@@ -74,9 +74,10 @@ class HostStallProbe {
   const absl::Duration threshold_;
   const absl::Duration start_;  // CLOCK_MONOTONIC
   std::vector<std::thread> threads_;
-  Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<HostStalls::Intervals> seen_ ABSL_GUARDED_BY(mu_);  // per CPU
+  std::atomic<bool> stopping_{false};
+  // Per CPU; sized before the threads start, element i written only by thread i as it ends,
+  // and read by Stop after joining it.
+  std::vector<HostStalls::Intervals> seen_;
 };
 
 }  // namespace sluice::testing
