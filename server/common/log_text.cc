@@ -27,4 +27,12 @@ std::string LogText(absl::string_view text, size_t max_bytes) {
   return out;
 }
 
+std::string LogStatus(const absl::Status& status, size_t max_bytes) {
+  if (status.ok()) {
+    return "OK";
+  }
+  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                      LogText(status.message(), max_bytes));
+}
+
 }  // namespace sluice

@@ -85,7 +85,7 @@ struct DescriptorNode {
   std::shared_ptr<const google::protobuf::Struct> metadata;
   // "domain.key_value.key2" in envoyproxy/ratelimit's stat-key form, for metrics.
   std::string full_key;
-  // The metrics layer's counters of full_key, found once (Metrics::ForNode).
+  // The metrics layer's counters of full_key, found once (RuleSeriesStore::CountNode).
   NodeMemo stat_memo;
   std::string file;  // where the node was declared
   int line = 0;

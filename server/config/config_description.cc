@@ -1,6 +1,7 @@
 #include "server/config/config_description.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/common/log_text.h"
 
 namespace sluice {
 
@@ -22,6 +23,12 @@ std::string ConfigMessage(absl::string_view source, int line, absl::string_view 
 absl::Status ConfigError(absl::string_view source, int line, absl::string_view path,
                          absl::string_view what) {
   return absl::InvalidArgumentError(ConfigMessage(source, line, path, what));
+}
+
+std::string Quoted(absl::string_view value) { return absl::StrCat("'", LogText(value), "'"); }
+
+std::string PlaceOf(int line, absl::string_view path) {
+  return line > 0 ? absl::StrCat("line ", line) : std::string(path);
 }
 
 std::string FieldPath(absl::string_view path, absl::string_view field) {

@@ -138,6 +138,14 @@ std::string ConfigMessage(absl::string_view source, int line, absl::string_view 
 absl::Status ConfigError(absl::string_view source, int line, absl::string_view path,
                          absl::string_view what);
 
+// A value of the config (a domain, a key, a descriptor value, a unit's name) as a message quotes
+// it: "'<value>'", through LogText (log_text.h): escaped and cut to a size. A value may come from
+// a management server, and messages reach the log and the NACK sent back.
+std::string Quoted(absl::string_view value);
+// Where a descriptor or rule given earlier is, for a message about a later one: "line <line>",
+// or, from a source without lines (line 0), its path "descriptors[0].descriptors[2]".
+std::string PlaceOf(int line, absl::string_view path);
+
 // Paths as messages write them: FieldPath("descriptors[0]", "key") is "descriptors[0].key"
 // (just "key" under the empty path), ItemPath("descriptors", 2) is "descriptors[2]".
 std::string FieldPath(absl::string_view path, absl::string_view field);

@@ -45,11 +45,18 @@ class DomainBuilder {
   absl::Status Attach(std::unique_ptr<DescriptorNode> child, const std::string& path,
                       DescriptorNode& parent, DescriptorNode*& attached);
 
+  // Where `node` (attached) was given, for a message about a later duplicate of it.
+  std::string Place(const DescriptorNode& node) const;
+
   const std::string source_;
   std::vector<std::string>& warnings_;
-  // The line of each wildcard descriptor attached so far, by parent and "key\0value": siblings
-  // are checked for duplicates by hash, not by a scan of all of them.
-  absl::flat_hash_map<std::pair<const DescriptorNode*, std::string>, int> wildcard_lines_;
+  // Each wildcard descriptor attached so far, by parent and "key\0value": siblings are checked
+  // for duplicates by hash, not by a scan of all of them.
+  absl::flat_hash_map<std::pair<const DescriptorNode*, std::string>, const DescriptorNode*>
+      wildcards_;
+  // The path of each descriptor attached from a source without lines (xDS), which messages give
+  // instead of a line.
+  absl::flat_hash_map<const DescriptorNode*, std::string> lineless_paths_;
 };
 
 absl::StatusOr<std::unique_ptr<Domain>> DomainBuilder::Build(DomainDescription& description) {
@@ -82,7 +89,7 @@ absl::Status DomainBuilder::SetFailureMode(const Field<std::string>& mode, Domai
   const std::optional<FailureMode> parsed = ParseFailureMode(mode.value);
   if (!parsed.has_value()) {
     return Error(mode.line, "failure_mode",
-                 absl::StrCat("invalid failure mode '", mode.value, "' (expected ",
+                 absl::StrCat("invalid failure mode ", Quoted(mode.value), " (expected ",
                               kFailureModeChoices, ")"));
   }
   domain.failure_mode = *parsed;
@@ -155,8 +162,8 @@ absl::Status DomainBuilder::SetNodeFields(DescriptorDescription& description,
   if (share.value && !IsWildcardPattern(node.value)) {
     return Error(share.line, FieldPath(path, "share_threshold"),
                  absl::StrCat("only a wildcard value (one containing '*') can share its "
-                              "threshold, but value is '",
-                              node.value, "'"));
+                              "threshold, but value is ",
+                              Quoted(node.value)));
   }
   node.share_threshold = share.value;
   RETURN_IF_ERROR(description.metadata.read_error);
@@ -166,6 +173,11 @@ absl::Status DomainBuilder::SetNodeFields(DescriptorDescription& description,
   return absl::OkStatus();
 }
 
+std::string DomainBuilder::Place(const DescriptorNode& node) const {
+  auto path = lineless_paths_.find(&node);
+  return PlaceOf(node.line, path != lineless_paths_.end() ? path->second : "");
+}
+
 absl::Status DomainBuilder::Attach(std::unique_ptr<DescriptorNode> child, const std::string& path,
                                    DescriptorNode& parent, DescriptorNode*& attached) {
   DescriptorNode* raw = child.get();
@@ -173,18 +185,19 @@ absl::Status DomainBuilder::Attach(std::unique_ptr<DescriptorNode> child, const 
     auto [it, inserted] = parent.default_children.try_emplace(raw->key, nullptr);
     if (!inserted) {
       return Error(raw->line, path,
-                   absl::StrCat("duplicate descriptor: key '", raw->key,
-                                "' without a value is already defined at line ", it->second->line));
+                   absl::StrCat("duplicate descriptor: key ", Quoted(raw->key),
+                                " without a value is already defined at ",
+                                Place(*it->second)));
     }
     it->second = std::move(child);
   } else if (IsWildcardPattern(raw->value)) {
-    auto [it, inserted] = wildcard_lines_.try_emplace(
-        std::make_pair(&parent, absl::StrCat(raw->key, std::string(1, '\0'), raw->value)),
-        raw->line);
+    auto [it, inserted] = wildcards_.try_emplace(
+        std::make_pair(&parent, absl::StrCat(raw->key, std::string(1, '\0'), raw->value)), raw);
     if (!inserted) {
       return Error(raw->line, path,
-                   absl::StrCat("duplicate descriptor: key '", raw->key, "' value '", raw->value,
-                                "' is already defined at line ", it->second));
+                   absl::StrCat("duplicate descriptor: key ", Quoted(raw->key), " value ",
+                                Quoted(raw->value), " is already defined at ",
+                                Place(*it->second)));
     }
     parent.wildcard_children.push_back(std::move(child));
   } else {
@@ -194,17 +207,21 @@ absl::Status DomainBuilder::Attach(std::unique_ptr<DescriptorNode> child, const 
       const DescriptorNode& first = *it->second;
       if (first.key == raw->key) {
         return Error(raw->line, path,
-                     absl::StrCat("duplicate descriptor: key '", raw->key, "' value '", raw->value,
-                                  "' is already defined at line ", first.line));
+                     absl::StrCat("duplicate descriptor: key ", Quoted(raw->key), " value ",
+                                  Quoted(raw->value), " is already defined at ", Place(first)));
       }
       // envoyproxy/ratelimit refuses this too ("duplicate descriptor composite key"): both
       // would have the same stat key.
       return Error(raw->line, path,
-                   absl::StrCat("descriptor key '", raw->key, "' value '", raw->value,
-                                "' has the same composite key '", it->first, "' as key '",
-                                first.key, "' value '", first.value, "' at line ", first.line));
+                   absl::StrCat("descriptor key ", Quoted(raw->key), " value ", Quoted(raw->value),
+                                " has the same composite key ", Quoted(it->first), " as key ",
+                                Quoted(first.key), " value ", Quoted(first.value), " at ",
+                                Place(first)));
     }
     it->second = std::move(child);
+  }
+  if (raw->line == 0) {
+    lineless_paths_.emplace(raw, path);
   }
   attached = raw;
   return absl::OkStatus();
@@ -216,10 +233,10 @@ absl::Status DomainBuilder::Attach(std::unique_ptr<DescriptorNode> child, const 
 absl::Status MergeChildren(DescriptorNode& from, DescriptorNode& into) {
   auto duplicate = [](const DescriptorNode& node, const DescriptorNode& first) {
     return absl::InvalidArgumentError(absl::StrCat(
-        ConfigLocation(node.file, node.line), ": duplicate descriptor: key '", node.key, "'",
-        node.value.empty() ? std::string() : absl::StrCat(" value '", node.value, "'"),
-        " of domain '", node.full_key.substr(0, node.full_key.find('.')),
-        "' is already defined at ", ConfigLocation(first.file, first.line)));
+        ConfigLocation(node.file, node.line), ": duplicate descriptor: key ", Quoted(node.key),
+        node.value.empty() ? std::string() : absl::StrCat(" value ", Quoted(node.value)),
+        " of domain ", Quoted(node.full_key.substr(0, node.full_key.find('.'))),
+        " is already defined at ", ConfigLocation(first.file, first.line)));
   };
   for (auto& [name, child] : from.exact_children) {
     auto [it, inserted] = into.exact_children.try_emplace(name, nullptr);
@@ -261,8 +278,8 @@ absl::Status MergeFailureMode(const Domain& later, Domain& first) {
   } else if (*first.failure_mode != *later.failure_mode) {
     return absl::InvalidArgumentError(absl::StrCat(
         later.failure_mode_at, ": failure_mode: '", FailureModeName(*later.failure_mode),
-        "' conflicts with '", FailureModeName(*first.failure_mode), "' of domain '", first.name,
-        "' at ", first.failure_mode_at));
+        "' conflicts with '", FailureModeName(*first.failure_mode), "' of domain ",
+        Quoted(first.name), " at ", first.failure_mode_at));
   }
   return absl::OkStatus();
 }
@@ -287,7 +304,7 @@ absl::Status ConfigValidator::AddDomain(DomainDescription description) {
   if (!options_.merge_domains) {
     return ConfigError(
         description.source, domain->root.line, "domain",
-        absl::StrCat("duplicate domain '", domain->name, "' (first defined in ", first.file,
+        absl::StrCat("duplicate domain ", Quoted(domain->name), " (first defined in ", first.file,
                      "; --merge_domain_config merges files of one domain)"));
   }
   RETURN_IF_ERROR(MergeFailureMode(*domain, first));

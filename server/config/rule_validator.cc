@@ -139,7 +139,8 @@ absl::Status RuleChecker::CheckReplaces(Field<std::vector<ReplaceDescription>>& 
     }
     if (entry.name.value == rule.name) {
       return ConfigError(source_, entry.name.line, name_path,
-                         absl::StrCat("a rule cannot replace itself ('", entry.name.value, "')"));
+                         absl::StrCat("a rule cannot replace itself (", Quoted(entry.name.value),
+                                      ")"));
     }
     rule.replaces.push_back(std::move(entry.name.value));
   }
@@ -184,7 +185,8 @@ absl::Status RuleChecker::CheckLimit(RuleDescription& description, RateLimitRule
   const std::optional<TimeUnit> parsed = ParseUnit(unit.value);
   if (!parsed.has_value()) {
     return Error(unit.line, "unit",
-                 absl::StrCat("invalid unit '", unit.value, "' (expected ", kUnitChoices, ")"));
+                 absl::StrCat("invalid unit ", Quoted(unit.value), " (expected ", kUnitChoices,
+                              ")"));
   }
   rule.unit = *parsed;
 
@@ -210,8 +212,8 @@ absl::Status RuleChecker::CheckCharge(const Field<std::string>& charge,
   const std::optional<Charge> parsed = ParseCharge(absl::AsciiStrToLower(charge.value));
   if (!parsed.has_value()) {
     return Error(charge.line, "charge",
-                 absl::StrCat("invalid charge '", charge.value,
-                              "' (expected if_admitted: a denied request consumes nothing, or "
+                 absl::StrCat("invalid charge ", Quoted(charge.value),
+                              " (expected if_admitted: a denied request consumes nothing, or "
                               "always: every hit asked is charged, past the limit)"));
   }
   rule.charge = *parsed;
@@ -226,7 +228,7 @@ absl::StatusOr<Algorithm> RuleChecker::CheckAlgorithm(const Field<std::string>& 
   const std::optional<Algorithm> parsed = ParseAlgorithm(absl::AsciiStrToLower(algorithm.value));
   if (!parsed.has_value()) {
     return Error(algorithm.line, "algorithm",
-                 absl::StrCat("invalid algorithm '", algorithm.value, "' (expected ",
+                 absl::StrCat("invalid algorithm ", Quoted(algorithm.value), " (expected ",
                               kAlgorithmChoices, ")"));
   }
   return *parsed;
@@ -320,7 +322,8 @@ absl::Status CheckBesideEarlierRules(const RateLimitRule& rule, size_t index,
           source, line, ItemPath(path, index),
           absl::StrCat("same algorithm (", AlgorithmName(rule.params.algorithm), ") and period (",
                        rule.params.period_us / kMicrosPerSecond, "s) as ", ItemPath(path, j),
-                       " at line ", descriptions[j].line,
+                       descriptions[j].line > 0 ? absl::StrCat(" at line ", descriptions[j].line)
+                                                : std::string(),
                        "; two such rules would share one counter"));
     }
   }

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/common/log_text.h"
 #include "server/common/logging.h"
 #include "server/common/status_macros.h"
 
@@ -58,7 +59,8 @@ std::unique_ptr<ConfigChangeNotifier> WatchConfig(const ConfigSettings& config) 
   }
   auto created = ConfigChangeNotifier::Create(config.path, config.recursive);
   if (!created.ok()) {
-    SLUICE_LOG(WARNING) << "config changes are seen by polling only: " << created.status();
+    SLUICE_LOG(WARNING) << "config changes are seen by polling only: "
+                        << LogStatus(created.status());
     return nullptr;
   }
   return *std::move(created);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "server/common/failure_reason.h"
+#include "server/common/log_text.h"
 #include "server/common/logging.h"
 
 namespace sluice {
@@ -13,12 +14,13 @@ FailureMode FailurePolicy::Apply(const absl::Status& status, RequestPlan& plan,
   FailureMode mode = plan.failure_mode;
   if (FailureReasonOf(status) == FailureReason::kArgument) {
     SLUICE_LOG_EVERY_SECONDS(ERROR, 10)
-        << "backend " << backend_name_ << " refused a call's arguments: " << status
+        << "backend " << backend_name_ << " refused a call's arguments: " << LogStatus(status)
         << "; deciding its checks in process";
     mode = FailureMode::kLocal;
   } else {
     SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
-        << "backend " << backend_name_ << " could not decide: " << status
+        << "backend " << backend_name_ << " could not decide ("
+        << FailureReasonName(FailureReasonOf(status)) << "): " << LogStatus(status)
         << "; answering by failure_mode=" << FailureModeName(mode);
   }
   if (mode == FailureMode::kLocal) {

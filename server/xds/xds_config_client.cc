@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/flag_file.h"
+#include "server/common/log_text.h"
 #include "server/common/logging.h"
 #include "server/xds/xds_config_reader.h"
 
@@ -18,18 +21,32 @@ namespace discovery = ::envoy::service::discovery::v3;
 // google.rpc.Code INVALID_ARGUMENT: what a NACK's error_detail carries.
 constexpr int kInvalidArgument = 3;
 
+// How much of an error message a log line shows: a config error is a path and a sentence, with
+// the server's values in it already cut (config_description.h, Quoted).
+constexpr size_t kLoggedMessageBytes = 1024;
+// The warnings of an accepted config logged with it; the rest are counted.
+constexpr size_t kLoggedWarnings = 10;
+
+// "3 rejected snapshots not logged" for `what`, or "".
+std::string NotLogged(uint64_t count, absl::string_view what) {
+  return count == 0 ? std::string() : absl::StrCat("; ", count, " ", what, " not logged");
+}
+
 }  // namespace
 
 XdsConfigClient::XdsConfigClient(XdsSettings settings, ValidateOptions validate,
                                  ConfigStore& store, Listener listener,
-                                 ConnectionObserver on_connection)
+                                 ConnectionObserver on_connection, const Clock& clock)
     : settings_(std::move(settings)),
       validate_(validate),
       store_(store),
       listener_(std::move(listener)),
       on_connection_(std::move(on_connection)),
       backoff_(settings_.backoff_initial),
-      random_(std::random_device{}()) {}
+      random_(std::random_device{}()),
+      rejections_(clock, {}),
+      acceptances_(clock, {}),
+      stream_ends_(clock, {}) {}
 
 XdsConfigClient::~XdsConfigClient() { Stop(); }
 
@@ -75,17 +92,30 @@ void XdsConfigClient::Run() {
     if (delivered) {
       on_connection_(false);
     }
-    if (!in_outage_) {
-      in_outage_ = true;
-      SLUICE_LOG(WARNING) << "xDS: " << (delivered ? "the stream from " : "no config from ")
-                          << settings_.server << ": " << ended.error_message() << " (code "
-                          << ended.error_code()
-                          << "); the config in force keeps deciding; retrying, logged again "
-                             "once connected";
-    }
+    LogStreamEnd(ended, delivered);
     if (!Sleep(NextWait(delivered))) {
       return;
     }
+  }
+}
+
+void XdsConfigClient::LogStreamEnd(const grpc::Status& ended, bool delivered) {
+  if (in_outage_) {
+    return;
+  }
+  in_outage_ = true;
+  // A server that answers and then breaks the stream, again and again, ends an outage each
+  // time: the throttle keeps that to a line now and then.
+  uint64_t skipped = 0;
+  outage_logged_ = stream_ends_.Admit(
+      absl::StrCat(ended.error_code(), " ", ended.error_message()), &skipped);
+  if (outage_logged_) {
+    SLUICE_LOG(WARNING) << SkippedNote(skipped) << "xDS: "
+                        << (delivered ? "the stream from " : "no config from ") << settings_.server
+                        << ": " << LogText(ended.error_message(), kLoggedMessageBytes)
+                        << " (code " << ended.error_code()
+                        << "); the config in force keeps deciding; retrying, logged again "
+                           "once connected";
   }
 }
 
@@ -171,7 +201,9 @@ grpc::Status XdsConfigClient::RunStream(bool* delivered) {
       on_connection_(true);
       if (in_outage_) {
         in_outage_ = false;
-        SLUICE_LOG(INFO) << "xDS: connected to " << settings_.server << " again";
+        if (outage_logged_) {
+          SLUICE_LOG(INFO) << "xDS: connected to " << settings_.server << " again";
+        }
       }
     }
     open = Apply(response, *stream);
@@ -198,31 +230,68 @@ discovery::DiscoveryRequest XdsConfigClient::Request(const std::string& nonce) c
   return request;
 }
 
+absl::StatusOr<std::unique_ptr<Config>> XdsConfigClient::Read(
+    const discovery::DiscoveryResponse& response) const {
+  // Checked first: a version is kept and sent back in every later request once accepted, and
+  // neither is worth reading resources for when the server is this far off.
+  for (const auto& [field, value] :
+       {std::pair<absl::string_view, absl::string_view>("version_info", response.version_info()),
+        std::pair<absl::string_view, absl::string_view>("nonce", response.nonce())}) {
+    if (value.size() > kMaxXdsVersionBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " is ", value.size(),
+                                                     " bytes, more than the ", kMaxXdsVersionBytes,
+                                                     " this client accepts"));
+    }
+  }
+  if (response.type_url() != kRateLimitConfigTypeUrl) {
+    return absl::InvalidArgumentError(absl::StrCat("type_url ", LogText(response.type_url()),
+                                                   ": this client subscribes to ",
+                                                   kRateLimitConfigTypeUrl, " only"));
+  }
+  return ConfigFromXdsResources(response.resources(), validate_);
+}
+
 bool XdsConfigClient::Apply(const discovery::DiscoveryResponse& response, Stream& stream) {
-  absl::StatusOr<std::unique_ptr<Config>> config =
-      response.type_url() == kRateLimitConfigTypeUrl
-          ? ConfigFromXdsResources(response.resources(), validate_)
-          : absl::InvalidArgumentError(absl::StrCat("type_url ", response.type_url(),
-                                                    ": this client subscribes to ",
-                                                    kRateLimitConfigTypeUrl, " only"));
+  absl::StatusOr<std::unique_ptr<Config>> config = Read(response);
   if (!config.ok()) {
-    SLUICE_LOG(ERROR) << "xDS: version " << response.version_info()
-                      << " rejected, version " << (version_.empty() ? "(none)" : version_)
-                      << " stays in force: " << config.status().message();
+    const absl::string_view message = config.status().message();
+    const std::string kind =
+        absl::StrCat(response.version_info(), absl::string_view("\0", 1), message);
+    uint64_t skipped = 0;
+    if (rejections_.Admit(kind, &skipped)) {
+      SLUICE_LOG(ERROR) << SkippedNote(skipped) << "xDS: version "
+                        << LogText(response.version_info()) << " rejected, version "
+                        << (version_.empty() ? "(none)" : LogText(version_))
+                        << " stays in force: " << LogText(message, kLoggedMessageBytes);
+    }
+    // The nonce is sent back as it came, however long: it is what ties the NACK to the
+    // response, and it is not kept.
     discovery::DiscoveryRequest nack = Request(response.nonce());
     nack.mutable_error_detail()->set_code(kInvalidArgument);
-    nack.mutable_error_detail()->set_message(std::string(config.status().message()));
+    // Escaped as well as cut: a proto3 string must be UTF-8, and the message may quote the
+    // server's bytes.
+    nack.mutable_error_detail()->set_message(LogText(message, kMaxNackDetailBytes));
     listener_(nullptr, response.version_info(), config.status());
     return stream.Write(nack);
-  }
-  for (const std::string& warning : (*config)->warnings()) {
-    SLUICE_LOG(WARNING) << "config: " << warning;
   }
   std::shared_ptr<const Config> accepted = *std::move(config);
   store_.Set(accepted);
   version_ = response.version_info();
-  SLUICE_LOG(INFO) << "xDS: version " << version_ << " in force (" << accepted->domains().size()
-                   << " domains, " << accepted->RuleCount() << " rules)";
+  uint64_t skipped = 0;
+  if (acceptances_.Admit(version_, &skipped)) {
+    SLUICE_LOG(INFO) << SkippedNote(skipped) << "xDS: version " << LogText(version_)
+                     << " in force (" << accepted->domains().size() << " domains, "
+                     << accepted->RuleCount() << " rules)"
+                     << NotLogged(rejections_.TakeSkipped(), "rejected snapshots");
+    const std::vector<std::string>& warnings = accepted->warnings();
+    for (size_t i = 0; i < warnings.size() && i < kLoggedWarnings; ++i) {
+      SLUICE_LOG(WARNING) << "config: " << LogText(warnings[i], kLoggedMessageBytes);
+    }
+    if (warnings.size() > kLoggedWarnings) {
+      SLUICE_LOG(WARNING) << "config: " << warnings.size() - kLoggedWarnings
+                          << " more warnings not logged";
+    }
+  }
   listener_(accepted.get(), version_, absl::OkStatus());
   {
     MutexLock lock(mu_);

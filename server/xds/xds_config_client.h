@@ -13,6 +13,15 @@
 // A new stream announces the version in force, so a server that has nothing newer need not
 // resend it (most resend anyway; the same snapshot is simply applied again).
 //
+// What the management server sends is remote text, bounded before it is kept, sent back or
+// logged. A version_info or nonce longer than kMaxXdsVersionBytes is NACKed (the version in
+// force is sent back in every request). A NACK's error_detail is at most kMaxNackDetailBytes,
+// escaped (LogText, log_text.h). Log lines show versions and messages escaped and cut, and the
+// lines a server can repeat at will (a snapshot rejected or put in force, a stream that ends) go
+// through a LogThrottle (log_throttle.h): the first of each new kind is logged, a flood costs a
+// line every few seconds, a snapshot resent on each reconnection a line a minute, and the next
+// line logged says how many were not.
+//
 // Thread-safe. The client runs on a thread of its own between Start and Stop; the listener and
 // the connection observer run on that thread.
 #pragma once
@@ -28,25 +37,36 @@
 #include "absl/time/time.h"
 #include "envoy/service/discovery/v3/discovery.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/common/clock.h"
 #include "server/common/mutex.h"
 #include "server/config/config.h"
 #include "server/config/config_store.h"
 #include "server/config/config_validator.h"
 #include "server/settings/settings.h"
+#include "server/xds/log_throttle.h"
 
 namespace sluice {
+
+// The longest version_info or nonce accepted. Management servers use counters ("42"),
+// timestamps with a counter, hashes (64 hex digits) and UUIDs: tens of bytes.
+inline constexpr size_t kMaxXdsVersionBytes = 4096;
+// The most of an error message a NACK's error_detail carries.
+inline constexpr size_t kMaxNackDetailBytes = 4096;
 
 class XdsConfigClient {
  public:
   // After each response: the config put in force (null when the response was rejected) with
-  // its xDS version, or why it was rejected.
+  // its xDS version, or why it was rejected. The version is the server's text as sent (of any
+  // length when rejected): bound it (LogText) before logging it or using it as a label.
   using Listener = std::function<void(const Config* accepted, const std::string& version,
                                       const absl::Status& rejected)>;
   // When a stream starts delivering (true) and when it ends (false).
   using ConnectionObserver = std::function<void(bool connected)>;
 
+  // `clock` paces the log (LogThrottle) and must outlive the client.
   XdsConfigClient(XdsSettings settings, ValidateOptions validate, ConfigStore& store,
-                  Listener listener, ConnectionObserver on_connection);
+                  Listener listener, ConnectionObserver on_connection,
+                  const Clock& clock = RealClock::Get());
   // Stop().
   ~XdsConfigClient();
   XdsConfigClient(const XdsConfigClient&) = delete;
@@ -71,6 +91,11 @@ class XdsConfigClient {
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() const;
   // Validates `response`, puts it in force or not, and answers with an ACK or a NACK.
   bool Apply(const envoy::service::discovery::v3::DiscoveryResponse& response, Stream& stream);
+  // The config `response` holds, or why it is refused (version, nonce, type, or the resources).
+  absl::StatusOr<std::unique_ptr<Config>> Read(
+      const envoy::service::discovery::v3::DiscoveryResponse& response) const;
+  // Logs the end of a stream, once per outage and through stream_ends_.
+  void LogStreamEnd(const grpc::Status& ended, bool delivered);
   envoy::service::discovery::v3::DiscoveryRequest Request(const std::string& nonce) const;
   // The wait before the next attempt, after one that `delivered` or not.
   absl::Duration NextWait(bool delivered);
@@ -87,7 +112,11 @@ class XdsConfigClient {
   std::string version_;  // of the config in force ("" before the first)
   absl::Duration backoff_;
   bool in_outage_ = false;
+  bool outage_logged_ = false;  // the outage's line was logged: its end is too
   std::mt19937_64 random_;
+  LogThrottle rejections_;
+  LogThrottle acceptances_;
+  LogThrottle stream_ends_;
 
   Mutex mu_;
   CondVar changed_;

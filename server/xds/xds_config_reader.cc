@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
+#include "server/common/log_text.h"
 
 namespace sluice {
 namespace {
@@ -16,6 +17,10 @@ namespace {
 namespace rls = ::ratelimit::config::ratelimit::v3;
 using google::protobuf::Struct;
 using google::protobuf::Value;
+
+// RateLimitUnit's values, for a number it does not name.
+constexpr absl::string_view kUnitNumbers =
+    "SECOND=1, MINUTE=2, HOUR=3, DAY=4, MONTH=5, YEAR=6 or WEEK=7";
 
 // What a Struct value is, for messages: "a string", "a number", ...
 const char* Describe(const Value& value) {
@@ -83,8 +88,9 @@ class SluiceKeys {
     Given(out, value.number_value());
   }
 
+  // The key is the management server's text: an unknown one is escaped and cut.
   std::string Path(absl::string_view key) const {
-    return FieldPath(FieldPath(FieldPath(path_, "metadata"), kSluiceMetadataKey), key);
+    return FieldPath(FieldPath(FieldPath(path_, "metadata"), kSluiceMetadataKey), LogText(key));
   }
 
  private:
@@ -144,7 +150,7 @@ class DomainReader {
       Given(out.quota_mode, true);
     }
     if (in.has_rate_limit()) {
-      ReadRule(in.rate_limit(), out.rate_limit.emplace());
+      ReadRule(in.rate_limit(), FieldPath(path, "rate_limit"), out.rate_limit.emplace());
     }
     if (in.has_metadata() && !ReadMetadata(in.metadata(), path, depth, out)) {
       return false;
@@ -153,8 +159,16 @@ class DomainReader {
     return out.descriptors.read_error.ok();
   }
 
-  static void ReadRule(const rls::RateLimitPolicy& in, RuleDescription& out) {
-    if (in.unit() != rls::UNKNOWN) {
+  void ReadRule(const rls::RateLimitPolicy& in, const std::string& path,
+                RuleDescription& out) const {
+    if (!rls::RateLimitUnit_IsValid(in.unit())) {
+      // A number this proto's enum does not name (a newer management server's, or garbage):
+      // it has no name to quote, so the message gives the number.
+      out.unit.given = true;
+      out.unit.read_error = ConfigError(
+          domain_.source, 0, FieldPath(path, "unit"),
+          absl::StrCat("unknown unit ", in.unit(), " (expected ", kUnitNumbers, ")"));
+    } else if (in.unit() != rls::UNKNOWN) {
       Given(out.unit, rls::RateLimitUnit_Name(in.unit()));
     }
     Given(out.requests_per_unit, in.requests_per_unit());
@@ -271,8 +285,8 @@ class DomainReader {
     if (mode.value != domain_.failure_mode.value) {
       domain_.failure_mode.read_error = ConfigError(
           domain_.source, 0, keys.Path(key),
-          absl::StrCat("'", mode.value, "' differs from the domain's failure_mode '",
-                       domain_.failure_mode.value, "' given on an earlier descriptor"));
+          absl::StrCat(Quoted(mode.value), " differs from the domain's failure_mode ",
+                       Quoted(domain_.failure_mode.value), " given on an earlier descriptor"));
     }
   }
 
@@ -283,7 +297,10 @@ class DomainReader {
 
 DomainDescription ReadXdsDomain(const rls::RateLimitConfig& resource) {
   DomainDescription domain;
-  domain.source = absl::StrCat("xds:", resource.name().empty() ? resource.domain() : resource.name());
+  // The name is the management server's text, first in every message about the domain: escaped
+  // and cut.
+  domain.source =
+      absl::StrCat("xds:", LogText(resource.name().empty() ? resource.domain() : resource.name()));
   Given(domain.domain, resource.domain());
   DomainReader(domain).ReadList(resource.descriptors(), "descriptors", 1, domain.descriptors);
   return domain;
@@ -298,7 +315,7 @@ absl::StatusOr<std::unique_ptr<Config>> ConfigFromXdsResources(
     const google::protobuf::Any& any = resources[i];
     if (any.type_url() != kRateLimitConfigTypeUrl || !any.UnpackTo(&resource)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("resources[", i, "]: ", any.type_url(),
+          absl::StrCat("resources[", i, "]: ", LogText(any.type_url()),
                        any.type_url() != kRateLimitConfigTypeUrl
                            ? absl::StrCat(": not a ", kRateLimitConfigTypeUrl)
                            : ": does not parse as a RateLimitConfig"));

@@ -2,7 +2,10 @@
 // RateLimitConfig, one domain each) into domain descriptions (config_description.h), which the
 // one ConfigValidator checks exactly as it checks YAML: a snapshot's errors read like a file's,
 // with the resource in place of the file and no line ("xds:<resource name>: descriptors[0].
-// rate_limit.unit: ...").
+// rate_limit.unit: ..."); where a file's message names the line of an earlier descriptor, this
+// one names its path ("already defined at descriptors[0]"). A unit number the RateLimitUnit enum
+// does not name is refused as a number ("unknown unit 99"). The management server's text in a
+// message (resource name, type URL, key, value) is escaped and cut (LogText, log_text.h).
 //
 // The resource's fields are upstream's YAML fields. Sluice's own rule keys, which upstream's
 // message has no field for, ride in a descriptor's `metadata` under the reserved key "sluice":

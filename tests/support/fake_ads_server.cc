@@ -69,9 +69,13 @@ class FakeAdsServer::Service final : public discovery::AggregatedDiscoveryServic
     MutexLock lock(mu_);
     snapshot_ = std::move(snapshot);
     ++generation_;
-    snapshot_.set_nonce(absl::StrCat("nonce-", generation_));
+    snapshot_.set_nonce(absl::StrCat(nonce_prefix_, "nonce-", generation_));
     changed_.NotifyAll();
     return snapshot_.nonce();
+  }
+  void SetNoncePrefix(const std::string& prefix) {
+    MutexLock lock(mu_);
+    nonce_prefix_ = prefix;
   }
   void SetSilent(bool silent) {
     MutexLock lock(mu_);
@@ -116,6 +120,7 @@ class FakeAdsServer::Service final : public discovery::AggregatedDiscoveryServic
   CondVar changed_;
   discovery::DiscoveryResponse snapshot_ ABSL_GUARDED_BY(mu_);
   int generation_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no snapshot yet
+  std::string nonce_prefix_ ABSL_GUARDED_BY(mu_);
   bool silent_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int streams_ ABSL_GUARDED_BY(mu_) = 0;
@@ -163,6 +168,8 @@ std::string FakeAdsServer::PushAny(const std::string& version,
   }
   return service_->Set(std::move(snapshot));
 }
+
+void FakeAdsServer::SetNoncePrefix(const std::string& prefix) { service_->SetNoncePrefix(prefix); }
 
 void FakeAdsServer::SetSilent(bool silent) { service_->SetSilent(silent); }
 

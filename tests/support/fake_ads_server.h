@@ -46,6 +46,8 @@ class FakeAdsServer {
                    const std::vector<ratelimit::config::ratelimit::v3::RateLimitConfig>& resources);
   // As Push, with resources already packed (a wrong type, a huge one).
   std::string PushAny(const std::string& version, std::vector<google::protobuf::Any> resources);
+  // Nonces of later pushes are "<prefix>nonce-<n>" (a long prefix makes a long nonce).
+  void SetNoncePrefix(const std::string& prefix);
   // Silent: streams are accepted and their requests recorded, but nothing is sent.
   void SetSilent(bool silent);
   // Ends every stream and stops listening (the port is released).

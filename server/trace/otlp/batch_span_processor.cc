@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/log_text.h"
 #include "server/common/logging.h"
 
 namespace sluice {
@@ -87,7 +88,7 @@ void BatchSpanProcessor::ExportBatch() {
   const absl::Status status = exporter_->Export(batch);
   if (!status.ok()) {
     SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
-        << "tracing: " << size << " spans dropped: " << status
+        << "tracing: " << size << " spans dropped: " << LogStatus(status)
         << " (failed exports are not retried; sluice_tracing_spans_dropped_total counts them)";
   }
   mu_.Lock();

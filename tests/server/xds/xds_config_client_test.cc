@@ -1,16 +1,22 @@
 #include "server/xds/xds_config_client.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/certificates.h"
 #include "tests/support/fake_ads_server.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/process.h"
 
 namespace sluice {
@@ -25,6 +31,54 @@ using ::testing::HasSubstr;
 using Received = FakeAdsServer::Received;
 
 constexpr absl::Duration kWait = absl::Seconds(10);
+
+// Sends this process's stderr, where the log goes, to a temporary file from construction until
+// Stop, which returns what was written meanwhile (by any thread).
+class StderrCapture {
+ public:
+  StderrCapture() {
+    std::fflush(stderr);
+    fd_ = mkstemp(path_);
+    saved_ = dup(STDERR_FILENO);
+    dup2(fd_, STDERR_FILENO);
+  }
+  ~StderrCapture() { Stop(); }
+
+  std::string Stop() {
+    if (fd_ < 0) {
+      return text_;
+    }
+    std::fflush(stderr);
+    dup2(saved_, STDERR_FILENO);
+    close(saved_);
+    lseek(fd_, 0, SEEK_SET);
+    char buffer[4096];
+    for (ssize_t n; (n = read(fd_, buffer, sizeof(buffer))) > 0;) {
+      text_.append(buffer, static_cast<size_t>(n));
+    }
+    close(fd_);
+    unlink(path_);
+    fd_ = -1;
+    return text_;
+  }
+
+ private:
+  char path_[40] = "/tmp/sluice_xds_log_XXXXXX";
+  int fd_ = -1;
+  int saved_ = -1;
+  std::string text_;
+};
+
+// The lines of `log` that contain `part`.
+std::vector<std::string> LinesWith(const std::string& log, absl::string_view part) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    if (absl::StrContains(line, part)) {
+      lines.emplace_back(line);
+    }
+  }
+  return lines;
+}
 
 // Settings that retry at once: the tests wait for outcomes, not for timers.
 XdsSettings FastSettings(const std::string& server) {
@@ -59,7 +113,8 @@ class XdsConfigClientTest : public ::testing::Test {
         [this](bool connected) {
           MutexLock lock(mu_);
           connections_.push_back(connected);
-        });
+        },
+        clock_);
     client_->Start();
   }
 
@@ -80,6 +135,8 @@ class XdsConfigClientTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  // Paces the client's log only; stands still unless a test moves it.
+  FakeClock clock_;
   ConfigStore store_{nullptr};
   std::unique_ptr<FakeAdsServer> server_;
   std::unique_ptr<XdsConfigClient> client_;
@@ -250,6 +307,100 @@ TEST_F(XdsConfigClientTest, AppliesASnapshotOfAThousandDomains) {
   ASSERT_NE(store_.Get(), nullptr);
   EXPECT_EQ(store_.Get()->domains().size(), 1000u);
   EXPECT_EQ(store_.Get()->RuleCount(), 2000u);
+}
+
+// Verifies a version_info over the bound is NACKed saying so, never becomes the version sent
+// back in later requests, and reaches the log cut short: the 1 MiB version of the report wrote
+// a megabyte a line.
+TEST_F(XdsConfigClientTest, NacksAVersionOverTheBoundAndLogsItShort) {
+  StartServer();
+  StartClient(FastSettings(server_->address()));
+  ASSERT_TRUE(Answer(0, server_->Push("v1", {Domain("api", "client", "", 10)})).has_value());
+
+  StderrCapture capture;
+  const std::string huge(1 << 20, 'v');
+  auto nack = Answer(0, server_->Push(huge, {Domain("web", "ip", "", 5)}));
+  ASSERT_TRUE(nack.has_value());
+  EXPECT_EQ(nack->second.request.version_info(), "v1");
+  EXPECT_EQ(nack->second.request.error_detail().message(),
+            "version_info is 1048576 bytes, more than the 4096 this client accepts");
+  EXPECT_FALSE(HasDomain("web"));
+  auto ack = Answer(nack->first + 1, server_->Push("v3", {Domain("web", "ip", "", 5)}));
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->second.request.version_info(), "v3");
+  const std::string log = capture.Stop();
+
+  EXPECT_LT(log.size(), 2048u) << log.substr(0, 2048);
+  const std::vector<std::string> rejected = LinesWith(log, "rejected");
+  ASSERT_EQ(rejected.size(), 1u) << log.substr(0, 2048);
+  EXPECT_THAT(rejected[0], HasSubstr("vvvv...(1048576 bytes) rejected, version v1 stays in force: "
+                                     "version_info is 1048576 bytes"));
+  for (size_t i = 0; i < server_->requests(); ++i) {
+    auto request = server_->WaitFor(i, [](const Received&) { return true; }, kWait);
+    ASSERT_TRUE(request.has_value());
+    EXPECT_LE(request->second.request.version_info().size(), kMaxXdsVersionBytes);
+  }
+}
+
+// Verifies a nonce over the bound is NACKed too, the NACK carrying it so that the server can
+// match it; the next response with a short nonce is taken.
+TEST_F(XdsConfigClientTest, NacksANonceOverTheBound) {
+  StartServer();
+  StartClient(FastSettings(server_->address()));
+  ASSERT_TRUE(Answer(0, server_->Push("v1", {Domain("api", "client", "", 10)})).has_value());
+
+  server_->SetNoncePrefix(std::string(kMaxXdsVersionBytes, 'n'));
+  const std::string long_nonce = server_->Push("v2", {Domain("web", "ip", "", 5)});
+  auto nack = Answer(0, long_nonce);
+  ASSERT_TRUE(nack.has_value());
+  EXPECT_EQ(nack->second.request.version_info(), "v1");
+  EXPECT_EQ(nack->second.request.error_detail().message(),
+            absl::StrCat("nonce is ", long_nonce.size(), " bytes, more than the 4096 this client "
+                         "accepts"));
+  EXPECT_FALSE(HasDomain("web"));
+
+  server_->SetNoncePrefix("");
+  ASSERT_TRUE(
+      Answer(nack->first + 1, server_->Push("v3", {Domain("web", "ip", "", 5)})).has_value());
+  EXPECT_TRUE(HasDomain("web"));
+}
+
+// Verifies the report's flood: 100 snapshots with a 1 MiB version, each rejected, write a few
+// short lines (the first of them, then one per refill of the throttle, which says how many it
+// skipped), not 100 MB; every one is still NACKed. The clock stands still but when moved.
+TEST_F(XdsConfigClientTest, AFloodOfRejectedSnapshotsWritesAFewShortLines) {
+  StartServer();
+  StartClient(FastSettings(server_->address()));
+  ASSERT_TRUE(Answer(0, server_->Push("v0", {Domain("api", "client", "", 10)})).has_value());
+
+  StderrCapture capture;
+  rls::RateLimitConfig bad = Domain("web", "ip", "", 5);
+  bad.mutable_descriptors(0)->mutable_rate_limit()->set_unit(rls::UNKNOWN);
+  size_t from = 0;
+  for (int i = 0; i < 100; ++i) {
+    const std::string version = absl::StrCat(i, std::string(1 << 20, 'v'));
+    auto nack = Answer(from, server_->Push(version, {bad}));
+    ASSERT_TRUE(nack.has_value()) << i;
+    ASSERT_TRUE(nack->second.request.has_error_detail());
+    from = nack->first + 1;
+  }
+  clock_.AdvanceMicros(5'000'000);
+  auto last = Answer(from, server_->Push("bad-after-a-while", {bad}));
+  ASSERT_TRUE(last.has_value());
+  ASSERT_TRUE(
+      Answer(last->first + 1, server_->Push("v2", {Domain("web", "ip", "", 5)})).has_value());
+  const std::string log = capture.Stop();
+
+  const std::vector<std::string> rejected = LinesWith(log, "rejected");
+  // The throttle's burst (5), then the one after the clock moved.
+  ASSERT_EQ(rejected.size(), 6u) << log.substr(0, 4096);
+  EXPECT_THAT(rejected[0], HasSubstr("...(1048577 bytes) rejected, version v0 stays in force: "
+                                     "version_info is 1048577 bytes"));
+  EXPECT_THAT(rejected[5], HasSubstr("(95 similar not logged) xDS: version bad-after-a-while "
+                                     "rejected, version v0 stays in force: xds:xds-web: "
+                                     "descriptors[0].rate_limit.unit: missing"));
+  EXPECT_LT(log.size(), 8u << 10) << "about 300 bytes a line";
+  EXPECT_EQ(LinesWith(log, "in force (").size(), 1u);
 }
 
 class XdsTlsTest : public XdsConfigClientTest {

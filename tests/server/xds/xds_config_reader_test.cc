@@ -230,6 +230,87 @@ TEST(XdsConfigReaderTest, ErrorsNameTheResourceAndTheField) {
             "got a string");
 }
 
+// Verifies a unit number the enum does not name is refused as that number, not as a unit ''
+// (its name, which it has none of).
+TEST(XdsConfigReaderTest, AnUnknownUnitNumberIsNamedAsANumber) {
+  rls::RateLimitConfig config;
+  config.set_name("routes/a");
+  config.set_domain("d");
+  rls::RateLimitDescriptor* d = AddDescriptor(config.mutable_descriptors(), "k", "", rls::HOUR, 5);
+  d->mutable_rate_limit()->set_unit(static_cast<rls::RateLimitUnit>(99));
+  EXPECT_EQ(Read({config}).status().message(),
+            "xds:routes/a: descriptors[0].rate_limit.unit: unknown unit 99 (expected SECOND=1, "
+            "MINUTE=2, HOUR=3, DAY=4, MONTH=5, YEAR=6 or WEEK=7)");
+}
+
+// Verifies a duplicate is placed by the path of the descriptor it repeats: a resource has no
+// lines, and "already defined at line 0" says nothing.
+TEST(XdsConfigReaderTest, ADuplicateNamesThePathOfTheFirst) {
+  rls::RateLimitConfig config;
+  config.set_name("routes/a");
+  config.set_domain("d");
+  AddDescriptor(config.mutable_descriptors(), "k", "", rls::HOUR, 5);
+  AddDescriptor(config.mutable_descriptors(), "k", "", rls::HOUR, 6);
+  EXPECT_EQ(Read({config}).status().message(),
+            "xds:routes/a: descriptors[1]: duplicate descriptor: key 'k' without a value is "
+            "already defined at descriptors[0]");
+
+  config.mutable_descriptors()->RemoveLast();
+  rls::RateLimitDescriptor* parent = config.mutable_descriptors(0);
+  AddDescriptor(parent->mutable_descriptors(), "user", "*", rls::MINUTE, 1);
+  AddDescriptor(parent->mutable_descriptors(), "plan", "gold", rls::MINUTE, 1);
+  AddDescriptor(parent->mutable_descriptors(), "user", "*", rls::MINUTE, 2);
+  EXPECT_EQ(Read({config}).status().message(),
+            "xds:routes/a: descriptors[0].descriptors[2]: duplicate descriptor: key 'user' value "
+            "'*' is already defined at descriptors[0].descriptors[0]");
+
+  parent->mutable_descriptors()->RemoveLast();
+  AddDescriptor(parent->mutable_descriptors(), "plan", "gold", rls::MINUTE, 2);
+  EXPECT_EQ(Read({config}).status().message(),
+            "xds:routes/a: descriptors[0].descriptors[2]: duplicate descriptor: key 'plan' value "
+            "'gold' is already defined at descriptors[0].descriptors[1]");
+
+  parent->mutable_descriptors()->RemoveLast();
+  AddDescriptor(parent->mutable_descriptors(), "plan_gold", "x", rls::MINUTE, 2);
+  AddDescriptor(parent->mutable_descriptors(), "plan", "gold_x", rls::MINUTE, 2);
+  EXPECT_EQ(Read({config}).status().message(),
+            "xds:routes/a: descriptors[0].descriptors[3]: descriptor key 'plan' value 'gold_x' has "
+            "the same composite key 'plan_gold_x' as key 'plan_gold' value 'x' at "
+            "descriptors[0].descriptors[2]");
+}
+
+// Verifies the management server's text in a message is escaped and cut: a resource name, a
+// value or a type URL of a megabyte, with control bytes, makes a short line of printable text.
+TEST(XdsConfigReaderTest, RemoteTextInMessagesIsEscapedAndCut) {
+  auto printable_and_short = [](absl::string_view message) {
+    EXPECT_LT(message.size(), 2048u);
+    for (char c : message) {
+      EXPECT_TRUE(c >= 0x20 && c < 0x7f) << static_cast<int>(c);
+    }
+  };
+  const std::string huge = "a\nb\x1b[2J" + std::string(1 << 20, 'x');
+  rls::RateLimitConfig config;
+  config.set_name(huge);
+  config.set_domain("d");
+  AddDescriptor(config.mutable_descriptors(), "k", huge, rls::HOUR, 5);
+  AddDescriptor(config.mutable_descriptors(), "k", huge, rls::HOUR, 5);
+  const std::string message(Read({config}).status().message());
+  printable_and_short(message);
+  EXPECT_THAT(message, HasSubstr("xds:a\\x0ab\\x1b[2Jxxx"));
+  EXPECT_THAT(message, HasSubstr("...(1048583 bytes)' is already defined at descriptors[0]"));
+
+  config.set_name("routes/a");
+  config.mutable_descriptors()->RemoveLast();
+  (*SluiceKeys(config.mutable_descriptors(0))->mutable_fields())[huge].set_number_value(1);
+  printable_and_short(Read({config}).status().message());
+
+  RepeatedPtrField<Any> resources;
+  resources.Add()->set_type_url(huge);
+  const absl::StatusOr<std::unique_ptr<Config>> read = ConfigFromXdsResources(resources, {});
+  printable_and_short(read.status().message());
+  EXPECT_THAT(read.status().message(), HasSubstr("resources[0]: a\\x0ab"));
+}
+
 // Verifies a snapshot is judged whole: a resource of another type, or two resources of one
 // domain (unless domains merge), fail it.
 TEST(XdsConfigReaderTest, JudgesTheSnapshotWhole) {
