@@ -35,7 +35,7 @@ absl::Status DecodeScriptReply(const RedisReply& reply, size_t count,
   }
   if (!reply.is_string()) {
     return absl::InternalError(
-        absl::StrCat("redis: unexpected script reply ", reply.DebugString()));
+        absl::StrCat("redis: unexpected script reply ", reply.LogString()));
   }
   return DecodeScriptDecisions(reply.str(), count, store);
 }
@@ -313,7 +313,7 @@ absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, in
         }
         if (!saturated && !count.is_integer()) {
           return absl::InternalError(
-              absl::StrCat("redis: unexpected INCRBY reply ", count.DebugString()));
+              absl::StrCat("redis: unexpected INCRBY reply ", count.LogString()));
         }
         const Decision decision =
             FixedWindowDecision(call.params, now, call.hits,

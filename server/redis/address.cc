@@ -6,6 +6,18 @@
 
 namespace sluice {
 
+bool IsPlausibleHost(std::string_view host) {
+  if (host.empty() || host.size() > 255) {
+    return false;
+  }
+  for (char c : host) {
+    if (c <= ' ' || c > '~') {  // char may be signed: bytes from 0x80 are negative
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::Status SplitHostPort(std::string_view address, std::string* host, int* port) {
   size_t colon = address.rfind(':');
   std::string text(address);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/failure_reason.h"
+#include "server/common/log_text.h"
 #include "server/common/logging.h"
 #include "server/redis/command.h"
 
@@ -307,7 +308,7 @@ void RedisConnection::OnHandshakeReply(RedisWire* wire, RedisReply* r, void* pri
                        : privdata == &kSelectTag ? "SELECT"
                        : privdata == &kRoleTag   ? "ROLE"
                                                  : "PING";
-    std::string error = absl::StrCat(step, " failed: ", r->str());
+    std::string error = absl::StrCat(step, " failed: ", LogText(r->str()));
     SLUICE_LOG_EVERY_SECONDS(ERROR, 10) << "redis " << self->address_ << ": " << error;
     self->last_error_ = error;
     self->Drop(std::move(error));
@@ -315,10 +316,11 @@ void RedisConnection::OnHandshakeReply(RedisWire* wire, RedisReply* r, void* pri
   }
   if (privdata == &kRoleTag) {
     // ROLE: ["master", offset, replicas] on a master; "slave" or "sentinel" first otherwise.
-    std::string_view role =
-        r->is_array() && !r->elements().empty() ? r->elements()[0].str() : std::string_view();
+    const std::string none;
+    const std::string& role =
+        r->is_array() && !r->elements().empty() ? r->elements()[0].str() : none;
     if (role != "master") {
-      std::string error = absl::StrCat("not a master (ROLE says '", std::string(role),
+      std::string error = absl::StrCat("not a master (ROLE says '", LogText(role),
                                        "'): waiting for the sentinels to name the new one");
       SLUICE_LOG_EVERY_SECONDS(WARNING, 10) << "redis " << self->address_ << ": " << error;
       self->last_error_ = error;
@@ -709,12 +711,12 @@ void RedisConnection::OnScriptLoaded(RedisWire* /*wire*/, RedisReply* r, void* p
   ++self->replies_seen_;
   if (r->is_error()) {
     // The EVALSHAs behind it meet NOSCRIPT again and end with this error once out of retries.
-    state->last_error = r->str();
+    state->last_error = LogText(r->str());
     SLUICE_LOG_EVERY_SECONDS(ERROR, 10)
         << "redis " << self->address_ << ": SCRIPT LOAD of '" << state->script->name()
         << "' failed: " << state->last_error;
   } else if (r->str() != state->script->sha1()) {
-    state->last_error = absl::StrCat("Redis named the script ", r->str(),
+    state->last_error = absl::StrCat("Redis named the script ", LogText(r->str()),
                                      ", expected ", state->script->sha1());
     SLUICE_LOG_EVERY_SECONDS(ERROR, 10) << "redis " << self->address_ << ": script '"
                                         << state->script->name() << "': " << state->last_error;

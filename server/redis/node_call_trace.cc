@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "server/common/failure_reason.h"
+#include "server/common/log_text.h"
 
 namespace sluice {
 namespace {
@@ -56,7 +57,7 @@ void Record(const NodeCall& call, const absl::Status& status, absl::Span<RedisRe
   for (const RedisReply& reply : replies) {
     if (reply.is_error()) {
       if (error_replies++ == 0) {
-        first_error = std::string(reply.str());
+        first_error = LogText(reply.str());
       }
     }
   }

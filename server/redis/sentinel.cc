@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "server/common/log_text.h"
 #include "server/common/logging.h"
 #include "server/redis/address.h"
 #include "server/redis/sync_client.h"
@@ -144,8 +145,9 @@ bool SentinelWatcher::IsMaster(const RedisEndpoint& endpoint, std::string* why) 
   }
   if (!role->is_array() || role->elements().empty() || role->elements()[0].str() != "master") {
     *why = absl::StrCat("ROLE is not master (",
-                        role->is_array() && !role->elements().empty() ? role->elements()[0].str()
-                                                                      : role->str(),
+                        LogText(role->is_array() && !role->elements().empty()
+                                    ? role->elements()[0].str()
+                                    : role->str()),
                         ")");
     return false;
   }
@@ -171,12 +173,18 @@ std::optional<std::pair<RedisEndpoint, size_t>> SentinelWatcher::FindMaster() {
     }
     if (reply->is_error() || !reply->is_array() || reply->elements().size() != 2) {
       why.push_back(absl::StrCat(address, ": no master named '", options_.sentinel.master, "'",
-                                 reply->is_error() ? absl::StrCat(" (", reply->str(), ")") : ""));
+                                 reply->is_error() ? absl::StrCat(" (", LogText(reply->str()), ")")
+                                                   : ""));
       continue;
     }
     std::optional<int> port = ParsePort(reply->elements()[1].str());
     if (!port.has_value()) {
       why.push_back(absl::StrCat(address, ": a master port that is not a port"));
+      continue;
+    }
+    if (!IsPlausibleHost(reply->elements()[0].str())) {
+      why.push_back(absl::StrCat(address, ": a master host that is not a host name ('",
+                                 LogText(reply->elements()[0].str(), 64), "')"));
       continue;
     }
     RedisEndpoint master{reply->elements()[0].str(), *port, ""};
@@ -201,8 +209,10 @@ void SentinelWatcher::Report(const RedisEndpoint& master) {
   if (reported_.has_value() && *reported_ == master) {
     return;
   }
-  SLUICE_LOG(INFO) << "redis sentinel: master '" << options_.sentinel.master << "' is at "
-                   << master.ToString();
+  // Once a second at most: a hostile sentinel could name a new master with every message. The
+  // host is printable (IsPlausibleHost) by now.
+  SLUICE_LOG_EVERY_SECONDS(INFO, 1)
+      << "redis sentinel: master '" << options_.sentinel.master << "' is at " << master.ToString();
   reported_ = master;
   {
     MutexLock lock(mu_);
@@ -242,11 +252,12 @@ void SentinelWatcher::Listen(RedisSyncClient& sentinel) {
       continue;  // another master's failover
     }
     std::optional<int> port = ParsePort(fields[4]);
-    if (!port.has_value()) {
+    if (!port.has_value() || !IsPlausibleHost(fields[3])) {
       continue;
     }
-    SLUICE_LOG(INFO) << "redis sentinel: failover of '" << fields[0] << "' from " << fields[1]
-                     << ":" << fields[2] << " to " << fields[3] << ":" << fields[4];
+    SLUICE_LOG_EVERY_SECONDS(INFO, 1)
+        << "redis sentinel: failover of '" << fields[0] << "' from " << LogText(fields[1], 64)
+        << ":" << LogText(fields[2], 16) << " to " << fields[3] << ":" << fields[4];
     Report(RedisEndpoint{fields[3], *port, ""});
   }
 }

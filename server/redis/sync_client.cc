@@ -1,6 +1,5 @@
 #include "server/redis/sync_client.h"
 
-#include <hiredis/hiredis.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/log_text.h"
 #include "server/redis/command.h"
 
 namespace sluice {
@@ -55,13 +55,9 @@ RedisSyncClient::RedisSyncClient(int fd, SslPtr ssl, std::string address, absl::
     : fd_(fd),
       stream_(fd, std::move(ssl)),
       address_(std::move(address)),
-      timeout_(timeout),
-      reader_(redisReaderCreate()) {}
+      timeout_(timeout) {}
 
-RedisSyncClient::~RedisSyncClient() {
-  redisReaderFree(reader_);
-  close(fd_);
-}
+RedisSyncClient::~RedisSyncClient() { close(fd_); }
 
 absl::Status RedisSyncClient::Fail(absl::string_view what) const {
   return absl::UnavailableError(absl::StrCat("redis ", address_, ": ", what));
@@ -110,7 +106,7 @@ absl::Status RedisSyncClient::Authenticate(std::string_view username, std::strin
   }
   if (reply->is_error()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("redis ", address_, ": AUTH failed: ", reply->str()));
+        absl::StrCat("redis ", address_, ": AUTH failed: ", LogText(reply->str())));
   }
   return absl::OkStatus();
 }
@@ -137,18 +133,19 @@ absl::StatusOr<std::optional<RedisReply>> RedisSyncClient::Read(absl::Duration w
   const absl::Time deadline = absl::Now() + wait;
   char buf[16 * 1024];
   for (;;) {
-    void* reply = nullptr;
-    if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
-      return Fail(absl::StrCat("protocol error: ", reader_->errstr));
-    }
-    if (reply != nullptr) {
-      RedisReply owned = RedisReply::FromHiredis(*static_cast<redisReply*>(reply));
-      freeReplyObject(reply);
-      return owned;
+    switch (reader_.Next()) {
+      case RedisReplyReader::Result::kReply:
+        return std::move(*reader_.reply());
+      case RedisReplyReader::Result::kError:
+        return Fail(absl::StrCat("protocol error: ", reader_.error()));
+      case RedisReplyReader::Result::kNone:
+        break;
     }
     StreamIo io = stream_.Read(buf, sizeof(buf));
     if (io.kind == StreamIo::kDone) {
-      redisReaderFeed(reader_, buf, io.bytes);
+      if (!reader_.Feed(buf, io.bytes)) {
+        return Fail("out of memory reading replies");
+      }
     } else if (io.kind == StreamIo::kClosed) {
       return Fail("the server closed the connection");
     } else if (io.kind == StreamIo::kFailed) {

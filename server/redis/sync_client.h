@@ -1,6 +1,8 @@
 // A short-lived blocking connection to one Redis node for control work off the request path
 // (the cluster's slot map; the sentinels): connect, the TLS handshake when asked, then commands
-// one at a time, every step bounded by the timeout. Never on an I/O or request thread.
+// one at a time, every step bounded by the timeout. Never on an I/O or request thread. Replies
+// are read by RedisReplyReader within its default RedisReplyLimits, as on the request path: a
+// reply past them (a hostile sentinel's or node's) is a failed exchange, not gigabytes.
 //
 // Not thread-safe: one thread uses a client.
 #pragma once
@@ -15,8 +17,6 @@
 #include "absl/time/time.h"
 #include "server/redis/reply.h"
 #include "server/redis/socket.h"
-
-struct redisReader;
 
 namespace sluice {
 
@@ -56,7 +56,7 @@ class RedisSyncClient {
   Stream stream_;
   const std::string address_;
   const absl::Duration timeout_;
-  redisReader* reader_;
+  RedisReplyReader reader_;
 };
 
 }  // namespace sluice

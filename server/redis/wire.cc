@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/log_text.h"
 #include "server/redis/event_loop.h"
 #include "server/redis/tls_context.h"
 
@@ -256,7 +257,7 @@ bool RedisWire::DeliverReplies() {
   while (!free_requested_) {
     switch (reader_.Next()) {
       case RedisReplyReader::Result::kError:
-        Fail(absl::StrCat("protocol error: ", std::string(reader_.error())));
+        Fail(absl::StrCat("protocol error: ", LogText(reader_.error())));
         return false;
       case RedisReplyReader::Result::kNone:
         return true;

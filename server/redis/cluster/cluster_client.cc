@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/failure_reason.h"
+#include "server/common/log_text.h"
 #include "server/common/logging.h"
 #include "server/redis/address.h"
 #include "server/redis/cluster/cluster_error.h"
@@ -352,7 +353,7 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
   }
   std::vector<uint32_t> resend;
   std::vector<uint32_t> later;
-  std::string_view later_why;
+  std::string later_why;  // cut (LogText): the error text of a node
   FailureReason later_reason = FailureReason::kClusterDown;
   size_t finals = 0;
   for (const Sent& s : sent) {
@@ -375,7 +376,8 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
         if (++state.redirects > options_.max_redirects) {
           Fail(batch, absl::UnavailableError(absl::StrCat("redis cluster: still redirected after ",
                                                           options_.max_redirects,
-                                                          " redirects: ", reply.str())));
+                                                          " redirects: ",
+                                                          LogText(reply.str()))));
           return;
         }
         if (moved) {
@@ -396,7 +398,7 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
       case ClusterErrorKind::kNodeNotServing:
         Bump(cluster_down_);
         RequestRefresh();
-        later_why = reply.str();
+        later_why = LogText(reply.str());
         if (error.kind == ClusterErrorKind::kNodeNotServing) {
           // LOADING and READONLY have reasons of their own; MASTERDOWN stays cluster_down.
           const FailureReason own = FailureReasonOf(ErrorReplyStatus(reply));

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "server/redis/address.h"
 #include "server/redis/cluster/hash_slot.h"
 
 namespace sluice {
@@ -33,6 +34,9 @@ bool ParseRedirect(std::string_view rest, std::string_view replying_address, Clu
   std::string_view host = endpoint.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
+  }
+  if (!host.empty() && !IsPlausibleHost(host)) {
+    return false;  // not a redirect: the error as it is
   }
   if (host.empty()) {
     size_t replying_colon = replying_address.rfind(':');

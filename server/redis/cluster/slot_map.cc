@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/redis/address.h"
 #include "server/redis/cluster/cluster_error.h"
 
 namespace sluice {
@@ -23,7 +24,7 @@ absl::StatusOr<std::string> ParseNode(const RedisReply& node, std::string_view r
       !node.elements()[1].is_integer()) {
     return absl::InvalidArgumentError(absl::StrCat("CLUSTER SLOTS entry ", entry,
                                                    ": a node is not [host, port, ...] but ",
-                                                   node.DebugString()));
+                                                   node.LogString()));
   }
   std::string_view host = node.elements()[0].str();
   int64_t port = node.elements()[1].integer();
@@ -36,6 +37,10 @@ absl::StatusOr<std::string> ParseNode(const RedisReply& node, std::string_view r
   }
   if (host.empty()) {
     host = replying_host;
+  } else if (!IsPlausibleHost(host)) {
+    return absl::InvalidArgumentError(absl::StrCat("CLUSTER SLOTS entry ", entry,
+                                                   ": a node host that is not a host name: ",
+                                                   node.elements()[0].LogString(64)));
   }
   return JoinHostPort(host, static_cast<int>(port));
 }
@@ -93,7 +98,7 @@ absl::StatusOr<SlotMap> SlotMap::FromClusterSlots(const RedisReply& reply,
                                                   std::string_view replying_host) {
   if (!reply.is_array()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("CLUSTER SLOTS reply is not an array: ", reply.DebugString()));
+        absl::StrCat("CLUSTER SLOTS reply is not an array: ", reply.LogString()));
   }
   std::vector<SlotRange> ranges;
   ranges.reserve(reply.elements().size());
@@ -104,7 +109,7 @@ absl::StatusOr<SlotMap> SlotMap::FromClusterSlots(const RedisReply& reply,
         !fields[1].is_integer()) {
       return absl::InvalidArgumentError(
           absl::StrCat("CLUSTER SLOTS entry ", entry,
-                       " is not [first, last, master, replica...]: ", element.DebugString()));
+                       " is not [first, last, master, replica...]: ", element.LogString()));
     }
     int64_t first = fields[0].integer();
     int64_t last = fields[1].integer();

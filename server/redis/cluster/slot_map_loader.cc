@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/log_text.h"
 #include "server/redis/sync_client.h"
 
 namespace sluice {
@@ -24,7 +25,8 @@ absl::StatusOr<SlotMap> SlotMapLoader::Load(const std::string& address) const {
     absl::StatusOr<RedisReply> reply = (*client)->Run(args);
     if (reply.ok() && reply->is_error()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "redis ", address, ": ", std::string(*args.begin()), " failed: ", reply->str()));
+          "redis ", address, ": ", std::string(*args.begin()), " failed: ",
+          LogText(reply->str())));
     }
     return reply;
   };

@@ -3,6 +3,12 @@
 // under load (a killed master, and one moved by SENTINEL FAILOVER while the old one keeps
 // running), never moves to a returning old master, and says clearly when the sentinels cannot
 // name a master. Plain, and with TLS and passwords everywhere.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -19,6 +25,7 @@
 #include "server/common/clock.h"
 #include "server/common/mutex.h"
 #include "server/redis/redis_client.h"
+#include "server/redis/sentinel.h"
 #include "tests/support/certificates.h"
 #include "tests/support/notification.h"
 #include "tests/support/process.h"
@@ -288,6 +295,103 @@ TEST_P(RedisSentinelTest, AMasterNoSentinelKnowsFailsClearlyAndNeverConnects) {
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(reply.status().message(), HasSubstr("asking the sentinels")) << reply.status();
+}
+
+// A sentinel that answers every command it reads with one reply, on every connection.
+class HostileSentinel {
+ public:
+  explicit HostileSentinel(std::string reply) : reply_(std::move(reply)) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(listen_fd_, 16), 0);
+    EXPECT_EQ(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~HostileSentinel() {
+    stop_ = true;
+    thread_.join();
+    close(listen_fd_);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  int commands() const { return commands_.load(); }
+
+ private:
+  // One connection at a time: the watcher opens one, asks, and closes it.
+  void Serve() {
+    while (!stop_) {
+      pollfd p{listen_fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) {
+        continue;
+      }
+      const int fd = accept(listen_fd_, nullptr, nullptr);
+      char buf[4096];
+      while (fd >= 0 && !stop_) {
+        pollfd q{fd, POLLIN, 0};
+        if (poll(&q, 1, 20) == 0) {
+          continue;
+        }
+        if (read(fd, buf, sizeof(buf)) <= 0 ||
+            send(fd, reply_.data(), reply_.size(), MSG_NOSIGNAL) < 0) {
+          break;
+        }
+        ++commands_;
+      }
+      if (fd >= 0) {
+        close(fd);
+      }
+    }
+  }
+
+  const std::string reply_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> commands_{0};
+  std::thread thread_;
+};
+
+// Verifies a hostile sentinel (naming a master host that cannot be a host name, one of 300
+// bytes, or answering with an array of ten million or a string of two billion bytes) is never
+// followed, makes the watcher allocate nothing it announced, and puts none of its bytes raw in
+// the log: no forged line, no terminal escape.
+TEST(HostileSentinelTest, NamesNoMasterAndForgesNoLogLine) {
+  const std::string forged = "evil\nE 2026-01-01T00:00:00Z forged.cc:1] \x1b[31mowned";
+  const std::string replies[] = {
+      absl::StrCat("*2\r\n$", forged.size(), "\r\n", forged, "\r\n$4\r\n6379\r\n"),
+      absl::StrCat("*2\r\n$300\r\n", std::string(300, 'h'), "\r\n$4\r\n6379\r\n"),
+      "-ERR " + forged.substr(0, 4) + "\x1b[31m no such master\r\n",
+      "*10000000\r\n",
+      "$2000000000\r\n",
+  };
+  for (const std::string& reply : replies) {
+    SCOPED_TRACE(reply.substr(0, 40));
+    HostileSentinel sentinel(reply);
+    SentinelWatcherOptions options;
+    options.sentinel.addresses = {sentinel.address()};
+    options.sentinel.master = "mymaster";
+    options.retry_interval = absl::Milliseconds(20);
+    std::atomic<int> reported{0};
+    ::testing::internal::CaptureStderr();
+    {
+      SentinelWatcher watcher(options, [&](const RedisEndpoint&) { ++reported; });
+      watcher.Start();
+      const absl::Time deadline = absl::Now() + absl::Seconds(5);
+      while (sentinel.commands() < 3 && absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+      EXPECT_GE(sentinel.commands(), 3);
+      EXPECT_EQ(watcher.rounds_found(), 0);
+    }
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(reported.load(), 0);
+    EXPECT_THAT(log, ::testing::Not(HasSubstr("\x1b")));
+    EXPECT_THAT(log, ::testing::Not(HasSubstr("\nE 2026-01-01")));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(PlainAndTls, RedisSentinelTest, ::testing::Bool(),

@@ -51,6 +51,10 @@ TEST(ClusterErrorTest, LeavesEverythingElseToTheCaller) {
                           "MOVED 1 1.2.3.4", "MOVED 1 1.2.3.4:0", "ASK 1 host:99999"}) {
     EXPECT_EQ(Parse(bad).kind, ClusterErrorKind::kNone) << bad;
   }
+  // A host that cannot be a host name is no redirect: Sluice would connect to it and name it.
+  for (const char* bad : {"MOVED 1 evil\nline:5", "ASK 1 \x1b[31m:5", "MOVED 1 a\x80" "b:5"}) {
+    EXPECT_EQ(Parse(bad).kind, ClusterErrorKind::kNone) << bad;
+  }
   EXPECT_EQ(ParseClusterError(RedisReply::Status("MOVED 1 1.2.3.4:5"), "").kind,
             ClusterErrorKind::kNone);
   EXPECT_EQ(ParseClusterError(RedisReply::String("ASK 1 1.2.3.4:5"), "").kind,

@@ -124,6 +124,29 @@ TEST(SlotMapTest, RejectsInvalidRangesAndMalformedReplies) {
   EXPECT_FALSE(SlotMap::FromRanges({{0, 5, "", {}}}).ok());
 }
 
+// Verifies a node host that cannot be a host name (control bytes, a space, 256 bytes or more)
+// is refused, and that the error shows it escaped and cut, however long the reply: a node's
+// text never reaches a log line or an address as it came.
+TEST(SlotMapTest, RejectsHostsThatAreNotHostNamesAndCutsTheirText) {
+  for (const std::string& host :
+       {std::string("evil\nI forged line"), std::string("a b"), std::string(256, 'h'),
+        std::string("\x1b[31mred")}) {
+    absl::StatusOr<SlotMap> map = SlotMap::FromClusterSlots(
+        RedisReply::Array({Entry(0, 16383, {Node(host, 7000)})}), "127.0.0.1");
+    ASSERT_FALSE(map.ok()) << host;
+    const std::string message(map.status().message());
+    EXPECT_THAT(message, HasSubstr("not a host name"));
+    EXPECT_EQ(message.find('\n'), std::string::npos);
+    EXPECT_EQ(message.find('\x1b'), std::string::npos);
+    EXPECT_LT(message.size(), 200u);
+  }
+  std::vector<RedisReply> junk(100000, RedisReply::String(std::string(100, 'j')));
+  absl::StatusOr<SlotMap> map =
+      SlotMap::FromClusterSlots(RedisReply::Array({RedisReply::Array(std::move(junk))}), "h");
+  ASSERT_FALSE(map.ok());
+  EXPECT_LT(map.status().message().size(), 1000u);
+}
+
 // Verifies uncovered slots are tolerated and answer -1, and a master nobody can reach ("?")
 // leaves its slots uncovered.
 TEST(SlotMapTest, ToleratesUncoveredSlots) {
