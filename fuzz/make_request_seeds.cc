@@ -1,6 +1,9 @@
 // Writes request_fuzz's seed corpus: serialized RateLimitRequests shaped like the ones the
 // decision-path tests send (every rule of request_fuzz's config, nested descriptors, wildcards,
-// hits, limit overrides, and the refusals: no domain, no entries, empty keys), one file each.
+// hits, limit overrides, and the refusals: no domain, no entries, empty keys), one file each;
+// and one in four as a /json body too (seed-json-*, in lowerCamelCase and in the original field
+// names by turns), for the JSON check request_fuzz also runs (a JSON input costs it several
+// decisions' time: a few seeds are enough to start from).
 //   make_request_seeds <directory>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace {
 
@@ -79,6 +83,17 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < seeds.size(); ++i) {
     std::ofstream out(std::string(argv[1]) + "/seed-" + std::to_string(i), std::ios::binary);
     out << seeds[i].SerializeAsString();
+    if (i % 4 != 3) {
+      continue;
+    }
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = i / 4 % 2 == 0;
+    std::string json;
+    if (google::protobuf::util::MessageToJsonString(seeds[i], &json, options).ok()) {
+      std::ofstream json_out(std::string(argv[1]) + "/seed-json-" + std::to_string(i),
+                             std::ios::binary);
+      json_out << json;
+    }
   }
   return 0;
 }
