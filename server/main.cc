@@ -67,6 +67,13 @@ ABSL_FLAG(absl::Duration, http_request_timeout, Defaults().http.request_timeout,
           "an HTTP request whose head and body have not all arrived this long after its "
           "connection was accepted (keep-alive: after its first byte) is dropped with its "
           "connection");
+ABSL_FLAG(absl::Duration, http_answer_timeout, Defaults().http.answer_timeout,
+          "an HTTP answer not read whole this long after it was sent closes its connection, "
+          "however steadily the client reads (here and on --prometheus_address)");
+ABSL_FLAG(int64_t, metrics_max_page_bytes, Defaults().http.metrics_max_page_bytes,
+          "largest /metrics page (and --prometheus_address's); per-rule series that do not fit "
+          "are left out, the config's own keys and the most hit kept first, and counted in "
+          "sluice_metrics_rule_series_left_out");
 ABSL_FLAG(int64_t, config_dump_max_bytes, Defaults().http.config_dump_max_bytes,
           "largest /config (/rlconfig) page; a longer one is cut at a line boundary, its last "
           "line saying so");
@@ -146,6 +153,10 @@ ABSL_FLAG(bool, redis_caller_writes, Defaults().backend.shared.caller_writes,
 ABSL_FLAG(int64_t, max_rule_metric_series, Defaults().limiter.max_rule_metric_series,
           "stat keys with per-rule counters of their own (detailed_metric rules and limit "
           "overrides make one per request value); past it they count under key=\"_folded\"");
+ABSL_FLAG(absl::Duration, rule_metric_ttl, Defaults().limiter.rule_metric_ttl,
+          "a per-rule metric series not counted for this long is dropped, making room under "
+          "--max_rule_metric_series (a config's own keys stay while their config is in force); "
+          "0: never");
 ABSL_FLAG(int32_t, redis_breaker_failures, Defaults().backend.shared.breaker_failures,
           "after this many Redis calls in a row to one node fail (timeout, connection), its "
           "decisions go to --failure_mode at once until a probe of Sluice's own (a PING) is "

@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<Assembly>> Assembly::Create(const Settings& setti
 Assembly::Assembly(const Settings& settings, std::shared_ptr<const Config> config)
     : settings_(settings),
       clock_(RealClock::Get()),
-      metrics_(static_cast<size_t>(std::max<int64_t>(1, settings.limiter.max_rule_metric_series))),
+      metrics_(MetricsOptionsFrom(settings)),
       store_(config) {
   if (config != nullptr) {
     metrics_.ConfigInForce(config->RuleCount(), ConfigVersion(*config), absl::Now());
@@ -163,6 +163,9 @@ absl::Status Assembly::BuildServers() {
   ASSIGN_OR_RETURN(credentials_, GrpcServerCredentials(GrpcTlsSettingsFrom(settings_.grpc)));
   HttpServerOptions http_options = HttpServerOptionsFrom(settings_);
   http_options.tracer = tracer_.get();
+  // A RateLimitRequest's only arrays are its descriptors and their entries.
+  http_options.json_max_array_elements = static_cast<size_t>(
+      std::max(settings_.limiter.max_descriptors, settings_.limiter.max_entries));
   const size_t requested = http_options.max_connections;
   const uint64_t fd_limit = FileDescriptorLimit();
   http_options.max_connections = HttpConnectionCap(requested, fd_limit);
@@ -200,12 +203,14 @@ absl::Status Assembly::BuildPrometheus() {
     prometheus_mapper_ = std::move(*mapper);
   }
   prometheus_ = std::make_unique<PrometheusListener>(
-      prometheus.path, [this] {
+      prometheus.path,
+      [this] {
         // Upstream's names, then the process series a Prometheus client library adds (Envoy
         // Gateway's dashboard plots the memory ones).
-        return RenderPrometheusText(*prometheus_mapper_, UpstreamStatsdSamples(metrics_)) +
-               ProcessMetricsText();
-      });
+        return RenderUpstreamPage(*prometheus_mapper_, metrics_, ProcessMetricsText(),
+                                  static_cast<size_t>(settings_.http.metrics_max_page_bytes));
+      },
+      settings_.http.answer_timeout);
   return absl::OkStatus();
 }
 

@@ -97,10 +97,19 @@ RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings) {
   return options;
 }
 
+MetricsOptions MetricsOptionsFrom(const Settings& settings) {
+  return MetricsOptions{
+      .max_rule_series =
+          static_cast<size_t>(std::max<int64_t>(1, settings.limiter.max_rule_metric_series)),
+      .rule_series_ttl = settings.limiter.rule_metric_ttl,
+      .max_page_bytes = static_cast<size_t>(settings.http.metrics_max_page_bytes)};
+}
+
 HttpServerOptions HttpServerOptionsFrom(const Settings& settings) {
   HttpServerOptions options;
   options.healthy_requires_config = settings.healthy_requires_config;
   options.request_timeout = settings.http.request_timeout;
+  options.answer_timeout = settings.http.answer_timeout;
   options.config_dump_max_bytes = static_cast<size_t>(settings.http.config_dump_max_bytes);
   options.max_connections = static_cast<size_t>(settings.http.max_connections);
   return options;

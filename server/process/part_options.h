@@ -36,6 +36,7 @@ RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings);
 // The HTTP server's options, with --http_max_connections as given (the assembly lowers it to
 // the file-descriptor limit's share, HttpConnectionCap).
 HttpServerOptions HttpServerOptionsFrom(const Settings& settings);
+MetricsOptions MetricsOptionsFrom(const Settings& settings);
 
 GrpcTlsSettings GrpcTlsSettingsFrom(const GrpcSettings& grpc);
 

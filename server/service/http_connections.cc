@@ -44,13 +44,17 @@ struct HttpConnections::Connection {
   event* request_timer = nullptr;
   evbuffer_cb_entry* input_watch = nullptr;
   Phase phase = Phase::kReceiving;
-  std::list<Connection*>::iterator waiting;  // valid while phase != kAnswering
+  // In waiting_ while kReceiving or kIdle, in writing_ while kWriting.
+  std::list<Connection*>::iterator waiting;
+  int64_t writing_since_us = 0;  // while kWriting
 };
 
-HttpConnections::HttpConnections(event_base* base, evhttp* http, HttpConnectionLimits limits)
-    : base_(base), http_(http), limits_(limits) {
+HttpConnections::HttpConnections(event_base* base, evhttp* http, HttpConnectionLimits limits,
+                                 const Clock& clock)
+    : base_(base), http_(http), limits_(limits), clock_(clock) {
   adopt_ = event_new(base_, -1, 0, &HttpConnections::AdoptPending, this);
   backoff_timer_ = evtimer_new(base_, &HttpConnections::OnBackoffOver, this);
+  resume_timer_ = evtimer_new(base_, &HttpConnections::OnResume, this);
   evhttp_set_bevcb(http, &HttpConnections::NewBufferevent, this);
 }
 
@@ -66,6 +70,7 @@ HttpConnections::~HttpConnections() {
   }
   event_free(adopt_);
   event_free(backoff_timer_);
+  event_free(resume_timer_);
 }
 
 void HttpConnections::Shutdown() { shut_down_ = true; }
@@ -182,11 +187,11 @@ void HttpConnections::Adopt(std::unique_ptr<Connection> owned) {
   connection.input_watch =
       evbuffer_add_cb(bufferevent_get_input(connection.bev), &HttpConnections::OnInput,
                       &connection);
-  connection.request_timer = evtimer_new(base_, &HttpConnections::OnRequestTimeout, &connection);
+  connection.request_timer = evtimer_new(base_, &HttpConnections::OnTimeout, &connection);
   connection.waiting = waiting_.insert(waiting_.end(), &connection);
   if (open() > limits_.max_connections && waiting_.front() != &connection) {
     EvictOne();  // one accepted on this pass was over the cap; an older one makes room
-  } else if (open() > limits_.max_connections) {
+  } else if (open() > limits_.max_connections && !EvictStalledWriter()) {
     // Every other connection is being answered: this one is refused, and accepting pauses
     // until one can make room (the kernel's backlog holds newcomers meanwhile).
     Refuse(connection);
@@ -199,6 +204,12 @@ void HttpConnections::Refuse(Connection& connection) {
   ++refused_;
   paused_at_cap_ = true;
   UpdateAccepting();
+  // A connection writing its answer can be evicted once it has been at it a while: accepting
+  // resumes then, if nothing has made room before.
+  if (const int64_t wait_us = UntilStalledUs(); wait_us >= 0) {
+    const timeval wait = absl::ToTimeval(absl::Microseconds(wait_us));
+    evtimer_add(resume_timer_, &wait);
+  }
   SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
       << "HTTP: " << open() - 1 << " connections open, every one being answered, at "
       << "--http_max_connections=" << limits_.max_connections
@@ -230,7 +241,7 @@ void HttpConnections::StartReceiving(Connection& connection) {
 
 bool HttpConnections::EvictOne() {
   if (waiting_.empty()) {
-    return false;
+    return EvictStalledWriter();
   }
   ++evicted_;
   SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
@@ -240,9 +251,61 @@ bool HttpConnections::EvictOne() {
   return true;
 }
 
+int64_t HttpConnections::UntilStalledUs() const {
+  if (writing_.empty()) {
+    return -1;
+  }
+  const int64_t stalled_at = writing_.front()->writing_since_us +
+                             absl::ToInt64Microseconds(limits_.stalled_answer);
+  return std::max<int64_t>(0, stalled_at - clock_.MonotonicMicros());
+}
+
+bool HttpConnections::EvictStalledWriter() {
+  if (UntilStalledUs() != 0) {
+    return false;
+  }
+  // Its answer is evhttp's to free with the connection; a client that has not read it in a
+  // while, at the cap, is not entitled to its place.
+  ++evicted_;
+  SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
+      << "HTTP: " << open() << " connections open, at --http_max_connections="
+      << limits_.max_connections << ": closing the one whose answer has waited longest to be "
+      << "read";
+  evhttp_connection_free(writing_.front()->evcon);  // its close callback forgets it
+  return true;
+}
+
+void HttpConnections::AnswerStarting(evhttp_request* req) {
+  HttpConnections* self = this_thread_connections;
+  if (self == nullptr) {
+    return;
+  }
+  auto it = self->adopted_.find(evhttp_request_get_connection(req));
+  if (it != self->adopted_.end() && it->second->phase == Phase::kAnswering) {
+    self->Writing(*it->second);
+  }
+}
+
+void HttpConnections::Writing(Connection& connection) {
+  connection.phase = Phase::kWriting;
+  connection.writing_since_us = clock_.MonotonicMicros();
+  connection.waiting = writing_.insert(writing_.end(), &connection);
+  if (connection.request_timer != nullptr) {
+    const timeval timeout = absl::ToTimeval(limits_.answer_timeout);
+    evtimer_add(connection.request_timer, &timeout);
+  }
+  // Paused at the cap while every connection was being decided: this one can make room once
+  // it has been writing a while.
+  if (paused_at_cap_ && evtimer_pending(resume_timer_, nullptr) == 0) {
+    const timeval wait = absl::ToTimeval(limits_.stalled_answer);
+    evtimer_add(resume_timer_, &wait);
+  }
+}
+
 void HttpConnections::RequestArrived(evhttp_request* req) {
   auto it = adopted_.find(evhttp_request_get_connection(req));
-  if (it == adopted_.end() || it->second->phase == Phase::kAnswering) {
+  if (it == adopted_.end() || it->second->phase == Phase::kAnswering ||
+      it->second->phase == Phase::kWriting) {
     return;
   }
   Connection& connection = *it->second;
@@ -258,6 +321,12 @@ void HttpConnections::RequestArrived(evhttp_request* req) {
 void HttpConnections::OnAnswered(evhttp_request* /*req*/, void* argument) {
   Connection& connection = *static_cast<Connection*>(argument);
   HttpConnections& self = *connection.owner;
+  if (connection.phase == Phase::kWriting) {
+    self.writing_.erase(connection.waiting);
+    if (connection.request_timer != nullptr) {
+      evtimer_del(connection.request_timer);
+    }
+  }
   connection.phase = Phase::kIdle;
   connection.waiting = self.waiting_.insert(self.waiting_.end(), &connection);
   // Accepting paused at the cap because nothing could be evicted; now this connection can be.
@@ -279,9 +348,18 @@ void HttpConnections::OnInput(evbuffer* /*buffer*/, const evbuffer_cb_info* info
   }
 }
 
-void HttpConnections::OnRequestTimeout(int /*fd*/, short /*what*/, void* argument) {
+void HttpConnections::OnTimeout(int /*fd*/, short /*what*/, void* argument) {
   Connection& connection = *static_cast<Connection*>(argument);
   HttpConnections& self = *connection.owner;
+  if (connection.phase == Phase::kWriting) {
+    ++self.answer_timed_out_;
+    SLUICE_LOG_EVERY_SECONDS(INFO, 10)
+        << "HTTP: closed a connection that did not read its answer whole within "
+        << absl::FormatDuration(self.limits_.answer_timeout);
+    // evhttp owns the request once the answer is handed over: freeing the connection frees it.
+    evhttp_connection_free(connection.evcon);
+    return;
+  }
   ++self.timed_out_;
   SLUICE_LOG_EVERY_SECONDS(INFO, 10)
       << "HTTP: closed a connection whose request did not arrive whole within "
@@ -297,7 +375,9 @@ void HttpConnections::OnClose(evhttp_connection* /*evcon*/, void* argument) {
 }
 
 void HttpConnections::Forget(Connection& connection) {
-  if (connection.phase != Phase::kAnswering) {
+  if (connection.phase == Phase::kWriting) {
+    writing_.erase(connection.waiting);
+  } else if (connection.phase != Phase::kAnswering) {
     waiting_.erase(connection.waiting);
   }
   if (connection.request_timer != nullptr) {
@@ -335,6 +415,14 @@ void HttpConnections::AcceptFailed(int error) {
   evtimer_add(backoff_timer_, &wait);
 }
 
+void HttpConnections::OnResume(int /*fd*/, short /*what*/, void* self) {
+  auto* connections = static_cast<HttpConnections*>(self);
+  if (connections->paused_at_cap_) {
+    connections->paused_at_cap_ = false;
+    connections->UpdateAccepting();
+  }
+}
+
 void HttpConnections::OnBackoffOver(int /*fd*/, short /*what*/, void* self) {
   auto* connections = static_cast<HttpConnections*>(self);
   connections->backoff_pending_ = false;
@@ -370,12 +458,16 @@ void HttpConnections::AppendMetrics(std::string* out) const {
       "# TYPE sluice_http_connections_max gauge\n"
       "sluice_http_connections_max ", limits_.max_connections, "\n",
       "# HELP sluice_http_connections_closed_total HTTP connections Sluice closed itself: "
-      "request_timeout (request not whole within --http_request_timeout), evicted (waiting "
-      "longest at the cap), refused (over the cap with every connection being answered).\n"
+      "request_timeout (request not whole within --http_request_timeout), answer_timeout "
+      "(answer not read whole within --http_answer_timeout), evicted (at the cap: waiting "
+      "longest, or not reading its answer), refused (over the cap with every connection being "
+      "answered).\n"
       "# TYPE sluice_http_connections_closed_total counter\n");
   absl::StrAppend(out,
                   "sluice_http_connections_closed_total{reason=\"request_timeout\"} ",
                   timed_out_, "\n",
+                  "sluice_http_connections_closed_total{reason=\"answer_timeout\"} ",
+                  answer_timed_out_, "\n",
                   "sluice_http_connections_closed_total{reason=\"evicted\"} ", evicted_, "\n",
                   "sluice_http_connections_closed_total{reason=\"refused\"} ", refused_, "\n");
   absl::StrAppend(out,

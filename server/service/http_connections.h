@@ -20,7 +20,12 @@
 //   uncount it. A timer closes it if its request (head and body) has not arrived whole within
 //   the request timeout, counted from the accept or, on a keep-alive connection, from the first
 //   byte of the next request (seen by a callback on the connection's input buffer). An idle
-//   keep-alive connection is left to evhttp's own I/O timeout. Connections accepted on one
+//   keep-alive connection is left to evhttp's own I/O timeout. Once its answer is handed to
+//   evhttp (AnswerStarting), a connection must take it whole within the answer timeout, however
+//   steadily it reads, or it is closed: a slow reader is cut off, not fed. At the cap, when no
+//   connection waits for its request, one whose answer has made no way for a second is closed to
+//   make room (evhttp owns such a request, so freeing it is safe; a request still being decided
+//   is never closed). Connections accepted on one
 //   pass are adopted together; accepting pauses for the rest of a pass that reaches the cap
 //   with nothing adopted to close, so at most one connection is over the cap until then.
 // Not thread-safe: everything runs on the HTTP thread, except construction, Listen(),
@@ -38,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/common/clock.h"
 
 struct bufferevent;
 struct event;
@@ -57,6 +63,11 @@ struct HttpConnectionLimits {
   size_t max_connections = 1024;
   // How long a request may take to arrive whole, head and body.
   absl::Duration request_timeout = absl::Seconds(10);
+  // How long an answer may take to be written whole, once handed to evhttp.
+  absl::Duration answer_timeout = absl::Seconds(30);
+  // At the cap, a connection whose answer has been on its way this long may be closed to make
+  // room for a newcomer.
+  absl::Duration stalled_answer = absl::Seconds(1);
 };
 
 // The connection cap to serve with: `requested`, but at most half of `fd_limit` (the process's
@@ -66,8 +77,10 @@ size_t HttpConnectionCap(size_t requested, uint64_t fd_limit);
 
 class HttpConnections {
  public:
-  // Installs itself on `http` (evhttp_set_bevcb). `base` and `http` must outlive this object.
-  HttpConnections(event_base* base, evhttp* http, HttpConnectionLimits limits);
+  // Installs itself on `http` (evhttp_set_bevcb). `base`, `http` and `clock` must outlive this
+  // object.
+  HttpConnections(event_base* base, evhttp* http, HttpConnectionLimits limits,
+                  const Clock& clock = RealClock::Get());
   // REQUIRES: Shutdown() and then evhttp_free(http) have been called.
   ~HttpConnections();
   HttpConnections(const HttpConnections&) = delete;
@@ -83,6 +96,11 @@ class HttpConnections {
   // so the request timeout no longer applies and it cannot be evicted, until the answer has
   // been written.
   void RequestArrived(evhttp_request* req);
+  // Called by whatever sends an answer (http_reply.h), right before evhttp_send_reply: the
+  // request's connection is then writing its answer, which must be done within the answer
+  // timeout. Finds the HttpConnections bound to this thread (BindToThisThread); does nothing if
+  // there is none or the request's connection is not one of its own.
+  static void AnswerStarting(evhttp_request* req);
   // Appends the connection metrics (Prometheus text): open, the cap, closed by reason, accept
   // errors.
   void AppendMetrics(std::string* out) const;
@@ -94,25 +112,35 @@ class HttpConnections {
 
  private:
   struct Connection;
-  enum class Phase { kReceiving, kAnswering, kIdle };
+  // kReceiving: its request is arriving (timer: the request timeout); kAnswering: the request
+  // arrived and is being decided, the request is ours; kWriting: the answer is with evhttp
+  // (timer: the answer timeout); kIdle: a keep-alive connection between requests.
+  enum class Phase { kReceiving, kAnswering, kWriting, kIdle };
 
   static bufferevent* NewBufferevent(event_base* base, void* self);
   static void AdoptPending(int fd, short what, void* self);
   static void OnClose(evhttp_connection* evcon, void* connection);
   static void OnInput(evbuffer* buffer, const evbuffer_cb_info* info, void* connection);
-  static void OnRequestTimeout(int fd, short what, void* connection);
+  static void OnTimeout(int fd, short what, void* connection);
   static void OnAnswered(evhttp_request* req, void* connection);
   static void OnAcceptError(evconnlistener* listener, void* unused);
   static void OnBackoffOver(int fd, short what, void* self);
+  static void OnResume(int fd, short what, void* self);
 
   bufferevent* Accepted(event_base* base);
   void Adopt(std::unique_ptr<Connection> connection);
-  // Closes the connection that has waited longest; false if every one is being answered.
+  // Closes the connection that has waited longest for its request, or else one whose answer
+  // has been on its way for the stalled_answer time; false if there is none.
   bool EvictOne();
+  bool EvictStalledWriter();
+  // How long until the connection writing longest has been at it for the stalled_answer time
+  // (0: it has); -1 if none is writing.
+  int64_t UntilStalledUs() const;
   // Answers 503 on the fresh connection and closes it; pauses accepting until one can make
   // room.
   void Refuse(Connection& connection);
   void StartReceiving(Connection& connection);
+  void Writing(Connection& connection);
   void Forget(Connection& connection);
   void AcceptFailed(int error);
   // Enables or disables the listeners to match the pause reasons.
@@ -121,14 +149,19 @@ class HttpConnections {
   event_base* const base_;
   evhttp* const http_;
   const HttpConnectionLimits limits_;
+  const Clock& clock_;
   std::vector<evconnlistener*> listeners_;  // owned by evhttp
   // Connections evhttp is setting up, adopted by adopt_ on this loop pass.
   std::vector<std::unique_ptr<Connection>> pending_;
   absl::flat_hash_map<evhttp_connection*, std::unique_ptr<Connection>> adopted_;
   // Adopted connections not being answered, longest waiting first: eviction order.
   std::list<Connection*> waiting_;
+  // Connections writing their answer, the one that started first first: eviction order when
+  // none is waiting.
+  std::list<Connection*> writing_;
   event* adopt_ = nullptr;
   event* backoff_timer_ = nullptr;
+  event* resume_timer_ = nullptr;  // accepting again once a writer can be evicted
   absl::Duration backoff_ = absl::ZeroDuration();  // zero after an accept succeeds
   bool backoff_pending_ = false;
   bool paused_at_cap_ = false;        // until a connection closes or can be evicted
@@ -136,6 +169,7 @@ class HttpConnections {
   bool accepting_ = true;
   bool shut_down_ = false;
   uint64_t timed_out_ = 0;
+  uint64_t answer_timed_out_ = 0;
   uint64_t evicted_ = 0;
   uint64_t refused_ = 0;
   uint64_t accept_errors_ = 0;

@@ -14,7 +14,9 @@
 #include "google/protobuf/util/json_util.h"
 #include "server/common/clock.h"
 #include "server/common/logging.h"
+#include "server/service/http_reply.h"
 #include "server/service/http_status.h"
+#include "server/service/json_request_check.h"
 
 namespace sluice {
 namespace {
@@ -59,46 +61,6 @@ void LogLibeventMessage(int severity, const char* message) {
   } else {
     SLUICE_LOG(DEBUG) << "libevent: " << message;
   }
-}
-
-// Sends `body` with its type and length. libevent 2.1 would write a HEAD answer's body if
-// given one, and leaves its Content-Length out: the length is set here, and HEAD gets no body.
-void SendBuffer(evhttp_request* req, int code, absl::string_view reason,
-                absl::string_view content_type, evbuffer* body) {
-  evkeyvalq* headers = evhttp_request_get_output_headers(req);
-  evhttp_add_header(headers, "Content-Type", std::string(content_type).c_str());
-  evhttp_add_header(headers, "Content-Length",
-                    std::to_string(evbuffer_get_length(body)).c_str());
-  if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-    evbuffer_drain(body, evbuffer_get_length(body));
-  }
-  evhttp_send_reply(req, code, std::string(reason).c_str(), body);
-}
-
-void Reply(evhttp_request* req, int code, absl::string_view reason, absl::string_view content_type,
-           absl::string_view body) {
-  evbuffer* buf = evbuffer_new();
-  evbuffer_add(buf, body.data(), body.size());
-  SendBuffer(req, code, reason, content_type, buf);
-  evbuffer_free(buf);
-}
-
-// Sends a /config page without copying it: the buffer refers to the cached text, which it
-// keeps alive until written.
-void SendPage(evhttp_request* req, const ConfigDumpCache::Page& page) {
-  evbuffer* buf = evbuffer_new();
-  if (!page->empty()) {
-    auto* kept = new ConfigDumpCache::Page(page);
-    auto release = [](const void*, size_t, void* held) {
-      delete static_cast<ConfigDumpCache::Page*>(held);
-    };
-    if (evbuffer_add_reference(buf, (*kept)->data(), (*kept)->size(), release, kept) != 0) {
-      delete kept;
-      evbuffer_add(buf, page->data(), page->size());
-    }
-  }
-  SendBuffer(req, 200, "OK", "text/plain", buf);
-  evbuffer_free(buf);
 }
 
 std::string BodyOf(evhttp_request* req) {
@@ -211,9 +173,15 @@ absl::Status HttpServer::Start(const std::string& address, const std::string& de
   evhttp_set_timeout(http_, options_.io_timeout_seconds);
   evhttp_set_gencb(http_, &HttpServer::Dispatch, this);
   connections_ = std::make_unique<HttpConnections>(
-      base_, http_, HttpConnectionLimits{options_.max_connections, options_.request_timeout});
+      base_, http_,
+      HttpConnectionLimits{.max_connections = options_.max_connections,
+                           .request_timeout = options_.request_timeout,
+                           .answer_timeout = options_.answer_timeout});
   config_pages_ = std::make_unique<ConfigDumpCache>(options_.config_dump_max_bytes);
-  config_pages_ready_ = event_new(base_, -1, 0, &HttpServer::ReplyConfigPages, this);
+  metrics_pages_ = std::make_unique<ScrapeCache>(
+      [this] { return RenderMetrics(); },
+      ScrapeCache::Options{.max_age = options_.metrics_max_age});
+  mailbox_ = std::make_unique<LoopMailbox>(base_);
   absl::StatusOr<int> port = connections_->Listen(address, "--http_address");
   absl::StatusOr<int> debug_port = 0;
   if (port.ok() && !debug_address.empty()) {
@@ -246,18 +214,14 @@ void HttpServer::Stop() {
 }
 
 void HttpServer::Release() {
-  // The renderer first: its callbacks wake config_pages_ready_.
+  // The renderers first: their callbacks post to the mailbox.
   config_pages_.reset();
+  metrics_pages_.reset();
   connections_->Shutdown();
   evhttp_free(http_);  // closes every connection; their close callbacks reach connections_
   connections_.reset();
-  event_free(config_pages_ready_);
-  {
-    MutexLock lock(pages_mu_);
-    ready_pages_.clear();  // their requests went with their connections
-  }
+  mailbox_.reset();  // pages not sent yet: their requests went with their connections
   event_base_free(base_);
-  config_pages_ready_ = nullptr;
   http_ = nullptr;
   base_ = nullptr;
 }
@@ -324,17 +288,9 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
     case Endpoint::kConfig:
       self->HandleConfig(req);
       return;
-    case Endpoint::kMetrics: {
-      std::string text = self->metrics_.Serialize();
-      self->backend_.AppendMetrics(&text);
-      self->limiter_.AppendMetrics(&text);
-      self->connections_->AppendMetrics(&text);
-      if (self->options_.tracer != nullptr) {
-        self->options_.tracer->AppendMetrics(&text);
-      }
-      Reply(req, 200, "OK", "text/plain; version=0.0.4", text);
+    case Endpoint::kMetrics:
+      self->HandleMetrics(req);
       return;
-    }
   }
 }
 
@@ -360,26 +316,32 @@ void HttpServer::HandleReadyz(evhttp_request* req) {
 
 void HttpServer::HandleConfig(evhttp_request* req) {
   // The page comes back on this thread when cached, else on the renderer's: either way it is
-  // sent from the loop, in ReplyConfigPages.
+  // sent from the loop.
   config_pages_->Get(config_.Get(), [this, req](ConfigDumpCache::Page page) {
-    {
-      MutexLock lock(pages_mu_);
-      ready_pages_.emplace_back(req, std::move(page));
-    }
-    event_active(config_pages_ready_, EV_TIMEOUT, 0);
+    mailbox_->Post([req, page = std::move(page)] { SendSharedPage(req, "text/plain", page); });
   });
 }
 
-void HttpServer::ReplyConfigPages(evutil_socket_t, short, void* arg) {
-  auto* self = static_cast<HttpServer*>(arg);
-  std::vector<std::pair<evhttp_request*, ConfigDumpCache::Page>> ready;
-  {
-    MutexLock lock(self->pages_mu_);
-    ready.swap(self->ready_pages_);
+std::string HttpServer::RenderMetrics() const {
+  std::string text = metrics_.Serialize();
+  backend_.AppendMetrics(&text);
+  limiter_.AppendMetrics(&text);
+  if (options_.tracer != nullptr) {
+    options_.tracer->AppendMetrics(&text);
   }
-  for (const auto& [req, page] : ready) {
-    SendPage(req, page);
-  }
+  return text;
+}
+
+void HttpServer::HandleMetrics(evhttp_request* req) {
+  // Rendered off this thread, at most once a second, shared by the scrapes that ask meanwhile;
+  // the connection metrics are this thread's own, added as the page is sent.
+  metrics_pages_->Get([this, req](ScrapeCache::Page page) {
+    mailbox_->Post([this, req, page = std::move(page)] {
+      std::string connections;
+      connections_->AppendMetrics(&connections);
+      SendSharedPage(req, "text/plain; version=0.0.4", page, connections);
+    });
+  });
 }
 
 void HttpServer::HandleJson(evhttp_request* req) {
@@ -392,13 +354,22 @@ void HttpServer::HandleJson(evhttp_request* req) {
     call->span.Add("http.request.method", "POST");
     call->span.Add("url.path", "/json");
   }
-  google::protobuf::util::JsonParseOptions options;
-  auto parsed = google::protobuf::util::JsonStringToMessage(BodyOf(req), &call->request, options);
+  // Checked before protobuf parses it: protobuf's parser is lenient, and slow on some shapes, on
+  // the thread that also answers health checks (json_request_check.h).
+  const std::string body = BodyOf(req);
+  absl::Status parsed = CheckRateLimitRequestJson(body, options_.json_max_array_elements);
+  if (parsed.ok()) {
+    google::protobuf::util::JsonParseOptions options;
+    auto status = google::protobuf::util::JsonStringToMessage(body, &call->request, options);
+    if (!status.ok()) {
+      parsed = absl::InvalidArgumentError(status.message().as_string());
+    }
+  }
   if (!parsed.ok()) {
     call->latency->Record(RealClock::Get().MonotonicMicros() - call->arrived_us);
     EndSpan(call->span, 400, "invalid RateLimitRequest JSON");
     Reply(req, 400, "Bad Request", "text/plain",
-          absl::StrCat("invalid RateLimitRequest JSON: ", parsed.message().as_string(), "\n"));
+          absl::StrCat("invalid RateLimitRequest JSON: ", parsed.message(), "\n"));
     return;
   }
   JsonCall* raw = call.release();

@@ -10,14 +10,15 @@
 //                   decide (e.g. Redis is connected); else 503 saying why
 //   GET  /config    the rules in force, one per line (also /rlconfig, upstream's name),
 //                   rendered off the HTTP thread once per config (config_dump_cache.h)
-//   GET  /metrics   Prometheus text format
+//   GET  /metrics   Prometheus text format, rendered off the HTTP thread at most once a second
+//                   and shared by the scrapes that ask meanwhile (scrape_cache.h)
 // The GET endpoints answer HEAD too (headers only); another method on a known path is 405 with
 // an Allow header, a method libevent does not know is 501, an unknown path 404.
-// Connections are bounded by count, and a request by the time it may take to arrive
-// (http_connections.h).
-// Start and Stop are called from one thread; the handlers run on the HTTP thread. Decisions
-// and /config pages that complete on another thread are marshalled back to the HTTP thread
-// before replying.
+// Connections are bounded by count, a request by the time it may take to arrive, and an answer
+// by the time it may take to be read (http_connections.h).
+// Start and Stop are called from one thread; the handlers run on the HTTP thread. Decisions,
+// /config and /metrics pages that complete on another thread are marshalled back to the HTTP
+// thread before replying.
 #pragma once
 
 #include <atomic>
@@ -34,8 +35,10 @@
 #include "server/config/config_store.h"
 #include "server/service/config_dump_cache.h"
 #include "server/service/http_connections.h"
+#include "server/service/loop_mailbox.h"
 #include "server/service/metrics.h"
 #include "server/service/rate_limiter.h"
+#include "server/service/scrape_cache.h"
 
 struct event;
 struct event_base;
@@ -55,6 +58,8 @@ struct HttpServerOptions {
   // accepted (on a keep-alive connection: after the request's first byte) is dropped with its
   // connection, however steadily it trickles in.
   absl::Duration request_timeout = absl::Seconds(10);
+  // An answer not read whole this long after it was handed over closes its connection.
+  absl::Duration answer_timeout = absl::Seconds(30);
   // Most connections open at once; at the cap, the one waiting longest for its request is
   // closed to make room. The caller keeps it within the descriptor limit (HttpConnectionCap).
   size_t max_connections = 1024;
@@ -62,8 +67,14 @@ struct HttpServerOptions {
   // answer and the connection closed.
   size_t max_header_bytes = 16 << 10;
   size_t max_body_bytes = 4 << 20;
+  // Most elements of any array in a /json body, checked before protobuf parses it
+  // (json_request_check.h): the larger of the limiter's max_descriptors and max_entries, as
+  // descriptors and their entries are a RateLimitRequest's only arrays.
+  size_t json_max_array_elements = 64;
   // Largest /config page; a longer one is cut at a line boundary, its last line saying so.
   size_t config_dump_max_bytes = 4 << 20;
+  // A /metrics page younger than this is served again rather than rendered anew.
+  absl::Duration metrics_max_age = absl::Seconds(1);
   // Optional (must outlive the server): each /json call sampled gets a server span "POST /json",
   // a child of the caller's when its headers carry a trace context.
   Tracer* tracer = nullptr;
@@ -90,12 +101,16 @@ class HttpServer {
   int debug_port() const { return debug_port_; }
   // How many times the /config page has been rendered (once per config asked for).
   int64_t config_renders() const { return config_pages_ ? config_pages_->renders() : 0; }
+  // How many times the /metrics page has been rendered.
+  int64_t metrics_renders() const { return metrics_pages_ ? metrics_pages_->renders() : 0; }
 
  private:
   static void Dispatch(evhttp_request* req, void* self);
-  static void ReplyConfigPages(int fd, short what, void* self);
   void HandleJson(evhttp_request* req);
   void HandleConfig(evhttp_request* req);
+  void HandleMetrics(evhttp_request* req);
+  // The /metrics page but for the connection metrics; runs on the renderer's thread.
+  std::string RenderMetrics() const;
   void HandleReadyz(evhttp_request* req);
   // Frees what Start made. REQUIRES: the HTTP thread is not running.
   void Release();
@@ -109,12 +124,9 @@ class HttpServer {
   evhttp* http_ = nullptr;
   std::unique_ptr<HttpConnections> connections_;
   std::unique_ptr<ConfigDumpCache> config_pages_;
-  // /config pages rendered on the cache's thread, waiting to be sent by the HTTP thread, which
-  // config_pages_ready_ wakes.
-  Mutex pages_mu_;
-  std::vector<std::pair<evhttp_request*, ConfigDumpCache::Page>> ready_pages_
-      ABSL_GUARDED_BY(pages_mu_);
-  event* config_pages_ready_ = nullptr;
+  std::unique_ptr<ScrapeCache> metrics_pages_;
+  // Pages made on the caches' threads reach the HTTP thread through it.
+  std::unique_ptr<LoopMailbox> mailbox_;
   std::thread thread_;
   std::atomic<bool> draining_{false};
   int port_ = 0;

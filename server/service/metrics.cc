@@ -27,15 +27,52 @@ constexpr const char* kOutcomeNames[kDecisionOutcomes] = {
     "within_limit", "over_limit",     "over_limit_cached",
     "shadow_mode",  "failure_policy", "never_admitted"};
 
-std::atomic<uint64_t> next_metrics_id{1};
-
-// What Metrics keeps on a config node: whose counters, and the counters.
-struct RuleCountersMemo : NodeMemo::Value {
-  RuleCountersMemo(uint64_t metrics_id, RuleCounters counters)
-      : metrics_id(metrics_id), counters(counters) {}
-  const uint64_t metrics_id;
-  const RuleCounters counters;
+// The per-rule families, in RuleSeries::Counter order.
+struct RuleFamily {
+  absl::string_view name;
+  absl::string_view help;
 };
+constexpr RuleFamily kRuleFamilies[RuleSeries::kCounters] = {
+    {"sluice_rule_total_hits", "Hits evaluated against a rule, by stat key"},
+    {"sluice_rule_over_limit", "Hits denied by a rule, by stat key"},
+    {"sluice_rule_near_limit", "Hits past --near_limit_ratio of a rule's capacity, by stat key"},
+    {"sluice_rule_over_limit_with_local_cache",
+     "Hits denied from the over-limit cache, without a backend call, by stat key"},
+    {"sluice_rule_within_limit", "Hits admitted by a rule, by stat key"},
+    {"sluice_rule_shadow_mode", "Hits over a shadow-mode rule, answered OK"},
+};
+
+// Bytes a label value takes once escaped for the text format.
+size_t EscapedSize(absl::string_view value) {
+  size_t size = value.size();
+  for (char c : value) {
+    size += (c == '\\' || c == '"' || c == '\n') ? 1 : 0;
+  }
+  return size;
+}
+
+void AppendEscaped(absl::string_view value, std::string* out) {
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (c == '\n') {
+      out->append("\\n");
+    } else {
+      out->push_back(c);
+    }
+  }
+}
+
+// The bytes one series takes on the page: a line in each rule family.
+size_t SeriesPageBytes(const RuleSeries& series) {
+  size_t bytes = 0;
+  for (int c = 0; c < RuleSeries::kCounters; ++c) {
+    // name{key="..."} value\n, the value at most 20 digits.
+    bytes += kRuleFamilies[c].name.size() + EscapedSize(series.key()) + 10 + 20;
+  }
+  return bytes;
+}
 
 prometheus::Counter* ModeCounter(prometheus::Family<prometheus::Counter>& family,
                                  FailureMode mode) {
@@ -44,22 +81,12 @@ prometheus::Counter* ModeCounter(prometheus::Family<prometheus::Counter>& family
 
 }  // namespace
 
-Metrics::Metrics(size_t max_rule_series)
-    : registry_(std::make_shared<prometheus::Registry>()),
-      rule_hits_(CounterFamily(*registry_, "sluice_rule_total_hits",
-                               "Hits evaluated against a rule, by stat key")),
-      rule_over_limit_(CounterFamily(*registry_, "sluice_rule_over_limit",
-                                     "Hits denied by a rule, by stat key")),
-      rule_within_limit_(CounterFamily(*registry_, "sluice_rule_within_limit",
-                                       "Hits admitted by a rule, by stat key")),
-      rule_shadow_mode_(CounterFamily(*registry_, "sluice_rule_shadow_mode",
-                                      "Hits over a shadow-mode rule, answered OK")),
-      rule_near_limit_(CounterFamily(*registry_, "sluice_rule_near_limit",
-                                     "Hits past --near_limit_ratio of a rule's capacity, by "
-                                     "stat key")),
-      rule_over_limit_cached_(CounterFamily(*registry_, "sluice_rule_over_limit_with_local_cache",
-                                            "Hits denied from the over-limit cache, without a "
-                                            "backend call, by stat key")),
+Metrics::Metrics(MetricsOptions options, const Clock& clock)
+    : options_(options),
+      rule_series_(RuleSeriesStore::Options{.max_series = options.max_rule_series,
+                                            .ttl = options.rule_series_ttl},
+                   clock),
+      registry_(std::make_shared<prometheus::Registry>()),
       global_shadow_mode_(CounterFamily(*registry_, "sluice_global_shadow_mode_total",
                                         "Requests over limit answered OK by --shadow_mode")
                               .Add({})),
@@ -95,14 +122,7 @@ Metrics::Metrics(size_t max_rule_series)
       reloads_(CounterFamily(*registry_, "sluice_config_reloads_total",
                              "Config reloads by result")),
       reloads_ok_(reloads_.Add({{"result", "ok"}})),
-      reloads_failed_(reloads_.Add({{"result", "rejected"}})),
-      id_(next_metrics_id.fetch_add(1, std::memory_order_relaxed)),
-      max_rules_per_shard_(std::max<size_t>(1, max_rule_series / kShards)),
-      folded_(RuleCountersFor(std::string(kFoldedKey))),
-      keys_folded_(CounterFamily(*registry_, "sluice_rule_keys_folded_total",
-                                 "Lookups of stat keys past the per-rule series cap, counted "
-                                 "under key=\"_folded\" instead of their own")
-                       .Add({})) {
+      reloads_failed_(reloads_.Add({{"result", "rejected"}})) {
   for (int a = 0; a < kAlgorithms; ++a) {
     charged_over_limit_counters_[a] = &charged_over_limit_.Add(
         {{"algorithm", std::string(AlgorithmName(static_cast<Algorithm>(a)))}});
@@ -116,47 +136,6 @@ Metrics::Metrics(size_t max_rule_series)
     backend_failure_reasons_[static_cast<size_t>(r)] = &backend_failures_.Add(
         {{"reason", std::string(FailureReasonName(static_cast<FailureReason>(r)))}});
   }
-}
-
-RuleCounters Metrics::ForRule(absl::string_view stat_key) {
-  Shard& shard = shards_[absl::HashOf(stat_key) % kShards];
-  MutexLock lock(shard.mu);
-  auto it = shard.rules.find(stat_key);
-  if (it != shard.rules.end()) {
-    return it->second;
-  }
-  if (shard.rules.size() >= max_rules_per_shard_) {
-    keys_folded_.Increment();
-    return folded_;
-  }
-  std::string key(stat_key);
-  RuleCounters counters = RuleCountersFor(key);
-  return shard.rules.emplace(std::move(key), counters).first->second;
-}
-
-RuleCounters Metrics::ForNode(const DescriptorNode& node) {
-  // Only this class sets stat_memo, always to a RuleCountersMemo.
-  const auto* memo = static_cast<const RuleCountersMemo*>(node.stat_memo.Get());
-  if (memo != nullptr && memo->metrics_id == id_) {
-    return memo->counters;
-  }
-  const RuleCounters counters = ForRule(node.full_key);
-  // Folded counters are not kept: each lookup past the cap is counted (keys_folded_).
-  if (memo == nullptr && counters.total_hits != folded_.total_hits) {
-    node.stat_memo.Set(std::make_unique<RuleCountersMemo>(id_, counters));
-  }
-  return counters;
-}
-
-RuleCounters Metrics::RuleCountersFor(const std::string& key) {
-  return RuleCounters{
-      &rule_hits_.Add({{"key", key}}),
-      &rule_over_limit_.Add({{"key", key}}),
-      &rule_within_limit_.Add({{"key", key}}),
-      &rule_shadow_mode_.Add({{"key", key}}),
-      &rule_near_limit_.Add({{"key", key}}),
-      &rule_over_limit_cached_.Add({{"key", key}}),
-  };
 }
 
 void Metrics::CountRequest(RequestOutcome outcome) {
@@ -241,12 +220,9 @@ void Metrics::CountXdsSnapshot(bool accepted) {
   xds_snapshots_->Add({{"result", accepted ? "accepted" : "rejected"}}).Increment();
 }
 
-std::vector<std::pair<std::string, RuleCounters>> Metrics::RuleSeries() const {
-  std::vector<std::pair<std::string, RuleCounters>> series;
-  for (Shard& shard : shards_) {
-    MutexLock lock(shard.mu);
-    series.insert(series.end(), shard.rules.begin(), shard.rules.end());
-  }
+std::vector<std::shared_ptr<const RuleSeries>> Metrics::RuleSeriesSnapshot() const {
+  std::vector<std::shared_ptr<const RuleSeries>> series = rule_series_.Snapshot();
+  OrderForPage(series);
   return series;
 }
 
@@ -286,7 +262,70 @@ std::string Metrics::Serialize() const {
                                                                         "transport=\"grpc\"");
   request_latency_[static_cast<size_t>(Transport::kHttp)].AppendSeries(&text, kLatency,
                                                                         "transport=\"http\"");
+  AppendRuleSeries(options_.max_page_bytes > text.size() ? options_.max_page_bytes - text.size()
+                                                         : 0,
+                   &text);
   return text;
+}
+
+void Metrics::AppendRuleSeries(size_t max_bytes, std::string* out) const {
+  std::vector<std::shared_ptr<const RuleSeries>> series = RuleSeriesSnapshot();
+  const size_t all = series.size();
+  // The folded series is always shown; then as many as fit, in page order.
+  size_t bytes = SeriesPageBytes(rule_series_.folded());
+  for (int c = 0; c < RuleSeries::kCounters; ++c) {
+    bytes += kRuleFamilies[c].name.size() * 2 + kRuleFamilies[c].help.size() + 32;
+  }
+  size_t shown = 0;
+  while (shown < series.size()) {
+    const size_t more = SeriesPageBytes(*series[shown]);
+    if (bytes + more > max_bytes) {
+      break;
+    }
+    bytes += more;
+    ++shown;
+  }
+  series.resize(shown);
+  std::sort(series.begin(), series.end(),
+            [](const auto& a, const auto& b) { return a->key() < b->key(); });
+  out->reserve(out->size() + bytes + 1024);
+  for (int c = 0; c < RuleSeries::kCounters; ++c) {
+    const RuleFamily& family = kRuleFamilies[c];
+    absl::StrAppend(out, "# HELP ", family.name, " ", family.help, "\n# TYPE ", family.name,
+                    " counter\n");
+    const auto counter = static_cast<RuleSeries::Counter>(c);
+    const auto append = [&](const RuleSeries& one) {
+      absl::StrAppend(out, family.name, "{key=\"");
+      AppendEscaped(one.key(), out);
+      absl::StrAppend(out, "\"} ", one.value(counter), "\n");
+    };
+    append(rule_series_.folded());
+    for (const auto& one : series) {
+      append(*one);
+    }
+  }
+  absl::StrAppend(
+      out,
+      "# HELP sluice_rule_keys_folded_total Lookups of stat keys past the per-rule series cap, "
+      "counted under key=\"_folded\" instead of their own\n"
+      "# TYPE sluice_rule_keys_folded_total counter\n"
+      "sluice_rule_keys_folded_total ",
+      rule_series_.folds(),
+      "\n# HELP sluice_rule_series Stat keys with per-rule series of their own\n"
+      "# TYPE sluice_rule_series gauge\n"
+      "sluice_rule_series ",
+      all,
+      "\n# HELP sluice_rule_series_expired_total Per-rule series dropped after "
+      "--rule_metric_ttl unused\n"
+      "# TYPE sluice_rule_series_expired_total counter\n"
+      "sluice_rule_series_expired_total ",
+      rule_series_.expired(),
+      "\n# HELP sluice_metrics_rule_series_left_out Per-rule series not on this page, which "
+      "--metrics_max_page_bytes could not hold (the config's own keys and the most hit are "
+      "shown first)\n"
+      "# TYPE sluice_metrics_rule_series_left_out gauge\n"
+      "sluice_metrics_rule_series_left_out ",
+      all - shown, "\n");
 }
 
 }  // namespace sluice

@@ -1,8 +1,9 @@
 // Prometheus metrics of the decision path, served at /metrics. Per-rule counters follow
 // envoyproxy/ratelimit's names and arithmetic (total_hits, over_limit, near_limit,
-// // within_limit, shadow_mode, over_limit_with_local_cache) keyed by the rule's stat key.
-// Thread-safe: counters are atomic and live as long as the Metrics object; the per-key lookup is
-// a sharded map that hands out copies of its entries (which move when the map grows).
+// within_limit, shadow_mode, over_limit_with_local_cache) keyed by the rule's stat key, kept in a
+// RuleSeriesStore (rule_series.h: bounded in key bytes, number and time); the rest in a
+// prometheus-cpp registry whose label sets are all finite.
+// Thread-safe: counters are atomic and live as long as the Metrics object.
 #pragma once
 
 #include <array>
@@ -27,16 +28,18 @@
 #include "server/common/mutex.h"
 #include "server/config/config.h"
 #include "server/config/failure_mode.h"
+#include "server/service/rule_series.h"
 
 namespace sluice {
 
-struct RuleCounters {
-  prometheus::Counter* total_hits;
-  prometheus::Counter* over_limit;
-  prometheus::Counter* within_limit;
-  prometheus::Counter* shadow_mode;
-  prometheus::Counter* near_limit;
-  prometheus::Counter* over_limit_with_local_cache;
+struct MetricsOptions {
+  // RuleSeriesStore::Options: stat keys made from request values with series of their own
+  // (--max_rule_metric_series), and how long an unused series is kept (--rule_metric_ttl).
+  size_t max_rule_series = 10000;
+  absl::Duration rule_series_ttl = absl::Minutes(10);
+  // The largest page Serialize makes (--metrics_max_page_bytes): per-rule series that do not
+  // fit are left out (the config's first, then the most hit, are kept), and counted.
+  size_t max_page_bytes = 16 << 20;
 };
 
 // Where a request came in, for sluice_request_duration_seconds{transport}.
@@ -57,19 +60,24 @@ inline constexpr int kAlgorithms = 6;
 class Metrics {
  public:
   // The stat key that the counters of keys past the cap fold into.
-  static constexpr absl::string_view kFoldedKey = "_folded";
+  static constexpr absl::string_view kFoldedKey = RuleSeriesStore::kFoldedKey;
 
-  // At most about `max_rule_series` stat keys get counters of their own (a detailed_metric rule
-  // or a request's limit override makes one per request value, so their number is up to the
-  // callers); past that, keys fold into kFoldedKey, counted in sluice_rule_keys_folded_total.
-  explicit Metrics(size_t max_rule_series = 10000);
+  // `clock` (for the series' ttl) must outlive the object.
+  explicit Metrics(MetricsOptions options, const Clock& clock = RealClock::Get());
+  // At most about `max_rule_series` stat keys made from request values get counters of their
+  // own; past that they fold into kFoldedKey, counted in sluice_rule_keys_folded_total.
+  explicit Metrics(size_t max_rule_series = 10000)
+      : Metrics(MetricsOptions{.max_rule_series = max_rule_series}) {}
 
-  // Counters of one stat key ("domain.key_value.key2"); created on first use.
-  RuleCounters ForRule(absl::string_view stat_key);
-  // ForRule(node.full_key), looked up once per node and then kept on it (node.stat_memo): the
-  // same counters, without the lookup. A node of a config that another Metrics object got
-  // first is looked up every time.
-  RuleCounters ForNode(const DescriptorNode& node);
+  // Adds one descriptor's hits to the counters of `stat_key` ("domain.key_value.key2"), a key
+  // made from the request's values (detailed_metric, value_to_metric, a limit override).
+  void CountRule(absl::string_view stat_key, const RuleHits& hits) {
+    rule_series_.Count(stat_key, hits);
+  }
+  // The same for node.full_key, the config's own key: found once per node, then kept on it.
+  void CountNode(const DescriptorNode& node, const RuleHits& hits) {
+    rule_series_.CountNode(node, hits);
+  }
 
   // Requests answered, by overall code or error: sluice_requests_total{outcome="ok"} and so on,
   // each series created on first use.
@@ -104,14 +112,15 @@ class Metrics {
   void XdsConnected(bool connected);
   void CountXdsSnapshot(bool accepted);
 
-  // The text exposition format of every metric.
+  // The text exposition format of every metric, at most options.max_page_bytes long (a few
+  // hundred bytes more for the line that counts what was left out).
   std::string Serialize() const;
 
   // Read when a scrape renders envoyproxy/ratelimit's names (server/stats/upstream_stats.h);
   // the request path does no more work for them.
-  // Every stat key with counters of its own (not kFoldedKey), with its counters, copied out
-  // one shard at a time.
-  std::vector<std::pair<std::string, RuleCounters>> RuleSeries() const;
+  // Every stat key with counters of its own (not kFoldedKey), in page order (OrderForPage),
+  // copied out one shard at a time; unused ones past their ttl are dropped first.
+  std::vector<std::shared_ptr<const RuleSeries>> RuleSeriesSnapshot() const;
   // Configs put in force since start (the first included), and reloads rejected.
   uint64_t ConfigsInForce() const;
   uint64_t ConfigReloadsRejected() const;
@@ -126,13 +135,10 @@ class Metrics {
   }
 
  private:
+  const MetricsOptions options_;
+  // Swept of expired series by the scrapes that read it (const ones included).
+  mutable RuleSeriesStore rule_series_;
   std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Family<prometheus::Counter>& rule_hits_;
-  prometheus::Family<prometheus::Counter>& rule_over_limit_;
-  prometheus::Family<prometheus::Counter>& rule_within_limit_;
-  prometheus::Family<prometheus::Counter>& rule_shadow_mode_;
-  prometheus::Family<prometheus::Counter>& rule_near_limit_;
-  prometheus::Family<prometheus::Counter>& rule_over_limit_cached_;
   prometheus::Counter& global_shadow_mode_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Counter>& backend_failures_;
@@ -160,21 +166,10 @@ class Metrics {
   prometheus::Counter& reloads_ok_;
   prometheus::Counter& reloads_failed_;
 
-  RuleCounters RuleCountersFor(const std::string& key);
+  // Appends the per-rule families for as many series as fit in `max_bytes`, and the lines
+  // that say how many series there are and how many were left out.
+  void AppendRuleSeries(size_t max_bytes, std::string* out) const;
 
-  // Tells apart the Metrics objects of one process (tests make several), whose counters a
-  // node's memo must not mix up; never reused, unlike an address.
-  const uint64_t id_;
-
-  static constexpr size_t kShards = 16;
-  struct Shard {
-    Mutex mu;
-    absl::flat_hash_map<std::string, RuleCounters> rules ABSL_GUARDED_BY(mu);
-  };
-  mutable Shard shards_[kShards];
-  const size_t max_rules_per_shard_;
-  RuleCounters folded_;
-  prometheus::Counter& keys_folded_;
   // Indexed by RequestOutcome; set once, under requests_mu_, on first use.
   Mutex requests_mu_;
   std::array<std::atomic<prometheus::Counter*>, 4> request_counters_{};

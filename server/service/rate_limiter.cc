@@ -73,12 +73,6 @@ size_t CountDecidedBy(const CheckDecisions& decisions, DecidedBy by) {
   return static_cast<size_t>(std::count(decisions.by.begin(), decisions.by.end(), by));
 }
 
-void AddHits(prometheus::Counter* counter, uint64_t n) {
-  if (n > 0) {
-    counter->Increment(static_cast<double>(n));
-  }
-}
-
 }  // namespace
 
 // Everything a call needs after the backend answers.
@@ -249,14 +243,11 @@ void RateLimiter::Count(const ResponseAccount& account, const Response& response
     if (d.outcome == DecisionOutcome::kFailurePolicy) {
       continue;
     }
-    const RuleCounters counters =
-        d.stat_node != nullptr ? metrics_.ForNode(*d.stat_node) : metrics_.ForRule(d.stat_key);
-    AddHits(counters.total_hits, d.hits.total);
-    AddHits(counters.within_limit, d.hits.within_limit);
-    AddHits(counters.near_limit, d.hits.near_limit);
-    AddHits(counters.over_limit, d.hits.over_limit);
-    AddHits(counters.over_limit_with_local_cache, d.hits.over_limit_with_local_cache);
-    AddHits(counters.shadow_mode, d.hits.shadow_mode);
+    if (d.stat_node != nullptr) {
+      metrics_.CountNode(*d.stat_node, d.hits);
+    } else {
+      metrics_.CountRule(d.stat_key, d.hits);
+    }
     if (d.hits.charged_over_limit > 0) {
       metrics_.CountChargedOverLimit(d.algorithm, d.hits.charged_over_limit);
     }

@@ -43,20 +43,10 @@ struct RespondOptions {
   bool retry_after_header = true;
 };
 
-// Hits of one request on one rule, with envoyproxy/ratelimit's per-rule arithmetic
-// (base_limiter.go): over_limit counts only the hits past the capacity, near_limit the hits
-// between near_limit_ratio x capacity and the capacity, shadow_mode as over_limit.
-struct RuleHits {
-  uint64_t total = 0;
-  uint64_t within_limit = 0;
-  uint64_t near_limit = 0;
-  uint64_t over_limit = 0;
-  uint64_t over_limit_with_local_cache = 0;
-  uint64_t shadow_mode = 0;
-  // Sluice's, beside upstream's: the hits a denied descriptor was charged all the same (a rule
-  // that charges always, decided by a backend).
-  uint64_t charged_over_limit = 0;
-};
+// RuleHits (rule_series.h): hits of one request on one rule, with envoyproxy/ratelimit's
+// per-rule arithmetic (base_limiter.go): over_limit counts only the hits past the capacity,
+// near_limit the hits between near_limit_ratio x capacity and the capacity, shadow_mode as
+// over_limit.
 
 // What one response says happened, for the metrics.
 struct ResponseAccount {
@@ -68,7 +58,7 @@ struct ResponseAccount {
     DecisionOutcome outcome;
     absl::string_view stat_key;
     RuleHits hits;
-    // The matched node when stat_key is its full_key (Metrics::ForNode), else null.
+    // The matched node when stat_key is its full_key (Metrics::CountNode), else null.
     const DescriptorNode* stat_node = nullptr;
   };
   absl::InlinedVector<Descriptor, 8> descriptors;

@@ -88,6 +88,8 @@ void CheckLimiter(const LimiterSettings& limiter, Errors& errors) {
   errors.AtLeastOne("max_descriptors", limiter.max_descriptors);
   errors.AtLeastOne("max_entries", limiter.max_entries);
   errors.AtLeastOne("max_key_bytes", limiter.max_key_bytes);
+  errors.Check(limiter.rule_metric_ttl >= absl::ZeroDuration(), {"rule_metric_ttl"},
+               "--rule_metric_ttl must not be negative (0: never drop a series)");
   errors.Mib("over_limit_cache_max_mib", limiter.over_limit_cache_max_mib);
   const double ratio = limiter.near_limit_ratio;
   errors.Check(ratio >= 0 && ratio <= 1, {"near_limit_ratio"},
@@ -111,7 +113,13 @@ void CheckListeners(const Settings& settings, Errors& errors) {
   errors.AtLeastOne("http_max_connections", settings.http.max_connections);
   errors.Check(settings.http.request_timeout >= absl::Milliseconds(1), {"http_request_timeout"},
                "--http_request_timeout must be at least 1ms");
+  errors.Check(settings.http.answer_timeout >= absl::Milliseconds(1), {"http_answer_timeout"},
+               "--http_answer_timeout must be at least 1ms");
   errors.AtLeastOne("config_dump_max_bytes", settings.http.config_dump_max_bytes);
+  errors.Check(settings.http.metrics_max_page_bytes >= kMinMetricsPageBytes,
+               {"metrics_max_page_bytes"},
+               absl::StrCat("--metrics_max_page_bytes must be at least ", kMinMetricsPageBytes,
+                            " (64 KiB), to hold the metrics that are not per rule"));
 }
 
 void CheckPrometheus(const PrometheusSettings& prometheus, Errors& errors) {

@@ -147,8 +147,14 @@ struct HttpSettings {
   // --http_request_timeout: a request not whole this long after its connection's accept (or,
   // keep-alive, its first byte) is dropped. >= 1ms.
   absl::Duration request_timeout = absl::Seconds(10);
+  // --http_answer_timeout: an answer not read whole this long after it was handed over closes
+  // its connection (a slow reader is cut off). >= 1ms. Also the Prometheus listener's.
+  absl::Duration answer_timeout = absl::Seconds(30);
   // --config_dump_max_bytes: largest /config page; longer ones are cut at a line. >= 1.
   int64_t config_dump_max_bytes = 4 << 20;
+  // --metrics_max_page_bytes: largest /metrics page (and upstream's names' page); per-rule
+  // series past it are left out. >= 64 KiB.
+  int64_t metrics_max_page_bytes = 16 << 20;
 };
 
 // envoyproxy/ratelimit's Prometheus surface (its USE_PROMETHEUS): upstream's metric names,
@@ -280,6 +286,8 @@ struct LimiterSettings {
   // --max_rule_metric_series: stat keys with counters of their own (values below 1 count
   // as 1).
   int64_t max_rule_metric_series = 10'000;
+  // --rule_metric_ttl: a per-rule series unused this long is dropped; 0: never. >= 0.
+  absl::Duration rule_metric_ttl = absl::Minutes(10);
   // --near_limit_ratio: share of a rule's capacity past which hits count as near_limit.
   // 0 to 1.
   double near_limit_ratio = 0.8;
@@ -374,6 +382,8 @@ struct Settings {
 // The largest --memory_max_mib and --over_limit_cache_max_mib: 1 TiB, far above any machine's
 // share for them and far from overflowing when turned into bytes.
 inline constexpr int64_t kMaxMib = int64_t{1} << 20;
+// The smallest --metrics_max_page_bytes.
+inline constexpr int64_t kMinMetricsPageBytes = int64_t{64} << 10;
 
 // One thing wrong with the settings.
 struct SettingError {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "server/service/http_reply.h"
 
 namespace sluice {
 namespace {
@@ -18,24 +19,15 @@ constexpr int kIoTimeoutSeconds = 10;
 constexpr size_t kMaxHeaderBytes = 8 << 10;
 constexpr size_t kMaxBodyBytes = 1 << 10;
 
-void Reply(evhttp_request* req, int code, const char* reason, absl::string_view body) {
-  evkeyvalq* headers = evhttp_request_get_output_headers(req);
-  evhttp_add_header(headers, "Content-Type",
-                    code == 200 ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain");
-  evhttp_add_header(headers, "Content-Length", std::to_string(body.size()).c_str());
-  evbuffer* buf = evbuffer_new();
-  // libevent 2.1 would send a HEAD answer's body: only its length goes out.
-  if (evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
-    evbuffer_add(buf, body.data(), body.size());
-  }
-  evhttp_send_reply(req, code, reason, buf);
-  evbuffer_free(buf);
-}
+constexpr absl::string_view kPageType = "text/plain; version=0.0.4; charset=utf-8";
 
 }  // namespace
 
-PrometheusListener::PrometheusListener(std::string path, std::function<std::string()> render)
-    : path_(std::move(path)), render_(std::move(render)) {}
+PrometheusListener::PrometheusListener(std::string path, std::function<std::string()> render,
+                                       absl::Duration answer_timeout)
+    : path_(std::move(path)),
+      answer_timeout_(answer_timeout),
+      pages_(std::make_unique<ScrapeCache>(std::move(render), ScrapeCache::Options{})) {}
 
 PrometheusListener::~PrometheusListener() { Stop(); }
 
@@ -52,7 +44,11 @@ absl::Status PrometheusListener::Start(const std::string& address) {
   evhttp_set_timeout(http_, kIoTimeoutSeconds);
   evhttp_set_gencb(http_, &PrometheusListener::Dispatch, this);
   connections_ = std::make_unique<HttpConnections>(
-      base_, http_, HttpConnectionLimits{kMaxConnections, absl::Seconds(kIoTimeoutSeconds)});
+      base_, http_,
+      HttpConnectionLimits{.max_connections = kMaxConnections,
+                           .request_timeout = absl::Seconds(kIoTimeoutSeconds),
+                           .answer_timeout = answer_timeout_});
+  mailbox_ = std::make_unique<LoopMailbox>(base_);
   absl::StatusOr<int> port = connections_->Listen(address, "--prometheus_address");
   if (!port.ok()) {
     Release();
@@ -78,9 +74,11 @@ void PrometheusListener::Stop() {
 }
 
 void PrometheusListener::Release() {
+  pages_.reset();  // first: its renders post to the mailbox
   connections_->Shutdown();
   evhttp_free(http_);
   connections_.reset();
+  mailbox_.reset();
   event_base_free(base_);
   http_ = nullptr;
   base_ = nullptr;
@@ -93,16 +91,20 @@ void PrometheusListener::Dispatch(evhttp_request* req, void* arg) {
   absl::string_view path = uri != nullptr ? uri : "/";
   path = path.substr(0, path.find('?'));
   if (path != self->path_) {
-    Reply(req, 404, "Not Found", absl::StrCat("not found; metrics are at ", self->path_, "\n"));
+    Reply(req, 404, "Not Found", "text/plain",
+          absl::StrCat("not found; metrics are at ", self->path_, "\n"));
     return;
   }
   const evhttp_cmd_type method = evhttp_request_get_command(req);
   if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
     evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
-    Reply(req, 405, "Method Not Allowed", "use GET\n");
+    Reply(req, 405, "Method Not Allowed", "text/plain", "use GET\n");
     return;
   }
-  Reply(req, 200, "OK", self->render_());
+  // Rendered off this thread, shared by the scrapes that ask meanwhile, sent from the loop.
+  self->pages_->Get([self, req](ScrapeCache::Page page) {
+    self->mailbox_->Post([req, page = std::move(page)] { SendSharedPage(req, kPageType, page); });
+  });
 }
 
 }  // namespace sluice

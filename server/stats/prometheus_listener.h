@@ -1,12 +1,14 @@
 // The listener of envoyproxy/ratelimit's Prometheus surface (--prometheus_address, upstream's
 // PROMETHEUS_ADDR): one path (--prometheus_path, default /metrics) answering GET and HEAD with
 // the page `render` makes, in the Prometheus text format; any other path is 404, another method
-// 405. A listener of its own, on its own thread (libevent evhttp), so that a scrape, which
-// renders every per-rule series, never holds up /json on the HTTP port. Bounded like the HTTP
-// server's listeners (http_connections.h): at most kMaxConnections connections, a request must
-// arrive whole within 10 s, small request heads and no body.
+// 405. A listener of its own, on its own thread (libevent evhttp), so that a scrape never holds
+// up /json on the HTTP port; the page is rendered on a thread of its own at most once a second
+// and shared by the scrapes that ask meanwhile (scrape_cache.h). Bounded like the HTTP server's
+// listeners (http_connections.h): at most kMaxConnections connections, a request must arrive
+// whole within 10 s and its answer be read within the answer timeout (at the cap, a client that has
+// not read its answer for a second makes room), small request heads and no body.
 //
-// Start and Stop are called from one thread; `render` runs on the listener's thread.
+// Start and Stop are called from one thread; `render` runs on the renderer's thread.
 #pragma once
 
 #include <functional>
@@ -15,7 +17,10 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "server/service/http_connections.h"
+#include "server/service/loop_mailbox.h"
+#include "server/service/scrape_cache.h"
 
 struct event_base;
 struct evhttp;
@@ -27,8 +32,10 @@ class PrometheusListener {
  public:
   static constexpr size_t kMaxConnections = 16;
 
-  // `path` starts with '/'. `render` makes the page of one scrape.
-  PrometheusListener(std::string path, std::function<std::string()> render);
+  // `path` starts with '/'. `render` makes the page of one scrape. An answer not read whole
+  // within `answer_timeout` closes its connection.
+  PrometheusListener(std::string path, std::function<std::string()> render,
+                     absl::Duration answer_timeout = absl::Seconds(30));
   ~PrometheusListener();
   PrometheusListener(const PrometheusListener&) = delete;
   PrometheusListener& operator=(const PrometheusListener&) = delete;
@@ -46,10 +53,12 @@ class PrometheusListener {
   void Release();
 
   const std::string path_;
-  const std::function<std::string()> render_;
+  const absl::Duration answer_timeout_;
+  std::unique_ptr<ScrapeCache> pages_;  // until Stop
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
   std::unique_ptr<HttpConnections> connections_;
+  std::unique_ptr<LoopMailbox> mailbox_;
   std::thread thread_;
   int port_ = 0;
 };

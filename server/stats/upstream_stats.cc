@@ -5,12 +5,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "re2/re2.h"
+#include "server/stats/prometheus_exposition.h"
 
 namespace sluice {
 namespace {
 
 constexpr absl::string_view kRuleCounters[] = {"near_limit", "over_limit", "total_hits",
                                                "within_limit", "shadow_mode"};
+
+// About the bytes one per-rule sample takes once mapped, beside its stat key: the mapped name
+// (ratelimit_service_rate_limit_over_limit_with_local_cache), the label names and the value.
+constexpr size_t kRuleSampleBytes = 96;
 
 void AddCounter(std::vector<StatsdSample>& out, std::string name, uint64_t value) {
   if (value == 0) {
@@ -44,23 +49,44 @@ std::string SanitizeStatName(absl::string_view name) {
   return out;
 }
 
-std::vector<StatsdSample> UpstreamStatsdSamples(const Metrics& metrics) {
+std::vector<StatsdSample> UpstreamStatsdSamples(const Metrics& metrics, size_t max_rule_bytes,
+                                                size_t* left_out) {
   std::vector<StatsdSample> out;
-  std::vector<std::pair<std::string, RuleCounters>> rules = metrics.RuleSeries();
+  std::vector<std::shared_ptr<const RuleSeries>> rules = metrics.RuleSeriesSnapshot();
+  // In page order, as many as the estimate lets fit.
+  size_t bytes = 0;
+  size_t shown = 0;
+  for (; shown < rules.size(); ++shown) {
+    size_t more = 0;
+    for (int c = 0; c < RuleSeries::kCounters; ++c) {
+      if (rules[shown]->value(static_cast<RuleSeries::Counter>(c)) != 0) {
+        more += rules[shown]->key().size() + kRuleSampleBytes;
+      }
+    }
+    if (bytes + more > max_rule_bytes) {
+      break;
+    }
+    bytes += more;
+  }
+  if (left_out != nullptr) {
+    *left_out = rules.size() - shown;
+  }
+  rules.resize(shown);
   std::sort(rules.begin(), rules.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [key, counters] : rules) {
-    const std::string prefix = absl::StrCat("ratelimit.service.rate_limit.", SanitizeStatName(key));
-    const std::pair<absl::string_view, const prometheus::Counter*> named[] = {
-        {"total_hits", counters.total_hits},
-        {"over_limit", counters.over_limit},
-        {"near_limit", counters.near_limit},
-        {"over_limit_with_local_cache", counters.over_limit_with_local_cache},
-        {"within_limit", counters.within_limit},
-        {"shadow_mode", counters.shadow_mode},
+            [](const auto& a, const auto& b) { return a->key() < b->key(); });
+  for (const auto& rule : rules) {
+    const std::string prefix =
+        absl::StrCat("ratelimit.service.rate_limit.", SanitizeStatName(rule->key()));
+    const std::pair<absl::string_view, RuleSeries::Counter> named[] = {
+        {"total_hits", RuleSeries::kTotalHits},
+        {"over_limit", RuleSeries::kOverLimit},
+        {"near_limit", RuleSeries::kNearLimit},
+        {"over_limit_with_local_cache", RuleSeries::kOverLimitWithLocalCache},
+        {"within_limit", RuleSeries::kWithinLimit},
+        {"shadow_mode", RuleSeries::kShadowMode},
     };
     for (const auto& [suffix, counter] : named) {
-      AddCounter(out, absl::StrCat(prefix, ".", suffix), static_cast<uint64_t>(counter->Value()));
+      AddCounter(out, absl::StrCat(prefix, ".", suffix), rule->value(counter));
     }
   }
   AddCounter(out, "ratelimit.service.config_load_success", metrics.ConfigsInForce());
@@ -84,6 +110,27 @@ std::vector<StatsdSample> UpstreamStatsdSamples(const Metrics& metrics) {
     out.push_back(std::move(response_time));
   }
   return out;
+}
+
+std::string RenderUpstreamPage(const StatsdMapper& mapper, const Metrics& metrics,
+                               absl::string_view tail, size_t max_bytes) {
+  // What is not per rule is small and bounded (a few dozen names, the process series).
+  constexpr size_t kOtherBytes = 32 << 10;
+  size_t left_out = 0;
+  std::string page = RenderPrometheusText(
+      mapper, UpstreamStatsdSamples(metrics, max_bytes > kOtherBytes ? max_bytes - kOtherBytes : 0,
+                                    &left_out));
+  absl::StrAppend(&page, tail);
+  if (page.size() > max_bytes) {
+    const size_t end = page.rfind('\n', max_bytes - 1);
+    page.resize(end == std::string::npos ? 0 : end + 1);
+    absl::StrAppend(&page, "# sluice: page cut at --metrics_max_page_bytes=", max_bytes, "\n");
+  }
+  if (left_out > 0) {
+    absl::StrAppend(&page, "# sluice: ", left_out,
+                    " stat keys left out to stay within --metrics_max_page_bytes\n");
+  }
+  return page;
 }
 
 std::string BuiltinStatsdMapping(bool response_time_ms) {

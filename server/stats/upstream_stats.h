@@ -26,6 +26,7 @@
 // Pure functions over a Metrics that other threads keep counting into; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,8 +49,20 @@ struct StatsdSample {
   MetricHistogram::Snapshot observations;
 };
 
-// Every statsd name above that Sluice can produce and that is non-zero now.
-std::vector<StatsdSample> UpstreamStatsdSamples(const Metrics& metrics);
+// Every statsd name above that Sluice can produce and that is non-zero now, with the per-rule
+// ones of as many stat keys as an estimate of their mapped size lets fit in `max_rule_bytes`
+// (the config's keys first, then the most hit: OrderForPage); *left_out, if given, receives
+// how many keys did not fit.
+std::vector<StatsdSample> UpstreamStatsdSamples(const Metrics& metrics,
+                                                size_t max_rule_bytes = SIZE_MAX,
+                                                size_t* left_out = nullptr);
+
+// Upstream's page for one scrape: the samples above rendered through `mapper`
+// (RenderPrometheusText), then `tail` (the process series), in at most `max_bytes`: per-rule
+// keys that do not fit by estimate are left out, and a page still too long is cut after its
+// last whole line within the bound; a comment line at the end says what was left out.
+std::string RenderUpstreamPage(const StatsdMapper& mapper, const Metrics& metrics,
+                               absl::string_view tail, size_t max_bytes);
 
 // envoyproxy/ratelimit's utils.SanitizeStatName: ':' and '|' become '_', and so do the dots of
 // anything that looks like an IPv4 address (four runs of 1-3 digits).

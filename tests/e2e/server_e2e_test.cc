@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "client/rls_client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -208,7 +209,11 @@ TEST_F(ServerE2eTest, HttpEndpointsServeJsonHealthConfigAndMetrics) {
   EXPECT_THAT(metrics, HasSubstr("sluice_rule_total_hits{key=\"e2e.user\"} 4"));
   // Latency by transport, decisions by algorithm and outcome, the config's version.
   EXPECT_EQ(Check("fw=metrics").overall_code(), RlsResponse::OK);
-  metrics = Http("GET", "/metrics");
+  // The page is rendered at most once a second: the next render shows the gRPC call.
+  for (int i = 0; i < 50 && !absl::StrContains(metrics, "transport=\"grpc\"} 1"); ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    metrics = Http("GET", "/metrics");
+  }
   EXPECT_THAT(metrics, ::testing::ContainsRegex(
                            "sluice_request_duration_seconds_count\\{transport=\"grpc\"\\} [1-9]"));
   EXPECT_THAT(metrics, ::testing::ContainsRegex(
@@ -218,6 +223,34 @@ TEST_F(ServerE2eTest, HttpEndpointsServeJsonHealthConfigAndMetrics) {
                            "limit\"\\} [1-9]"));
   EXPECT_THAT(metrics, ::testing::ContainsRegex("sluice_config_info\\{version=\"[0-9a-f]{12}\"\\} 1"));
   EXPECT_THAT(metrics, HasSubstr("sluice_config_generation 1\n"));
+}
+
+// Verifies /json refuses what protobuf's lenient parser took (finding 6): arrays in arrays,
+// duplicate keys, and a 4 MB body of brackets, each 400 with what and where; the server keeps
+// answering after them.
+TEST_F(ServerE2eTest, JsonIsCheckedStrictlyBeforeParsing) {
+  EXPECT_EQ(Http("POST", "/json",
+                 R"({"domain":"e2e","descriptors":[[{"entries":[{"key":"user","value":"a"}]}]]})"),
+            "invalid RateLimitRequest JSON: an array inside an array at byte 31: RateLimitRequest "
+            "JSON has no such field\n\n400");
+  EXPECT_EQ(Http("POST", "/json",
+                 R"({"domain":"a","domain":"e2e","descriptors":[{"entries":[{"key":"user",)"
+                 R"("value":"a"}]}]})"),
+            "invalid RateLimitRequest JSON: duplicate key \"domain\" at byte 14 (first at byte "
+            "1)\n\n400");
+  // Under the 4 MiB body limit, so that it reaches the check.
+  std::string brackets = R"({"descriptors":)";
+  brackets.append((4 << 20) - 1024 - brackets.size(), '[');
+  const std::string file = dir_.WriteFile("brackets.json", brackets);
+  EXPECT_EQ(RunCommand(absl::StrCat("curl -s -o - -w '\\n%{http_code}' -X POST http://127.0.0.1:",
+                                    http_port_, "/json --data-binary @", file))
+                .second,
+            "invalid RateLimitRequest JSON: an array inside an array at byte 16: RateLimitRequest "
+            "JSON has no such field\n\n400");
+  EXPECT_EQ(Http("GET", "/healthcheck"), "OK\n200");
+  EXPECT_THAT(Http("POST", "/json",
+                   R"({"domain":"e2e","descriptors":[{"entries":[{"key":"user","value":"a"}]}]})"),
+              HasSubstr("\n200"));
 }
 
 // Verifies sluicectl prints a table and exits 0 for OK, 2 for OVER_LIMIT, 1 for errors.

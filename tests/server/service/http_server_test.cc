@@ -471,6 +471,72 @@ TEST_F(HttpServerTest, ConnectionCapRefusesWhenEveryConnectionIsBusy) {
   EXPECT_THAT(metrics, HasSubstr("sluice_http_connections_max 1\n"));
 }
 
+// Fills the metrics with `series` per-rule series of long keys: a page of many megabytes, more
+// than loopback's socket buffers hold, so a client that does not read stalls its answer.
+void FillRuleSeries(Metrics& metrics, int series) {
+  for (int i = 0; i < series; ++i) {
+    metrics.CountRule(absl::StrCat("h.user_", i, "_", std::string(300, 'v')), RuleHits{.total = 1});
+  }
+}
+
+constexpr char kGetMetrics[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+
+// Verifies scrapes share one page: scrapes within the page's max age are served the page
+// rendered first, the connection metrics still current.
+TEST_F(HttpServerTest, MetricsPageIsRenderedOncePerMaxAge) {
+  HttpServerOptions options;
+  options.metrics_max_age = absl::Hours(1);
+  Serve(Load("domain: h\n"), options);
+  const std::string first = HttpGet(http_->port(), "/metrics");
+  EXPECT_THAT(first, HasSubstr("sluice_http_connections 1\n"));
+  const int idle = SendRaw(http_->port(), kGetHealthz);
+  ASSERT_THAT(ReadResponse(idle), HasSubstr("HTTP/1.1 200 OK"));
+  const std::string second = HttpGet(http_->port(), "/metrics");
+  EXPECT_EQ(http_->metrics_renders(), 1);
+  EXPECT_THAT(second, HasSubstr("sluice_http_connections 2\n"));
+  close(idle);
+}
+
+// Verifies a client that asks for /metrics and never reads is cut off at the answer timeout,
+// and counted, while health checks are answered meanwhile.
+TEST_F(HttpServerTest, ScraperThatDoesNotReadIsCutAtTheAnswerTimeout) {
+  HttpServerOptions options;
+  options.answer_timeout = absl::Milliseconds(500);
+  FillRuleSeries(metrics_, 10000);
+  Serve(Load("domain: h\n"), options);
+  std::vector<int> stalled;
+  for (int i = 0; i < 4; ++i) {
+    stalled.push_back(SendRaw(http_->port(), kGetMetrics));
+  }
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "OK\n200");
+  // Not a byte read until the timeout is well past (reading would let the answers finish).
+  absl::SleepFor(absl::Seconds(2));
+  for (int fd : stalled) {
+    // What the kernel buffered is read, then the close.
+    EXPECT_TRUE(ClosedWithin(fd, absl::Seconds(10)));
+    close(fd);
+  }
+  EXPECT_THAT(HttpGet(http_->port(), "/metrics"),
+              HasSubstr("sluice_http_connections_closed_total{reason=\"answer_timeout\"} 4\n"));
+}
+
+// Verifies that at the cap, with every connection writing an answer nobody reads, a newcomer
+// is served once the oldest has stalled for a moment: it is closed to make room, not the
+// newcomer refused.
+TEST_F(HttpServerTest, ConnectionCapEvictsAStalledReader) {
+  HttpServerOptions options;
+  options.max_connections = 2;
+  FillRuleSeries(metrics_, 10000);
+  Serve(Load("domain: h\n"), options);
+  const int first = SendRaw(http_->port(), kGetMetrics);
+  const int second = SendRaw(http_->port(), kGetMetrics);
+  absl::SleepFor(absl::Milliseconds(1500));  // both stalled past the grace of a second
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "OK\n200");
+  EXPECT_TRUE(ClosedWithin(first, absl::Seconds(5)));
+  close(first);
+  close(second);
+}
+
 // Lowers this process's descriptor limit and takes every descriptor left, until destroyed.
 class DescriptorsExhausted {
  public:

@@ -34,11 +34,9 @@ StatsdSample Counter(std::string name, uint64_t value) {
 // unmapped names escaped, and the gRPC response time as a histogram in seconds.
 TEST(PrometheusExpositionTest, BuiltinMappingServesUpstreamSurface) {
   Metrics metrics;
-  RuleCounters one = metrics.ForRule("foo.bar_baz");
-  one.total_hits->Increment(4);
-  one.over_limit->Increment(1);
-  one.over_limit_with_local_cache->Increment(1);
-  metrics.ForRule("foo.k1_a.k2_b").total_hits->Increment(2);
+  metrics.CountRule("foo.bar_baz",
+                    RuleHits{.total = 4, .over_limit = 1, .over_limit_with_local_cache = 1});
+  metrics.CountRule("foo.k1_a.k2_b", RuleHits{.total = 2});
   metrics.CountGlobalShadowMode();
   metrics.ConfigInForce(1, "v", absl::Now());
   for (int64_t micros : {3000, 4000, 7000, 600000}) {

@@ -22,9 +22,10 @@ std::string Curl(int port, const std::string& method, const std::string& path) {
       .second;
 }
 
-// Verifies the configured path answers GET with a fresh render each time, HEAD with headers
-// only, another method with 405, and any other path with 404 without rendering.
-TEST(PrometheusListenerTest, ServesOnePathRenderedPerScrape) {
+// Verifies the configured path answers GET with the page, scrapes in the same second sharing
+// one render, HEAD with headers only, another method with 405, and any other path with 404
+// without rendering.
+TEST(PrometheusListenerTest, ServesOnePathRenderedOncePerSecond) {
   std::atomic<int> renders{0};
   PrometheusListener listener("/stats/prometheus", [&renders] {
     return absl::StrCat("scrape ", ++renders, "\n");
@@ -36,11 +37,11 @@ TEST(PrometheusListenerTest, ServesOnePathRenderedPerScrape) {
   std::string get = Curl(port, "GET", "/stats/prometheus?x=1");
   EXPECT_THAT(get, HasSubstr("Content-Type: text/plain; version=0.0.4"));
   EXPECT_THAT(get, EndsWith("scrape 1\n\n200"));
-  EXPECT_THAT(Curl(port, "GET", "/stats/prometheus"), EndsWith("scrape 2\n\n200"));
+  EXPECT_THAT(Curl(port, "GET", "/stats/prometheus"), EndsWith("scrape 1\n\n200"));
   EXPECT_THAT(Curl(port, "HEAD", "/stats/prometheus"), HasSubstr("Content-Length: 9"));
   EXPECT_THAT(Curl(port, "POST", "/stats/prometheus"), EndsWith("405"));
   EXPECT_THAT(Curl(port, "GET", "/metrics"), EndsWith("404"));
-  EXPECT_EQ(renders.load(), 3);
+  EXPECT_LE(renders.load(), 2);  // a second may have passed between the scrapes, not more
   listener.Stop();
   listener.Stop();  // idempotent
 }

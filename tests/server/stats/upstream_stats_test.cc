@@ -82,11 +82,8 @@ TEST(UpstreamStatsTest, SamplesComeFromSluiceCounters) {
   // Two keys per shard: the two below fit whichever shards they hash to (the hash is seeded per
   // process); the hundred at the end do not.
   Metrics metrics(/*max_rule_series=*/32);
-  RuleCounters rule = metrics.ForRule("foo.bar_baz");
-  rule.total_hits->Increment(5);
-  rule.over_limit->Increment(2);
-  rule.within_limit->Increment(3);
-  metrics.ForRule("foo.ip_10.0.0.1").near_limit->Increment(1);
+  metrics.CountRule("foo.bar_baz", RuleHits{.total = 5, .within_limit = 3, .over_limit = 2});
+  metrics.CountRule("foo.ip_10.0.0.1", RuleHits{.near_limit = 1});
   metrics.ConfigInForce(1, "v1", absl::Now());
   metrics.CountConfigReload(false);
   metrics.CountBackendFailure(FailureReason::kTimeoutInFlight);
@@ -119,7 +116,7 @@ TEST(UpstreamStatsTest, SamplesComeFromSluiceCounters) {
 
   // Past the cap, keys fold into Sluice's own "_folded" series, which upstream has no name for.
   for (int i = 0; i < 100; ++i) {
-    metrics.ForRule(absl::StrCat("foo.many_", i)).total_hits->Increment();
+    metrics.CountRule(absl::StrCat("foo.many_", i), RuleHits{.total = 1});
   }
   for (const StatsdSample& sample : UpstreamStatsdSamples(metrics)) {
     EXPECT_EQ(sample.name.find("_folded"), std::string::npos) << sample.name;
