@@ -276,6 +276,9 @@ def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None, 
                          f"--redis_tls_ca={os.path.join(tls_dir, 'ca.crt')}"]
     server = Callgrind(children, f"{kind}-server", argv, workdir)
     bench.wait_for_port(grpc_port, server.proc, f"{kind}-server", children, timeout=180)
+    if http_port is not None:
+        # The listeners open one after the other: under callgrind, far enough apart to matter.
+        bench.wait_for_port(http_port, server.proc, f"{kind}-server", children, timeout=180)
     server.grpc_port, server.http_port = grpc_port, http_port
     return server
 
