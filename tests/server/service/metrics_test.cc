@@ -248,7 +248,6 @@ TEST(MetricsTest, CountingRacesScrapesSafely) {
        at = text.find("\nsluice_rule_total_hits{", at + 1)) {
     total += std::stod(text.substr(text.find("} ", at) + 2));
   }
-  EXPECT_GT(total, 0);
   EXPECT_LE(total, 3.0 * kThreads * kRounds);
 }
 
