@@ -120,7 +120,7 @@ std::shared_ptr<RuleSeries> RuleSeriesStore::Find(Shard& shard, const std::strin
   }
   if (!configured && shard.request_made >= max_per_shard_) {
     // At the cap: make room from series nobody used for the ttl, at most once a second.
-    if (options_.ttl <= absl::ZeroDuration() || now_us - shard.swept_at_cap_us < 1000000) {
+    if (options_.ttl <= absl::ZeroDuration() || shard.swept_at_cap_us > now_us - 1000000) {
       return nullptr;
     }
     shard.swept_at_cap_us = now_us;

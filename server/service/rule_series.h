@@ -140,7 +140,8 @@ class RuleSeriesStore {
     absl::flat_hash_map<std::string, std::shared_ptr<RuleSeries>> series ABSL_GUARDED_BY(mu);
     // Series made through Count (not configured), which the cap bounds.
     size_t request_made ABSL_GUARDED_BY(mu) = 0;
-    // When the shard was last swept for being at the cap.
+    // When the shard was last swept for being at the cap (never: long enough ago that the
+    // first sweep is due; compared as now - 1 s, which cannot overflow).
     int64_t swept_at_cap_us ABSL_GUARDED_BY(mu) = INT64_MIN;
   };
 
