@@ -192,10 +192,21 @@ void HttpConnections::Adopt(std::unique_ptr<Connection> owned) {
   if (open() > limits_.max_connections && waiting_.front() != &connection) {
     EvictOne();  // one accepted on this pass was over the cap; an older one makes room
   } else if (open() > limits_.max_connections && !EvictStalledWriter()) {
-    // Every other connection is being answered: this one is refused, and accepting pauses
-    // until one can make room (the kernel's backlog holds newcomers meanwhile).
-    Refuse(connection);
-    return;
+    if (const int64_t wait_us = UntilStalledUs(); wait_us >= 0) {
+      // A connection writing its answer can be evicted once it has been at it a while: this
+      // one is kept, one over the cap, until then (OnResume makes room), and accepting pauses
+      // meanwhile, so that a newcomer is not refused while a client that does not read holds
+      // its place.
+      paused_at_cap_ = true;
+      UpdateAccepting();
+      const timeval wait = absl::ToTimeval(absl::Microseconds(wait_us));
+      evtimer_add(resume_timer_, &wait);
+    } else {
+      // Every other connection is being decided: this one is refused, and accepting pauses
+      // until one can make room (the kernel's backlog holds newcomers meanwhile).
+      Refuse(connection);
+      return;
+    }
   }
   StartReceiving(connection);
 }
@@ -204,12 +215,8 @@ void HttpConnections::Refuse(Connection& connection) {
   ++refused_;
   paused_at_cap_ = true;
   UpdateAccepting();
-  // A connection writing its answer can be evicted once it has been at it a while: accepting
-  // resumes then, if nothing has made room before.
-  if (const int64_t wait_us = UntilStalledUs(); wait_us >= 0) {
-    const timeval wait = absl::ToTimeval(absl::Microseconds(wait_us));
-    evtimer_add(resume_timer_, &wait);
-  }
+  // Refused only while no connection writes (all are being decided): one that starts writing
+  // arms the resume timer (Writing).
   SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
       << "HTTP: " << open() - 1 << " connections open, every one being answered, at "
       << "--http_max_connections=" << limits_.max_connections
@@ -417,6 +424,15 @@ void HttpConnections::AcceptFailed(int error) {
 
 void HttpConnections::OnResume(int /*fd*/, short /*what*/, void* self) {
   auto* connections = static_cast<HttpConnections*>(self);
+  // One kept over the cap waits for a place: the connection writing longest gives it up now.
+  if (connections->open() > connections->limits_.max_connections && !connections->EvictOne()) {
+    const int64_t wait_us = connections->UntilStalledUs();
+    if (wait_us > 0) {
+      const timeval wait = absl::ToTimeval(absl::Microseconds(wait_us));
+      evtimer_add(connections->resume_timer_, &wait);
+      return;
+    }
+  }
   if (connections->paused_at_cap_) {
     connections->paused_at_cap_ = false;
     connections->UpdateAccepting();

@@ -25,7 +25,9 @@
 //   steadily it reads, or it is closed: a slow reader is cut off, not fed. At the cap, when no
 //   connection waits for its request, one whose answer has made no way for a second is closed to
 //   make room (evhttp owns such a request, so freeing it is safe; a request still being decided
-//   is never closed). Connections accepted on one
+//   is never closed); a newcomer arriving while every writer is younger than that is kept, one
+//   over the cap with accepting paused, until the oldest writer can make room. Connections
+//   accepted on one
 //   pass are adopted together; accepting pauses for the rest of a pass that reaches the cap
 //   with nothing adopted to close, so at most one connection is over the cap until then.
 // Not thread-safe: everything runs on the HTTP thread, except construction, Listen(),

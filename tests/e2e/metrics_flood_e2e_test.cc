@@ -40,6 +40,20 @@ using testing::WaitForPort;
 constexpr int kRequests = 170;
 constexpr int kDescriptorsEach = 60;  // 10,200 values: past the 10,000-series cap
 constexpr int kStalledScrapers = 40;  // on each listener
+// The bound on the server's peak RSS. Under AddressSanitizer (the server is built like
+// this test) freed memory waits in a 256 MB quarantine and every allocation has red zones: the
+// bound there still tells 1.2 GB of page copies from a shared page.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int64_t kMaxPeakMb = 1024;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int64_t kMaxPeakMb = 1024;
+#else
+constexpr int64_t kMaxPeakMb = 256;
+#endif
+#else
+constexpr int64_t kMaxPeakMb = 256;
+#endif
 
 int Connect(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -238,7 +252,7 @@ TEST_F(MetricsFloodE2eTest, StalledScrapersOfAFloodedPageCostLittle) {
   // a margin for a loaded machine, the figure above is what to read.
   EXPECT_LT(slowest_health, absl::Seconds(2));
   EXPECT_GT(peak_kb, 0);
-  EXPECT_LT(peak_kb, 256 * 1024);
+  EXPECT_LT(peak_kb, kMaxPeakMb * 1024);
   for (int fd : stalled) {
     close(fd);
   }

@@ -537,6 +537,28 @@ TEST_F(HttpServerTest, ConnectionCapEvictsAStalledReader) {
   close(second);
 }
 
+// Verifies that a newcomer at the cap, while every connection writes an answer nobody reads but
+// none has stalled for long, is served, not refused: it waits, one over the cap, for the oldest
+// to be closed.
+TEST_F(HttpServerTest, ConnectionCapKeepsANewcomerUntilAReaderStalls) {
+  HttpServerOptions options;
+  options.max_connections = 2;
+  FillRuleSeries(metrics_, 10000);
+  Serve(Load("domain: h\n"), options);
+  const int first = SendRaw(http_->port(), kGetMetrics);
+  const int second = SendRaw(http_->port(), kGetMetrics);
+  // Both writing (their answers' first bytes have arrived; nothing is read), neither for long.
+  for (int fd : {first, second}) {
+    pollfd ready{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&ready, 1, 10000), 1);
+  }
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "OK\n200");
+  EXPECT_THAT(HttpGet(http_->port(), "/metrics"),
+              HasSubstr("sluice_http_connections_closed_total{reason=\"refused\"} 0\n"));
+  close(first);
+  close(second);
+}
+
 // Lowers this process's descriptor limit and takes every descriptor left, until destroyed.
 class DescriptorsExhausted {
  public:
