@@ -16,6 +16,7 @@
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/sluice_server.h"
+#include "tests/support/paths.h"
 
 namespace sluice {
 namespace {
@@ -53,7 +54,7 @@ descriptors:
 
 // The `user` line of examples/redis-acl.conf, without the keyword, with kPassword.
 std::string DocumentedAclUser() {
-  std::ifstream in(std::string(SLUICE_SOURCE_DIR) + "/examples/redis-acl.conf");
+  std::ifstream in(testing::SourceDir() + "/examples/redis-acl.conf");
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("user ", 0) == 0) {

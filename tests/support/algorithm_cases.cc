@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/support/paths.h"
 
 namespace sluice::testing {
 
@@ -348,7 +349,7 @@ absl::StatusOr<std::vector<AlgorithmCase>> ReadAlgorithmCaseFile(const std::stri
 
 std::vector<std::string> AlgorithmCaseFiles() {
   std::vector<std::string> files;
-  const std::filesystem::path dir = std::filesystem::path(SLUICE_SOURCE_DIR) / "tests" / "cases";
+  const std::filesystem::path dir = std::filesystem::path(testing::SourceDir()) / "tests" / "cases";
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     if (entry.is_regular_file() && entry.path().extension() == ".cases") {

@@ -62,7 +62,7 @@ absl::StatusOr<std::vector<AlgorithmCase>> ParseAlgorithmCases(absl::string_view
 // Reads and parses the case file at `path`; kNotFound if it cannot be read.
 absl::StatusOr<std::vector<AlgorithmCase>> ReadAlgorithmCaseFile(const std::string& path);
 
-// Every tests/cases/*.cases file of the source tree (SLUICE_SOURCE_DIR), sorted by path.
+// Every tests/cases/*.cases file of the source tree (testing::SourceDir()), sorted by path.
 std::vector<std::string> AlgorithmCaseFiles();
 
 // Every case of every file of AlgorithmCaseFiles(), loaded once per process; a file that fails

@@ -11,12 +11,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tests/support/paths.h"
 
 namespace sluice::testing {
 namespace {
 
 // sluice-netdelay, built beside the other test tools.
-std::string NetDelayPath() { return std::string(SLUICE_BINARY_DIR) + "/bin/sluice-netdelay"; }
+std::string NetDelayPath() { return BinaryDir() + "/bin/sluice-netdelay"; }
 
 }  // namespace
 

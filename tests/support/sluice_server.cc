@@ -3,11 +3,12 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "tests/support/paths.h"
 
 namespace sluice::testing {
 
 std::string SluiceServer::BinaryPath(const std::string& name) {
-  return std::string(SLUICE_BINARY_DIR) + "/bin/" + name;
+  return BinaryDir() + "/bin/" + name;
 }
 
 std::string SluiceServer::grpc_address() const { return absl::StrCat("127.0.0.1:", grpc_port_); }

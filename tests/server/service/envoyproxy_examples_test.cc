@@ -14,6 +14,7 @@
 #include "server/config/config_loader.h"
 #include "server/service/rate_limiter.h"
 #include "tests/server/service/request_builder.h"
+#include "tests/support/paths.h"
 
 namespace sluice {
 namespace {
@@ -34,7 +35,7 @@ class EnvoyproxyExamplesTest : public ::testing::Test {
     runtime.recursive = true;
     runtime.ignore_dot_files = false;  // upstream's default
     auto config =
-        LoadConfigPath(std::string(SLUICE_SOURCE_DIR) + "/examples/envoyproxy-ratelimit/config",
+        LoadConfigPath(testing::SourceDir() + "/examples/envoyproxy-ratelimit/config",
                        runtime);
     EXPECT_TRUE(config.ok()) << config.status();
     if (!config.ok()) {

@@ -10,6 +10,7 @@
 #include "tests/support/fake_clock.h"
 #include "server/config/config_loader.h"
 #include "server/service/rate_limiter.h"
+#include "tests/support/paths.h"
 
 namespace sluice {
 namespace {
@@ -29,7 +30,7 @@ class ReadmeExamplesTest : public ::testing::Test {
 
   static std::shared_ptr<const Config> Load(const std::string& example) {
     auto config =
-        LoadConfigPath(absl::StrCat(SLUICE_SOURCE_DIR, "/examples/config/", example));
+        LoadConfigPath(absl::StrCat(testing::SourceDir(), "/examples/config/", example));
     EXPECT_TRUE(config.ok()) << config.status();
     return std::shared_ptr<const Config>(std::move(*config));
   }
