@@ -108,15 +108,9 @@ bool SendAll(int fd, absl::string_view bytes) {
 class HostileRedis {
  public:
   explicit HostileRedis(int upstream_port) : upstream_port_(upstream_port) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(listen_fd_, 64), 0);
-    EXPECT_EQ(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port_ = ntohs(addr.sin_port);
+    const testing::LoopbackListener listener = testing::ListenOnLoopback(64);
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
     accept_thread_ = std::thread([this] { AcceptLoop(); });
   }
 

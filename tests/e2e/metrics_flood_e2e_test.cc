@@ -55,18 +55,7 @@ constexpr int64_t kMaxPeakMb = 256;
 constexpr int64_t kMaxPeakMb = 256;
 #endif
 
-int Connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+int Connect(int port) { return testing::ConnectToLoopback(port); }
 
 bool SendAll(int fd, const std::string& bytes) {
   for (size_t sent = 0; sent < bytes.size();) {

@@ -64,7 +64,8 @@ rls::RateLimitConfig GatewayConfig(uint32_t per_month) {
 
 // Envoy Gateway's shape for a shared policy in shadow mode: a domain named after the policy
 // ("namespace/name"), one descriptor level per match of the rule, the client's address masked
-// to /0 at the bottom, and shadow_mode on every level; 1 request a second.
+// to /0 at the bottom, and shadow_mode on every level; 1 request a minute (a second's window
+// could close between the test's three calls on a loaded machine, and count one over, not two).
 rls::RateLimitConfig SharedShadowPolicy() {
   rls::RateLimitConfig config;
   config.set_name("test-namespace/test-policy-1");
@@ -79,7 +80,7 @@ rls::RateLimitConfig SharedShadowPolicy() {
     level->set_value(std::string(match) == "masked_remote_address" ? "0.0.0.0/0" : match);
     level->set_shadow_mode(true);
   }
-  level->mutable_rate_limit()->set_unit(rls::SECOND);
+  level->mutable_rate_limit()->set_unit(rls::MINUTE);
   level->mutable_rate_limit()->set_requests_per_unit(1);
   return config;
 }

@@ -76,6 +76,36 @@ std::pair<int, int> PortWindow() {
 
 }  // namespace
 
+LoopbackListener ListenOnLoopback(int backlog) {
+  LoopbackListener listener;
+  listener.fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(addr);
+  if (listener.fd < 0 || bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listener.fd, backlog) != 0 ||
+      getsockname(listener.fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    std::perror("ListenOnLoopback");
+    std::abort();  // a test machine that cannot listen on loopback cannot run these tests
+  }
+  listener.port = ntohs(addr.sin_port);
+  return listener;
+}
+
+int ConnectToLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 int FreePort() {
   static const std::pair<int, int> window = PortWindow();
   const auto [first, end] = window;

@@ -16,6 +16,16 @@ namespace sluice::testing {
 // rarely collide.
 int FreePort();
 
+// A TCP socket listening on 127.0.0.1, on a port the kernel chose: for a test's own fake peers.
+struct LoopbackListener {
+  int fd = -1;  // the caller closes it
+  int port = 0;
+};
+LoopbackListener ListenOnLoopback(int backlog);
+
+// A TCP connection to 127.0.0.1:port, or -1.
+int ConnectToLoopback(int port);
+
 // True once something accepts TCP connections on 127.0.0.1:port, polling until `timeout`.
 bool WaitForPort(int port, std::chrono::milliseconds timeout);
 

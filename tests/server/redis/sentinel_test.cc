@@ -301,15 +301,9 @@ TEST_P(RedisSentinelTest, AMasterNoSentinelKnowsFailsClearlyAndNeverConnects) {
 class HostileSentinel {
  public:
   explicit HostileSentinel(std::string reply) : reply_(std::move(reply)) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(listen_fd_, 16), 0);
-    EXPECT_EQ(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port_ = ntohs(addr.sin_port);
+    const testing::LoopbackListener listener = testing::ListenOnLoopback(16);
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
     thread_ = std::thread([this] { Serve(); });
   }
   ~HostileSentinel() {
