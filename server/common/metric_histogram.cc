@@ -35,13 +35,19 @@ MetricHistogram::Snapshot MetricHistogram::snapshot() const {
 
 void MetricHistogram::AppendSeries(std::string* out, absl::string_view name,
                                     absl::string_view labels, const Snapshot& counts) {
+  AppendSeries(out, name, labels, counts, kShownBoundsUs);
+}
+
+void MetricHistogram::AppendSeries(std::string* out, absl::string_view name,
+                                    absl::string_view labels, const Snapshot& counts,
+                                    absl::Span<const int64_t> shown_bounds) {
   const absl::string_view comma = labels.empty() ? "" : ",";
   uint64_t cumulative = 0;
   size_t shown = 0;
   for (size_t i = 0; i <= kBoundsUs.size(); ++i) {
     cumulative += counts.buckets[i];
     if (i < kBoundsUs.size() &&
-        (shown == kShownBoundsUs.size() || kBoundsUs[i] != kShownBoundsUs[shown])) {
+        (shown == shown_bounds.size() || kBoundsUs[i] != shown_bounds[shown])) {
       continue;  // counted, not shown
     }
     const std::string le =

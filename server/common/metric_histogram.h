@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace sluice {
 
@@ -54,6 +55,13 @@ class MetricHistogram {
   }
   static void AppendSeries(std::string* out, absl::string_view name, absl::string_view labels,
                            const Snapshot& counts);
+  // The same with the buckets `shown` (each one of kBoundsUs, ascending) for a histogram of
+  // longer spans than a call's.
+  static void AppendSeries(std::string* out, absl::string_view name, absl::string_view labels,
+                           const Snapshot& counts, absl::Span<const int64_t> shown);
+  // Buckets for spans of seconds (outages, failure windows): 50 ms to 10 s.
+  static constexpr std::array<int64_t, 8> kSpanBoundsUs = {
+      50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
 
   uint64_t count() const;
 

@@ -37,7 +37,16 @@ void CircuitBreaker::Record(const absl::Status& status) {
     if (open_until_us_.load(std::memory_order_relaxed) != 0) {
       open_until_us_.store(0, std::memory_order_relaxed);
     }
+    if (failing_since_us_.load(std::memory_order_relaxed) != 0) {
+      EndWindow(/*answered=*/true);
+    }
     return;
+  }
+  if (failing_since_us_.load(std::memory_order_relaxed) == 0) {
+    int64_t none = 0;
+    // At least 1: 0 means no window.
+    failing_since_us_.compare_exchange_strong(
+        none, std::max<int64_t>(clock_.MonotonicMicros(), 1), std::memory_order_relaxed);
   }
   if (!IsNodeFault(status) || options_.failure_threshold <= 0 ||
       open_until_us_.load(std::memory_order_relaxed) != 0) {
@@ -89,6 +98,29 @@ void CircuitBreaker::ProbeDone(const absl::Status& status) {
     open_period_us_.store(period, std::memory_order_relaxed);
     open_until_us_.store(clock_.MonotonicMicros() + period, std::memory_order_relaxed);
     Opened();
+  }
+}
+
+void CircuitBreaker::Reset() {
+  consecutive_failures_.store(0, std::memory_order_relaxed);
+  open_until_us_.store(0, std::memory_order_relaxed);
+}
+
+void CircuitBreaker::CloseFailureWindow() {
+  if (failing_since_us_.load(std::memory_order_relaxed) != 0) {
+    EndWindow(/*answered=*/false);
+  }
+}
+
+void CircuitBreaker::EndWindow(bool answered) {
+  const int64_t since = failing_since_us_.exchange(0, std::memory_order_relaxed);
+  if (since == 0) {
+    return;  // another thread ended it
+  }
+  const int64_t length = clock_.MonotonicMicros() - since;
+  failure_windows_.Record(length);
+  if (window_listener_) {
+    window_listener_(length, answered);
   }
 }
 

@@ -17,7 +17,13 @@
 // (StartProbe) and reports it (ProbeDone). Any batch that completes with replies (error replies
 // included: the node answered), the probe's among them, closes the breaker.
 //
-// Thread-safe and lock-free: Allow is one relaxed load while closed.
+// It also measures the node's failure windows: from the first batch that fails after one that
+// succeeded (any failure: every one of them was answered by the failure policy) to the next
+// batch that succeeds, or to CloseFailureWindow (the node's keys moved to another node). The
+// failures inside a window are not counted; the windows' lengths are (failure_windows()).
+//
+// Thread-safe and lock-free: Allow is one relaxed load while closed; Record of a success one
+// more while no window is open.
 #pragma once
 
 #include <atomic>
@@ -26,6 +32,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "server/common/clock.h"
+#include "server/common/metric_histogram.h"
 
 namespace sluice {
 
@@ -42,11 +49,16 @@ class CircuitBreaker {
   // Told each time the breaker opens, with the time until its probe is due; runs on the thread
   // whose Record or ProbeDone opened it.
   using OpenListener = absl::AnyInvocable<void(int64_t probe_due_in_us)>;
+  // Told each time a failure window closes, with its length and whether the node answered
+  // (false: CloseFailureWindow); runs on the thread that closed it.
+  using WindowListener = absl::AnyInvocable<void(int64_t window_us, bool answered)>;
 
   CircuitBreaker(CircuitBreakerOptions options, const Clock& clock);
 
   // REQUIRES: before any Record or ProbeDone.
   void set_open_listener(OpenListener listener) { listener_ = std::move(listener); }
+  // REQUIRES: before any Record or CloseFailureWindow.
+  void set_window_listener(WindowListener listener) { window_listener_ = std::move(listener); }
 
   // Whether a batch may be sent now: true while closed. Counts the refusals.
   bool Allow();
@@ -64,6 +76,17 @@ class CircuitBreaker {
   // for another period.
   void ProbeDone(const absl::Status& status);
 
+  // Closes the breaker at once, whatever its state: the node's past failures no longer say
+  // anything about it (a new master at that address, or one the topology just promoted).
+  // Failures from now on open it again as usual; a probe still out is ignored.
+  void Reset();
+  // Ends the open failure window, if any, without a success: the node's keys are served
+  // elsewhere from now on.
+  void CloseFailureWindow();
+  // Whether a failure window is open, and since when (monotonic; 0 if none).
+  int64_t failing_since_us() const { return failing_since_us_.load(std::memory_order_relaxed); }
+  MetricHistogram::Snapshot failure_windows() const { return failure_windows_.snapshot(); }
+
   bool open() const { return open_until_us_.load(std::memory_order_relaxed) != 0; }
   uint64_t opens() const { return opens_.load(std::memory_order_relaxed); }
   uint64_t rejected() const { return rejected_.load(std::memory_order_relaxed); }
@@ -72,10 +95,15 @@ class CircuitBreaker {
  private:
   // Counts an opening (open_until_us_ just set) and tells the listener.
   void Opened();
+  // Ends the window opened at `since` (if this thread is the one to end it).
+  void EndWindow(bool answered);
 
   const CircuitBreakerOptions options_;
   const Clock& clock_;
   OpenListener listener_;
+  WindowListener window_listener_;
+  std::atomic<int64_t> failing_since_us_{0};  // 0: no failure window open
+  MetricHistogram failure_windows_;
   std::atomic<int> consecutive_failures_{0};
   std::atomic<int64_t> streak_start_us_{0};  // when the current streak's first failure came
   // 0 while closed; otherwise when the probe is due (monotonic).

@@ -118,6 +118,17 @@ void RedisConnection::Retarget(const RedisEndpoint& endpoint) {
   FinishLoopWork();
 }
 
+void RedisConnection::ReconnectIfDown() {
+  MutexLock lock(mu_);
+  if (state_ != State::kDown) {
+    return;
+  }
+  reconnect_timer_.Cancel();
+  backoff_.Reset();
+  StartConnect();
+  FinishLoopWork();
+}
+
 void RedisConnection::Start() {
   MutexLock lock(mu_);
   if (state_ == State::kIdle) {

@@ -156,6 +156,10 @@ class RedisConnection : private RedisWire::Owner {
   // batches fail with kUnavailable) and the new one is tried at once. A no-op for the endpoint
   // already in use. REQUIRES: on the loop thread.
   void Retarget(const RedisEndpoint& endpoint) ABSL_LOCKS_EXCLUDED(mu_);
+  // A connection that is down (waiting out its reconnect backoff) connects now, its backoff
+  // reset: the server is known to be wanted again (the topology names it). Otherwise a no-op.
+  // REQUIRES: on the loop thread.
+  void ReconnectIfDown() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Whether the handshake is done and the connection not known to be lost. Any thread; a hint
   // that may be stale by the time the caller acts on it.

@@ -38,6 +38,18 @@ void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out) {
   AppendFamily(nodes, "sluice_redis_breaker_rejected_total", "counter",
                "Batches failed at once while the node's breaker was open",
                [](const NodeMetrics& n) { return n.breaker_rejected; }, out);
+  AppendFamily(nodes, "sluice_redis_node_failing", "gauge",
+               "1 while the node's batches fail (a failure window is open)",
+               [](const NodeMetrics& n) { return n.failing ? 1 : 0; }, out);
+  constexpr absl::string_view kWindows = "sluice_redis_node_failure_window_seconds";
+  MetricHistogram::AppendHelp(out, kWindows,
+                               "Failure windows that ended: from the node's first failed batch "
+                               "(answered by the failure policy) to the next it answered, or to "
+                               "its keys moving to another node (failover)");
+  for (const NodeMetrics& node : nodes) {
+    MetricHistogram::AppendSeries(out, kWindows, absl::StrCat("node=\"", node.address, "\""),
+                                   node.failure_windows, MetricHistogram::kSpanBoundsUs);
+  }
   constexpr absl::string_view kLatency = "sluice_redis_call_duration_seconds";
   MetricHistogram::AppendHelp(out, kLatency,
                                "Time from a batch's submission to the node's replies (or to its "

@@ -22,10 +22,15 @@ struct NodeMetrics {
   uint64_t breaker_rejected = 0;
   // From a batch's submission to its replies (or its deadline).
   MetricHistogram::Snapshot call_latency;
+  // The node's failure windows that have ended (CircuitBreaker): from a first failed batch to
+  // the next answered one, or to its keys moving to another node.
+  MetricHistogram::Snapshot failure_windows;
+  bool failing = false;  // a window is open now
 };
 
 // sluice_redis_connections, _reconnects_total, _timeouts_total, _breaker_open,
-// _breaker_opens_total, _breaker_rejected_total and the _call_duration_seconds histogram, each
+// _breaker_opens_total, _breaker_rejected_total, _failing, and the _call_duration_seconds and
+// _failure_window_seconds histograms, each
 // labelled node="<address>", with HELP and TYPE lines. Nothing when `nodes` is empty.
 void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out);
 

@@ -145,6 +145,17 @@ absl::Status RedisClient::Start(RedisClientResources resources,
   scripts_ =
       resources.scripts != nullptr ? std::move(resources.scripts) : std::make_shared<ScriptCache>();
   RandomFn random = resources.random ? std::move(resources.random) : DefaultRandom();
+  on_ready_change_ = std::move(resources.on_ready_change);
+  breaker_.set_window_listener([this](int64_t window_us, bool answered) {
+    // Short ones are a starved scheduler or one lost connection: the histogram has them.
+    if (window_us >= 100000) {
+      SLUICE_LOG_EVERY_SECONDS(WARNING, 1)
+          << "redis " << options_.address << ": batches failed for "
+          << absl::FormatDuration(absl::Trunc(absl::Microseconds(window_us), absl::Milliseconds(1)))
+          << (answered ? " until the node answered again"
+                       : " until its keys moved to another node");
+    }
+  });
   if (resources.loops.empty()) {
     for (int i = 0; i < options_.io_threads; ++i) {
       absl::StatusOr<std::unique_ptr<EventLoop>> loop =
@@ -207,6 +218,12 @@ absl::Status RedisClient::Start(RedisClientResources resources,
 }
 
 void RedisClient::Retarget(const RedisEndpoint& master) {
+  if (std::exchange(have_master_, true)) {
+    // A new master (the watcher reports only changes): the breaker's failures were the old
+    // one's.
+    topology_changes_.fetch_add(1, std::memory_order_relaxed);
+    breaker_.Reset();
+  }
   for (size_t i = 0; i < loops_.size(); ++i) {
     // Not waited for: the watcher's thread goes back to listening. Stop stops the watcher
     // before it closes the connections, so these run first.
@@ -343,6 +360,29 @@ absl::StatusOr<const RedisScript*> RedisClient::RegisterScript(std::string_view 
   return scripts_->Register(name, source);
 }
 
+void RedisClient::Refresh() {
+  breaker_.Reset();
+  for (size_t i = 0; i < loops_.size(); ++i) {
+    loops_[i]->Post([this, i] {
+      for (auto* connection : ConnectionsOn(i)) {
+        (*connection)->ReconnectIfDown();
+      }
+    });
+  }
+}
+
+void RedisClient::AppendClientMetrics(std::string* out) const {
+  if (sentinel_ == nullptr) {
+    return;
+  }
+  absl::StrAppend(out,
+                  "# HELP sluice_redis_topology_changes_total Times the master moved: a new "
+                  "master named by the sentinels, or a new slot map of the cluster\n"
+                  "# TYPE sluice_redis_topology_changes_total counter\n"
+                  "sluice_redis_topology_changes_total ",
+                  topology_changes_.load(std::memory_order_relaxed), "\n");
+}
+
 void RedisClient::OnReadyChange(bool ready) {
   if (ready && breaker_.open() && !stopped_.load(std::memory_order_acquire)) {
     // A connection has just completed its handshake: the node answers. Probe now rather than
@@ -356,6 +396,9 @@ void RedisClient::OnReadyChange(bool ready) {
   }
   if (!ready && sentinel_ != nullptr && !stopped_.load(std::memory_order_acquire)) {
     sentinel_->AskAgain();  // the master may have moved
+  }
+  if (on_ready_change_ && !stopped_.load(std::memory_order_acquire)) {
+    on_ready_change_(ready);
   }
   MutexLock lock(mu_);
   ready_count_ += ready ? 1 : -1;
@@ -392,6 +435,8 @@ void RedisClient::CollectNodeMetrics(std::vector<NodeMetrics>* out) const {
   node.breaker_opens = breaker_.opens();
   node.breaker_rejected = breaker_.rejected();
   node.call_latency = call_latency_.snapshot();
+  node.failure_windows = breaker_.failure_windows();
+  node.failing = breaker_.failing_since_us() != 0;
   out->push_back(std::move(node));
 }
 

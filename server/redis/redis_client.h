@@ -120,6 +120,9 @@ struct RedisClientResources {
   // With RedisClientOptions::tls enabled: the TLS context to connect with (one for all nodes of
   // a cluster, which then re-read changed files once); default: one of the client's own.
   std::shared_ptr<TlsClientContext> tls{};
+  // Told, on an I/O thread, whenever one of the client's connections is lost (false) or ready
+  // (true): the cluster client looks for a failover when a node drops. Must not block.
+  std::function<void(bool ready)> on_ready_change{};
 };
 
 // Totals over the client's connections; see RedisConnectionStats.
@@ -184,6 +187,18 @@ class RedisClient : public RedisExecutor {
   const std::string& address() const { return options_.address; }
   const RedisClientOptions& options() const { return options_; }
 
+  // For a node the topology has just named a master: connections waiting out a reconnect
+  // backoff connect now, and the breaker forgets the failures it saw (they may be a dead
+  // predecessor's, or this node's while it was down). Any thread but the client's I/O threads.
+  void Refresh();
+  // Ends the node's failure window without a success: its keys are now served elsewhere.
+  void CloseFailureWindow() { breaker_.CloseFailureWindow(); }
+  // Whether the node is unusable now: no connection ready, or the breaker open.
+  bool unusable() const { return ready_connections() == 0 || breaker_.open(); }
+  // Under Sentinel: sluice_redis_topology_changes_total (masters the sentinels named after the
+  // first).
+  void AppendClientMetrics(std::string* out) const override;
+
  private:
   RedisClient(RedisClientOptions options, const Clock& clock);
 
@@ -220,6 +235,10 @@ class RedisClient : public RedisExecutor {
   // to drain so that nothing reaches a connection after it is closed.
   std::atomic<int64_t> executing_{0};
   std::atomic<bool> stopped_{false};
+  std::function<void(bool ready)> on_ready_change_;
+  // Under Sentinel: masters named after the first (the watcher's thread writes).
+  std::atomic<uint64_t> topology_changes_{0};
+  bool have_master_ = false;  // the watcher's thread's
 
   mutable Mutex mu_;
   CondVar changed_;  // ready_count_ or stop_done_ changed

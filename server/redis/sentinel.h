@@ -39,8 +39,10 @@ struct SentinelWatcherOptions {
   std::string password{};
   // Bounds each connect and each command.
   absl::Duration timeout = absl::Seconds(1);
-  // Between rounds that found no master.
-  absl::Duration retry_interval = absl::Milliseconds(250);
+  // Between rounds that found no master: while the master is unreachable, the sentinels are
+  // asked this often until they name one that answers as master (a promoted replica is used
+  // within about this long of Sentinel naming it, even if its +switch-master is missed).
+  absl::Duration retry_interval = absl::Milliseconds(100);
   // A new round even when nothing happened, in case a message was missed.
   absl::Duration recheck_interval = absl::Seconds(10);
 };

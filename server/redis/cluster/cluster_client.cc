@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/common/failure_reason.h"
 #include "server/common/log_text.h"
 #include "server/common/logging.h"
@@ -69,6 +70,9 @@ absl::Status Validate(const RedisClusterClientOptions& options) {
       options.min_refresh_gap > options.refresh_interval) {
     return absl::InvalidArgumentError(
         "redis cluster min_refresh_gap must be within [0, refresh_interval]");
+  }
+  if (options.outage_refresh_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("redis cluster outage_refresh_interval must be positive");
   }
   if (options.max_redirects < 0 || options.max_redirects > 100 || options.max_retries < 0 ||
       options.max_retries > 100) {
@@ -267,7 +271,7 @@ void RedisClusterClient::Dispatch(const std::shared_ptr<Batch>& batch,
         int slot = HashSlot(batch->commands.routing_key(i));
         node = map.NodeForSlot(slot);
         if (node < 0) {
-          RequestRefresh();
+          NoteTrouble();
           Fail(batch, absl::UnavailableError(
                           absl::StrCat("redis cluster: slot ", slot, " not served by any node")));
           return;
@@ -320,6 +324,15 @@ void RedisClusterClient::Send(const std::shared_ptr<Batch>& batch, RedisClient* 
 void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisClient* client,
                                    std::vector<Sent>& sent, absl::Status status,
                                    absl::Span<RedisReply> replies) {
+  if (cluster_down_seen_.load(std::memory_order_relaxed) && status.ok() && !replies.empty() &&
+      !replies.front().is_error() && cluster_down_seen_.exchange(false, std::memory_order_relaxed)) {
+    // A node serves commands again after CLUSTERDOWN: the cluster's state is ok again, which
+    // (with full coverage required, Redis' default) means the failed master's slots have a new
+    // master. Look now rather than at the next outage period. Checked before anything else:
+    // the batch may have failed already on the dead node.
+    urgent_refresh_.store(true, std::memory_order_relaxed);
+    RequestRefresh();
+  }
   if (batch->finished.load(std::memory_order_acquire)) {
     return;
   }
@@ -328,7 +341,7 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
       // The node's breaker is open: waiting out the budget on retries would defeat it. Fail
       // now, and look for a failover, which moves the slots to a node whose breaker is closed.
       Bump(node_failures_);
-      RequestRefresh();
+      NoteTrouble();
       Fail(batch, std::move(status));
       return;
     }
@@ -337,7 +350,7 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
       // The node is down or unreachable: perhaps failed over. Ask where its slots went and
       // re-route after a short pause.
       Bump(node_failures_);
-      RequestRefresh();
+      NoteTrouble();
       std::vector<uint32_t> commands;
       commands.reserve(sent.size());
       for (const Sent& s : sent) {
@@ -397,7 +410,10 @@ void RedisClusterClient::OnReplies(const std::shared_ptr<Batch>& batch, RedisCli
       case ClusterErrorKind::kClusterDown:
       case ClusterErrorKind::kNodeNotServing:
         Bump(cluster_down_);
-        RequestRefresh();
+        if (error.kind == ClusterErrorKind::kClusterDown) {
+          cluster_down_seen_.store(true, std::memory_order_relaxed);
+        }
+        NoteTrouble();
         later_why = LogText(reply.str());
         if (error.kind == ClusterErrorKind::kNodeNotServing) {
           // LOADING and READONLY have reasons of their own; MASTERDOWN stays cluster_down.
@@ -552,6 +568,33 @@ void RedisClusterClient::RequestNode(const std::string& address) {
   RequestRefresh();
 }
 
+void RedisClusterClient::NoteTrouble() {
+  last_trouble_us_.store(std::max<int64_t>(clock_.MonotonicMicros(), 1),
+                         std::memory_order_relaxed);
+  RequestRefresh();
+}
+
+bool RedisClusterClient::InOutage() const {
+  // How long a sign of trouble keeps the refreshes fast: long enough to span the gap between a
+  // node's connection dropping and its breaker opening, short enough that a healed cluster is
+  // left alone within a second.
+  constexpr int64_t kTroubleMemoryUs = 1000000;
+  const int64_t trouble = last_trouble_us_.load(std::memory_order_relaxed);
+  if (trouble != 0 && clock_.MonotonicMicros() - trouble < kTroubleMemoryUs) {
+    return true;
+  }
+  std::shared_ptr<const Routing> routing = routing_.Load();
+  if (routing == nullptr) {
+    return false;  // the first refresh has its own backoff
+  }
+  for (RedisClient* client : routing->clients) {
+    if (client == nullptr || client->unusable()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void RedisClusterClient::RequestRefresh() {
   if (refresh_requested_.exchange(true, std::memory_order_acq_rel)) {
     return;  // one is pending already
@@ -567,29 +610,56 @@ void RedisClusterClient::RefreshLoop() {
   pthread_setname_np(pthread_self(), "redis-topology");
   const int64_t interval_us = absl::ToInt64Microseconds(options_.refresh_interval);
   const int64_t gap_us = absl::ToInt64Microseconds(options_.min_refresh_gap);
+  const int64_t outage_us = absl::ToInt64Microseconds(options_.outage_refresh_interval);
   // After a failed refresh: from the gap (at least 10 ms) up to the interval.
   ExponentialBackoff failure_backoff(
       std::max<int64_t>(gap_us, 10000),
       std::max<int64_t>(std::max<int64_t>(gap_us, 10000), std::min<int64_t>(interval_us, 2000000)),
       random_);
+  // The next outage period: jittered into [0.75, 1.25] of the interval, so that the replicas of
+  // a deployment do not ask the cluster in step.
+  auto next_outage_gap = [&] {
+    const int64_t quarter = std::max<int64_t>(outage_us / 4, 1);
+    return outage_us - quarter +
+           static_cast<int64_t>(random_() % static_cast<uint64_t>(2 * quarter + 1));
+  };
+  int64_t outage_gap_us = next_outage_gap();
   int64_t last_us = std::numeric_limits<int64_t>::min() / 2;
   int64_t next_periodic_us = clock_.MonotonicMicros();  // the first refresh runs at once
   refresh_mu_.Lock();
   while (!refresh_stopping_) {
+    // Node clients' locks are not taken under refresh_mu_.
+    refresh_mu_.Unlock();
+    const bool outage = InOutage();
+    refresh_mu_.Lock();
+    if (refresh_stopping_) {
+      break;
+    }
     int64_t now = clock_.MonotonicMicros();
     int64_t due = next_periodic_us;
-    if (refresh_requested_.load(std::memory_order_acquire)) {
+    if (urgent_refresh_.load(std::memory_order_relaxed)) {
+      due = std::min(due, last_us + gap_us);
+    }
+    if (outage) {
+      // Requests or not, one refresh per outage period.
+      due = std::min(due, last_us + outage_gap_us);
+    } else if (refresh_requested_.load(std::memory_order_acquire)) {
       due = std::min(due, last_us + gap_us);
     }
     if (now < due) {
-      refresh_wanted_.WaitFor(refresh_mu_, due - now);
+      // While in an outage a request changes nothing (but an urgent one does), so wake only
+      // when due; otherwise a request (or trouble) may bring the refresh forward. Wake at least every outage period
+      // to notice trouble that no request reports (a node's breaker opening).
+      refresh_wanted_.WaitFor(refresh_mu_, std::min(due - now, outage_gap_us));
       continue;
     }
     refresh_requested_.store(false, std::memory_order_release);
+    urgent_refresh_.store(false, std::memory_order_relaxed);
     refresh_mu_.Unlock();
     bool ok = RefreshOnce();
     refresh_mu_.Lock();
     last_us = clock_.MonotonicMicros();
+    outage_gap_us = next_outage_gap();
     if (ok) {
       failure_backoff.Reset();
       next_periodic_us = last_us + interval_us;
@@ -610,15 +680,37 @@ bool RedisClusterClient::RefreshOnce() {
     bool created = false;
     EnsureClient(address, &created);
   }
-  // Seeds first, then every node the current map names.
-  std::vector<std::string> candidates = options_.seeds;
-  if (std::shared_ptr<const Routing> routing = routing_.Load()) {
+  // The masters this process reaches now first (they answer at once, and with the map they
+  // agree on), then the seeds, then every other node the current map names; the nodes whose
+  // clients cannot reach them last, so that a dead node (which may cost a whole connect
+  // timeout when it does not refuse) delays no refresh that another node can answer.
+  std::vector<std::string> candidates;
+  std::vector<std::string> unreachable;
+  std::shared_ptr<const Routing> routing = routing_.Load();
+  if (routing != nullptr) {
+    for (size_t k = 0; k < routing->clients.size(); ++k) {
+      RedisClient* client = routing->clients[k];
+      (client != nullptr && !client->unusable() ? candidates : unreachable)
+          .push_back(routing->map->nodes()[k].address);
+    }
+  }
+  for (const std::string& seed : options_.seeds) {
+    candidates.push_back(seed);
+  }
+  if (routing != nullptr) {
     for (const SlotMap::Node& node : routing->map->nodes()) {
-      candidates.push_back(node.address);
       candidates.insert(candidates.end(), node.replicas.begin(), node.replicas.end());
     }
   }
   candidates.insert(candidates.end(), wanted.begin(), wanted.end());
+  // An unreachable master that is also a seed is still tried last.
+  candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                  [&](const std::string& address) {
+                                    return std::find(unreachable.begin(), unreachable.end(),
+                                                     address) != unreachable.end();
+                                  }),
+                   candidates.end());
+  candidates.insert(candidates.end(), unreachable.begin(), unreachable.end());
   std::vector<std::string> tried;
   std::string errors;
   for (const std::string& address : candidates) {
@@ -652,27 +744,35 @@ bool RedisClusterClient::RefreshOnce() {
 }
 
 void RedisClusterClient::Publish(SlotMap map) {
+  std::shared_ptr<const Routing> current = routing_.Load();
   std::vector<RedisClient*> clients;
-  std::vector<RedisClient*> created_clients;
+  // New masters: nodes the current map does not name as masters, whose clients were just made
+  // or knew them dead or as replicas.
+  std::vector<RedisClient*> promoted;
   for (const SlotMap::Node& node : map.nodes()) {
     bool created = false;
     clients.push_back(EnsureClient(node.address, &created));
-    if (created) {
-      created_clients.push_back(clients.back());
+    if (clients.back() != nullptr &&
+        (created || current == nullptr || current->map->FindNode(node.address) < 0)) {
+      promoted.push_back(clients.back());
     }
   }
-  // Let new masters connect first, so the commands routed to them do not fail at once.
+  if (current != nullptr && current->clients == clients && *current->map == map) {
+    return;  // nothing changed
+  }
+  // The new masters connect first, so that the commands routed to them do not fail at once: a
+  // client that knew the node dead reconnects now rather than when its backoff ends, and its
+  // breaker forgets what it saw then.
   int64_t deadline_us =
       clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.node.connect_timeout);
-  for (RedisClient* client : created_clients) {
+  for (RedisClient* client : promoted) {
+    client->Refresh();
+  }
+  for (RedisClient* client : promoted) {
     int64_t left_us = deadline_us - clock_.MonotonicMicros();
     if (left_us <= 0 || !client->WaitUntilReady(absl::Microseconds(left_us))) {
       break;
     }
-  }
-  std::shared_ptr<const Routing> current = routing_.Load();
-  if (current != nullptr && current->clients == clients && *current->map == map) {
-    return;  // nothing changed
   }
   // A summary: the full map of a resharded cluster can run to thousands of ranges.
   int moved_slots = 0;
@@ -685,11 +785,34 @@ void RedisClusterClient::Publish(SlotMap map) {
       ++moved_slots;
     }
   }
+  std::vector<std::string> joined;
+  std::vector<std::string> left;
+  if (current != nullptr) {
+    for (const SlotMap::Node& node : map.nodes()) {
+      if (current->map->FindNode(node.address) < 0) joined.push_back(node.address);
+    }
+    for (size_t k = 0; k < current->map->nodes().size(); ++k) {
+      const std::string& address = current->map->nodes()[k].address;
+      if (map.FindNode(address) < 0) {
+        left.push_back(address);
+        if (RedisClient* client = current->clients[k]) {
+          client->CloseFailureWindow();  // its keys are served elsewhere from now on
+        }
+      }
+    }
+    if (moved_slots > 0 || !joined.empty() || !left.empty()) {
+      Bump(topology_changes_);
+    }
+  }
   SLUICE_LOG(INFO) << "redis cluster: slot map with " << map.nodes().size() << " masters, "
                    << map.covered_slots() << "/" << kClusterSlots << " slots served"
                    << (current == nullptr
                            ? std::string(" (first map)")
-                           : absl::StrCat(", ", moved_slots, " slots moved since the last map"));
+                           : absl::StrCat(", ", moved_slots, " slots moved since the last map",
+                                          joined.empty() ? "" : "; new masters ",
+                                          absl::StrJoin(joined, ","),
+                                          left.empty() ? "" : "; no longer masters ",
+                                          absl::StrJoin(left, ",")));
   auto next = std::make_shared<Routing>();
   next->map = std::make_shared<const SlotMap>(std::move(map));
   next->clients = std::move(clients);
@@ -716,6 +839,12 @@ RedisClient* RedisClusterClient::EnsureClient(const std::string& address, bool* 
   resources.scripts = scripts_;
   resources.random = random_;
   resources.tls = tls_;
+  // A lost connection may be a failover beginning: idle or not, look for the new map.
+  resources.on_ready_change = [this](bool ready) {
+    if (!ready) {
+      NoteTrouble();
+    }
+  };
   absl::StatusOr<std::unique_ptr<RedisClient>> client =
       RedisClient::Create(std::move(options), clock_, std::move(resources));
   if (!client.ok()) {
@@ -808,6 +937,10 @@ void RedisClusterClient::AppendClientMetrics(std::string* out) const {
       "# TYPE sluice_redis_cluster_refreshes_total counter\n"
       "sluice_redis_cluster_refreshes_total{result=\"ok\"} ", s.refreshes, "\n",
       "sluice_redis_cluster_refreshes_total{result=\"failed\"} ", s.refresh_failures, "\n",
+      "# HELP sluice_redis_topology_changes_total Times the master moved: a new master named by "
+      "the sentinels, or a new slot map of the cluster\n"
+      "# TYPE sluice_redis_topology_changes_total counter\n"
+      "sluice_redis_topology_changes_total ", s.topology_changes, "\n",
       "# HELP sluice_redis_cluster_masters Masters in the slot map in use\n"
       "# TYPE sluice_redis_cluster_masters gauge\n"
       "sluice_redis_cluster_masters ", s.masters, "\n");
@@ -825,6 +958,7 @@ RedisClusterClientStats RedisClusterClient::stats() const {
   stats.refreshes = refreshes_.load(std::memory_order_relaxed);
   stats.refresh_failures = refresh_failures_.load(std::memory_order_relaxed);
   stats.failed_batches = failed_batches_.load(std::memory_order_relaxed);
+  stats.topology_changes = topology_changes_.load(std::memory_order_relaxed);
   {
     MutexLock lock(clients_mu_);
     stats.nodes = static_cast<int>(clients_.size());

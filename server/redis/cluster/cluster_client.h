@@ -36,12 +36,24 @@
 // error) are the command's reply, as with RedisClient.
 //
 // Topology: a dedicated thread fetches CLUSTER SLOTS (own blocking connection, see
-// SlotMapLoader) from the seeds, then from every node the last map named, at start, every
-// `refresh_interval`, and when asked (MOVED, connection loss, CLUSTERDOWN). Requests arriving
-// while one is pending or within `min_refresh_gap` of the last refresh are coalesced into one.
-// A failover thus shows up as: commands to the dead master fail fast (its client has no ready
-// connection), each asks for a refresh, and once the cluster has promoted the replica the
-// refreshed map routes its slots to it.
+// SlotMapLoader) from the masters it can reach, then the seeds, then every other node the last
+// map named (nodes it cannot reach last), at start, every `refresh_interval`, and when asked
+// (MOVED). Requests arriving while one is pending or within `min_refresh_gap` of the last
+// refresh are coalesced into one.
+// While a node is in trouble (a master of the map has no ready connection or an open breaker,
+// or in the last second a node's connection was lost, a batch failed on a node, or a node
+// answered CLUSTERDOWN), the map is re-read every `outage_refresh_interval`, jittered into
+// [0.75, 1.25] of it, whether requests come or not and however many come: an idle process
+// follows a failover as soon as a busy one, and a process pays at most a few CLUSTER SLOTS a
+// second while a node is down, none once all are up. One event brings a refresh forward to
+// `min_refresh_gap` even then: a node answering a command after it answered CLUSTERDOWN (the
+// cluster is whole again, so a failover has just completed). A failover thus shows up as: commands to
+// the dead master fail fast (no ready connection, then its breaker), and within one outage
+// interval of the cluster promoting the replica the refreshed map routes its slots to it. A
+// node a new map makes master (a promoted replica, or a former master back from the dead) has
+// its connections made or re-made at once and its breaker closed before the map is used, so
+// the first command routed to it goes to it; the nodes that left the map end their failure
+// windows (sluice_redis_node_failure_window_seconds).
 //
 // Limitation: a multi-key command is routed by its first key only; Redis answers CROSSSLOT if
 // its keys span slots (use hash tags). MULTI/EXEC is not supported (the commands of a batch may
@@ -94,8 +106,10 @@ struct RedisClusterClientOptions {
   RedisClientOptions node{};
   // Period of the full topology refresh that runs whatever happens.
   absl::Duration refresh_interval = absl::Seconds(10);
-  // Refreshes that MOVED, connection loss or CLUSTERDOWN ask for are at least this far apart.
+  // Refreshes that MOVED asks for are at least this far apart.
   absl::Duration min_refresh_gap = absl::Milliseconds(100);
+  // The period of refreshes while a node is in trouble (see the header comment), jittered.
+  absl::Duration outage_refresh_interval = absl::Milliseconds(200);
   // MOVED/ASK redirections one command may follow.
   int max_redirects = 5;
   // Delayed re-routes one command may take (TRYAGAIN, CLUSTERDOWN, lost node, ...).
@@ -120,6 +134,7 @@ struct RedisClusterClientStats {
   uint64_t refreshes = 0;         // successful topology refreshes
   uint64_t refresh_failures = 0;  // refreshes that reached no node
   uint64_t failed_batches = 0;    // batches completed with an error status
+  uint64_t topology_changes = 0;  // maps published that moved a slot or changed the masters
   int nodes = 0;                  // node clients created so far
   int masters = 0;                // masters in the current slot map
   int ready_connections = 0;      // to those masters
@@ -213,6 +228,12 @@ class RedisClusterClient : public RedisExecutor {
   // yet), and to refresh.
   void RequestNode(const std::string& address);
 
+  // Notes a sign that a node is in trouble (see the header comment) and asks for a refresh.
+  // Any thread.
+  void NoteTrouble();
+  // Whether a node is in trouble now. Topology thread; takes node clients' locks.
+  bool InOutage() const;
+
   // The topology thread.
   void RefreshLoop();
   bool RefreshOnce();
@@ -272,6 +293,13 @@ class RedisClusterClient : public RedisExecutor {
   std::atomic<uint64_t> refreshes_{0};
   std::atomic<uint64_t> refresh_failures_{0};
   std::atomic<uint64_t> failed_batches_{0};
+  std::atomic<uint64_t> topology_changes_{0};
+  // When the last sign of trouble came (monotonic; 0: never).
+  std::atomic<int64_t> last_trouble_us_{0};
+  // A node answered CLUSTERDOWN since the last command that succeeded.
+  std::atomic<bool> cluster_down_seen_{false};
+  // A refresh that waits only for min_refresh_gap, even in an outage.
+  std::atomic<bool> urgent_refresh_{false};
 };
 
 }  // namespace sluice

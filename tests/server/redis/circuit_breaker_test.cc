@@ -1,5 +1,6 @@
 #include "server/redis/circuit_breaker.h"
 
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -159,6 +160,75 @@ TEST_F(CircuitBreakerTest, OpenPeriodDoublesFromTheMinimum) {
   EXPECT_FALSE(breaker.open());
   breaker.Record(kDown);
   EXPECT_EQ(heard, (std::vector<int64_t>{50000, 100000, 200000, 300000, 300000, 50000}));
+}
+
+// Verifies a failure window runs from the first failed batch after a success to the next
+// success, whatever failed in between, and is counted in the histogram and told to the
+// listener; a success with no window open records nothing.
+TEST_F(CircuitBreakerTest, FailureWindowRunsFromFirstFailureToNextSuccess) {
+  std::vector<std::pair<int64_t, bool>> heard;
+  breaker_.set_window_listener(
+      [&heard](int64_t window_us, bool answered) { heard.emplace_back(window_us, answered); });
+  breaker_.Record(absl::OkStatus());
+  EXPECT_EQ(breaker_.failing_since_us(), 0);
+  const int64_t start = clock_.MonotonicMicros();
+  breaker_.Record(kDown);
+  EXPECT_EQ(breaker_.failing_since_us(), start);
+  clock_.AdvanceMicros(300000);
+  breaker_.Record(kUnsent);
+  breaker_.Record(kTimeout);
+  breaker_.Record(kTimeout);  // opens the breaker: the window goes on
+  EXPECT_TRUE(breaker_.open());
+  clock_.AdvanceMicros(400000);
+  EXPECT_EQ(breaker_.failing_since_us(), start);
+  breaker_.Record(absl::OkStatus());
+  EXPECT_EQ(breaker_.failing_since_us(), 0);
+  EXPECT_FALSE(breaker_.open());
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0], std::make_pair(int64_t{700000}, true));
+  const MetricHistogram::Snapshot windows = breaker_.failure_windows();
+  bool exact = false;
+  EXPECT_EQ(MetricHistogram::CountAtMost(windows, 500000, &exact), 0u);
+  EXPECT_EQ(MetricHistogram::CountAtMost(windows, 1000000, &exact), 1u);
+  EXPECT_EQ(windows.sum_us, 700000u);
+}
+
+// Verifies CloseFailureWindow ends an open window without a success (the node's keys moved),
+// and does nothing when none is open.
+TEST_F(CircuitBreakerTest, CloseFailureWindowEndsItWithoutASuccess) {
+  std::vector<std::pair<int64_t, bool>> heard;
+  breaker_.set_window_listener(
+      [&heard](int64_t window_us, bool answered) { heard.emplace_back(window_us, answered); });
+  breaker_.CloseFailureWindow();
+  EXPECT_TRUE(heard.empty());
+  breaker_.Record(kDown);
+  clock_.AdvanceMicros(2500000);
+  breaker_.CloseFailureWindow();
+  EXPECT_EQ(breaker_.failing_since_us(), 0);
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0], std::make_pair(int64_t{2500000}, false));
+  breaker_.Record(absl::OkStatus());  // no window: nothing more
+  EXPECT_EQ(heard.size(), 1u);
+}
+
+// Verifies Reset closes an open breaker at once and forgets a streak, and that a probe that was
+// out and then fails does not reopen it.
+TEST_F(CircuitBreakerTest, ResetClosesAndForgets) {
+  for (int i = 0; i < 3; ++i) breaker_.Record(kTimeout);
+  ASSERT_TRUE(breaker_.open());
+  clock_.AdvanceMicros(1000000);
+  ASSERT_TRUE(breaker_.StartProbe());
+  breaker_.Reset();
+  EXPECT_FALSE(breaker_.open());
+  EXPECT_TRUE(breaker_.Allow());
+  breaker_.ProbeDone(kTimeout);
+  EXPECT_FALSE(breaker_.open());
+  // A streak begun before the reset does not carry over.
+  breaker_.Record(kTimeout);
+  breaker_.Record(kTimeout);
+  breaker_.Reset();
+  breaker_.Record(kTimeout);
+  EXPECT_FALSE(breaker_.open());
 }
 
 // Verifies a threshold of 0 disables the breaker.

@@ -1,7 +1,11 @@
 // The cluster client through a master failure: its own cluster, since a killed master is gone
 // for good. Plain, and over TLS (every node, the cluster bus and replication), where the client
 // learns the nodes' TLS ports from CLUSTER SLOTS and checks each node's certificate.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -146,6 +150,74 @@ TEST_P(ClusterClientFailoverTest, KilledMasterIsReplacedByItsReplicaWithinSecond
       tls ? "TLS " : "", failures, static_cast<long long>(slowest_failure_us / 1000),
       static_cast<long long>((first_success_after_promotion_us - promoted_us) / 1000),
       static_cast<long long>((promoted_us - killed_us) / 1000));
+  client.Stop();
+}
+
+// Verifies a client with no traffic at all follows a failover by itself: while a master is down
+// it re-reads the topology a few times a second (no more), the promoted replica serves the dead
+// master's slots in its map soon after the cluster reports it (2 s at most here, a margin for a
+// loaded machine: bench and docs/failure-handling.md have the figures), and once every master
+// of the map is reachable it stops asking.
+TEST(ClusterClientIdleFailoverTest, IdleClientFollowsTheFailoverThenStopsAsking) {
+  absl::StatusOr<std::unique_ptr<RedisCluster>> started =
+      RedisCluster::Start({.node_timeout_ms = 1000});
+  ASSERT_TRUE(started.ok()) << started.status();
+  RedisCluster& cluster = **started;
+  absl::StatusOr<std::unique_ptr<RedisClusterClient>> created = RedisClusterClient::Create(
+      {.seeds = cluster.SeedAddresses(), .node = {.connect_timeout = absl::Milliseconds(500)}},
+      RealClock::Get());
+  ASSERT_TRUE(created.ok()) << created.status();
+  RedisClusterClient& client = **created;
+  ASSERT_TRUE(client.WaitUntilReady(absl::Seconds(20)));
+  absl::StatusOr<std::vector<std::string>> masters = cluster.Masters();
+  ASSERT_TRUE(masters.ok()) << masters.status();
+  const std::string victim = (*masters)[1];
+  const std::vector<std::string> owners = SlotOwners(cluster);
+  const int slot = static_cast<int>(std::find(owners.begin(), owners.end(), victim) -
+                                    owners.begin());
+  ASSERT_LT(slot, static_cast<int>(owners.size()));
+  auto asked = [&client] {
+    RedisClusterClientStats stats = client.stats();
+    return stats.refreshes + stats.refresh_failures;
+  };
+  auto owner_now = [&client, slot] {
+    std::shared_ptr<const SlotMap> map = client.slot_map();
+    int node = map->NodeForSlot(slot);
+    return node < 0 ? std::string() : map->nodes()[static_cast<size_t>(node)].address;
+  };
+  // Quiet before the fault: nothing asks.
+  const uint64_t quiet_before = asked();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(asked(), quiet_before) << "refreshes while every node was up";
+
+  const int64_t killed_us = NowUs();
+  const uint64_t asked_at_kill = asked();
+  ASSERT_TRUE(cluster.KillNode(victim).ok());
+  absl::StatusOr<std::string> promoted = cluster.WaitForPromotion(victim, std::chrono::seconds(30));
+  ASSERT_TRUE(promoted.ok()) << promoted.status();
+  const int64_t reported_us = NowUs();
+  while (owner_now() != *promoted && NowUs() - reported_us < 5000000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int64_t seen_us = NowUs();
+  ASSERT_EQ(owner_now(), *promoted) << "the idle client's map still routes to " << owner_now();
+  const uint64_t asked_during = asked() - asked_at_kill;
+  const double seconds = static_cast<double>(seen_us - killed_us) / 1e6;
+  std::printf("idle client: new master in its map %lld ms after the cluster reported it; "
+              "%llu refreshes in the %.1f s of the outage\n",
+              static_cast<long long>((seen_us - reported_us) / 1000),
+              static_cast<unsigned long long>(asked_during), seconds);
+  EXPECT_LE(seen_us - reported_us, 2000000);
+  // Every 150-250 ms (the default outage interval, jittered), and a first one at once.
+  EXPECT_GE(static_cast<double>(asked_during), seconds * 2);
+  EXPECT_LE(static_cast<double>(asked_during), seconds / 0.15 + 2);
+
+  // Healed (the dead node is no longer in the map): after the trouble is a second old, quiet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  const uint64_t quiet_after = asked();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(asked(), quiet_after) << "refreshes after the cluster healed";
+  EXPECT_GE(client.stats().topology_changes, 1u);
   client.Stop();
 }
 
