@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/logging.h"
+#include "server/process/grpc_logging.h"
 #include "server/config/config_loader.h"
 #include "server/process/assembly.h"
 #include "server/process/lifecycle.h"
@@ -25,6 +26,7 @@ int Fail(const absl::Status& status) {
 void StartLog(const LoadedSettings& loaded) {
   SetMinLogLevel(loaded.settings.log.level);
   SetLogFormat(loaded.settings.log.format);
+  RouteGrpcLogs();
   for (const std::string& note : loaded.upstream_notes) {
     SLUICE_LOG(INFO) << "envoyproxy/ratelimit setting: " << note;
   }

@@ -18,6 +18,7 @@
 #include "tests/support/fake_ads_server.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/process.h"
+#include "tests/support/stderr_capture.h"
 
 namespace sluice {
 namespace {
@@ -32,42 +33,7 @@ using Received = FakeAdsServer::Received;
 
 constexpr absl::Duration kWait = absl::Seconds(10);
 
-// Sends this process's stderr, where the log goes, to a temporary file from construction until
-// Stop, which returns what was written meanwhile (by any thread).
-class StderrCapture {
- public:
-  StderrCapture() {
-    std::fflush(stderr);
-    fd_ = mkstemp(path_);
-    saved_ = dup(STDERR_FILENO);
-    dup2(fd_, STDERR_FILENO);
-  }
-  ~StderrCapture() { Stop(); }
-
-  std::string Stop() {
-    if (fd_ < 0) {
-      return text_;
-    }
-    std::fflush(stderr);
-    dup2(saved_, STDERR_FILENO);
-    close(saved_);
-    lseek(fd_, 0, SEEK_SET);
-    char buffer[4096];
-    for (ssize_t n; (n = read(fd_, buffer, sizeof(buffer))) > 0;) {
-      text_.append(buffer, static_cast<size_t>(n));
-    }
-    close(fd_);
-    unlink(path_);
-    fd_ = -1;
-    return text_;
-  }
-
- private:
-  char path_[40] = "/tmp/sluice_xds_log_XXXXXX";
-  int fd_ = -1;
-  int saved_ = -1;
-  std::string text_;
-};
+using testing::StderrCapture;
 
 // The lines of `log` that contain `part`.
 std::vector<std::string> LinesWith(const std::string& log, absl::string_view part) {
