@@ -1,6 +1,6 @@
 // sluicectl: asks an RLS v3 server for a decision and prints it as a table.
 //   sluicectl --server=HOST:PORT [--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM]]
-//             check DOMAIN key=value[,key=value...] [...] [--hits=N]
+//             check DOMAIN key=value[,key=value...] [...] [--hits=N] [--refund]
 // Exit status: 0 all OK, 2 OVER_LIMIT, 1 any error.
 #include <cstdio>
 #include <memory>
@@ -20,6 +20,9 @@
 
 ABSL_FLAG(std::string, server, "localhost:8081", "RLS server address, HOST:PORT");
 ABSL_FLAG(uint32_t, hits, 0, "hits this request adds (0: the server's default of 1)");
+ABSL_FLAG(bool, refund, false,
+          "mark every descriptor is_negative_hits (Envoy 1.38): give the hits back instead of "
+          "taking them");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "deadline of the call");
 ABSL_FLAG(std::string, tls_ca, "",
           "TLS to the server: the PEM bundle its certificate must chain to (empty: plaintext)");
@@ -69,7 +72,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "sluicectl --server=HOST:PORT [--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM]]\n"
-      "          check DOMAIN key=value[,key=value...] [...] [--hits=N]\n"
+      "          check DOMAIN key=value[,key=value...] [...] [--hits=N] [--refund]\n"
       "Each key=value list is one descriptor. Exit status: 0 OK, 2 OVER_LIMIT, 1 error.");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 4 || std::string(args[1]) != "check") {
@@ -81,6 +84,11 @@ int main(int argc, char** argv) {
   if (!request.ok()) {
     std::fprintf(stderr, "sluicectl: %s\n", std::string(request.status().message()).c_str());
     return 1;
+  }
+  if (absl::GetFlag(FLAGS_refund)) {
+    for (auto& descriptor : *request->mutable_descriptors()) {
+      descriptor.set_is_negative_hits(true);
+    }
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = Credentials();
   if (!credentials.ok()) {

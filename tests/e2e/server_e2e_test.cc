@@ -28,6 +28,7 @@
 namespace sluice {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::ChildProcess;
 using testing::HttpGet;
@@ -251,6 +252,29 @@ TEST_F(ServerE2eTest, JsonIsCheckedStrictlyBeforeParsing) {
   EXPECT_THAT(Http("POST", "/json",
                    R"({"domain":"e2e","descriptors":[{"entries":[{"key":"user","value":"a"}]}]})"),
               HasSubstr("\n200"));
+}
+
+// Verifies a refund (Envoy 1.38's is_negative_hits) is refused with INVALID_ARGUMENT on gRPC,
+// /json and sluicectl --refund alike, and charges nothing: the counter is where it was.
+TEST_F(ServerE2eTest, RefundIsRefusedNotCharged) {
+  ASSERT_EQ(Check("user=erin").statuses(0).limit_remaining(), 2u);
+  auto refund = BuildRequest("e2e", {"user=erin"}, 0);
+  ASSERT_TRUE(refund.ok());
+  refund->mutable_descriptors(0)->set_is_negative_hits(true);
+  auto response = client_->ShouldRateLimit(*refund, absl::Seconds(5));
+  ASSERT_FALSE(response.ok());
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("descriptors[0]: is_negative_hits (a refund of hits) is not supported"));
+  EXPECT_THAT(Http("POST", "/json",
+                   R"({"domain":"e2e","descriptors":[{"entries":[{"key":"user","value":"erin"}],)"
+                   R"("is_negative_hits":true}]})"),
+              AllOf(HasSubstr("is_negative_hits (a refund of hits)"), HasSubstr("\n400")));
+  auto [status, out] = RunCommand(absl::StrCat(Bin("sluicectl"), " --server=127.0.0.1:",
+                                               grpc_port_, " check e2e user=erin --refund"));
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_THAT(out, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_EQ(Check("user=erin").statuses(0).limit_remaining(), 1u);
 }
 
 // Verifies sluicectl prints a table and exits 0 for OK, 2 for OVER_LIMIT, 1 for errors.

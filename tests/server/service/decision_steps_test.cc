@@ -281,5 +281,20 @@ TEST(RequestValidationTest, NamesTheOffendingField) {
             "(got 9)");
 }
 
+// Verifies a refund (Envoy 1.38's is_negative_hits) is refused with the field named, in any
+// position, rather than decided: deciding it would charge the hits it asks to give back.
+TEST(RequestValidationTest, RefundsAreRefusedNotCharged) {
+  const RequestLimits limits{.max_descriptors = 4, .max_entries = 2, .max_key_bytes = 16};
+  auto refund = testing::MakeRequest("d", {{{"k", "v"}}, {{"user", "alice"}}});
+  refund.mutable_descriptors(1)->set_is_negative_hits(true);
+  const absl::Status status = ValidateRequest(refund, limits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "descriptors[1]: is_negative_hits (a refund of hits) is not supported by this Sluice "
+            "yet; the descriptor is refused rather than charged");
+  refund.mutable_descriptors(1)->set_is_negative_hits(false);
+  EXPECT_TRUE(ValidateRequest(refund, limits).ok());
+}
+
 }  // namespace
 }  // namespace sluice
