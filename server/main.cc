@@ -266,6 +266,11 @@ ABSL_FLAG(std::string, default_charge, "if_admitted",
           "if_admitted (a denied request consumes nothing) or always (every hit asked is "
           "charged, into debt past the limit: envoyproxy/ratelimit's increment-first, and "
           "usage reported after the response)");
+ABSL_FLAG(std::string, default_charge_fixed_window, "",
+          "the same for fixed-window rules and descriptors' limit overrides; empty: "
+          "--default_charge. envoyproxy/ratelimit's variables set it (always, unless "
+          "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true): upstream has only fixed windows, and "
+          "the other algorithms keep --default_charge");
 ABSL_FLAG(bool, count_denied_hits, Defaults().limiter.count_denied_hits,
           "the older name of --default_charge=always (true wins over --default_charge)");
 ABSL_FLAG(int32_t, max_descriptors, Defaults().limiter.max_descriptors,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 namespace sluice {
 namespace {
@@ -94,6 +95,9 @@ RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings) {
   options.respond.ietf_rate_limit_headers = limiter.ietf_rate_limit_headers;
   options.respond.retry_after_header = limiter.retry_after_header;
   options.default_charge = limiter.count_denied_hits ? Charge::kAlways : limiter.default_charge;
+  options.default_charge_fixed_window =
+      limiter.count_denied_hits ? std::optional<Charge>(Charge::kAlways)
+                                : limiter.default_charge_fixed_window;
   return options;
 }
 

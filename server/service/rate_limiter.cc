@@ -18,6 +18,7 @@ ResolveOptions ResolveOptionsOf(const RateLimiterOptions& options) {
   out.key_prefix = options.key_prefix;
   out.failure_mode = options.failure_mode;
   out.default_charge = options.default_charge;
+  out.default_charge_fixed_window = options.default_charge_fixed_window;
   out.describe_request = options.respond.response_dynamic_metadata;
   return out;
 }

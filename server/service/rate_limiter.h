@@ -12,8 +12,9 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/functional/any_invocable.h"
@@ -55,9 +56,11 @@ struct RateLimiterOptions {
   // dynamic metadata, rate-limit headers, retry-after): handed to Respond as it is.
   RespondOptions respond;
   // Whether a denied request's hits are charged, for the rules that do not say (`charge:`):
-  // --default_charge (always under upstream's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset or
-  // false). LimitParams::charge.
+  // --default_charge. LimitParams::charge.
   Charge default_charge = Charge::kIfAdmitted;
+  // The same for fixed-window rules: --default_charge_fixed_window (always under upstream's
+  // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset or false); unset: default_charge.
+  std::optional<Charge> default_charge_fixed_window;
 };
 
 class RateLimiter {

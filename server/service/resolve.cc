@@ -176,7 +176,10 @@ void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions&
     scratch.key_spans.emplace_back(static_cast<uint32_t>(offset),
                                    static_cast<uint32_t>(plan.key_bytes.size() - offset));
     LimitParams params = rule->params;
-    params.charge = rule->charge.value_or(options.default_charge);
+    params.charge = rule->charge.value_or(
+        params.algorithm == Algorithm::kFixedWindow
+            ? options.default_charge_fixed_window.value_or(options.default_charge)
+            : options.default_charge);
     plan.checks.push_back(LimitCheck{{}, params, descriptor.hits, index});
   }
 }

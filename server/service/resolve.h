@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
@@ -24,6 +25,8 @@ struct ResolveOptions {
   FailureMode failure_mode = FailureMode::kAllow;
   // The LimitParams::charge of the checks of rules that do not set their own (`charge:`).
   Charge default_charge = Charge::kIfAdmitted;
+  // The same for fixed-window rules (--default_charge_fixed_window); unset: default_charge.
+  std::optional<Charge> default_charge_fixed_window;
   // Builds RequestPlan::request_metadata (--response_dynamic_metadata).
   bool describe_request = false;
 };

@@ -170,6 +170,21 @@ bool ReadDefaultCharge(const std::string& text, Settings& settings, std::string*
   return false;
 }
 
+bool ReadDefaultChargeFixedWindow(const std::string& text, Settings& settings,
+                                  std::string* error) {
+  if (text.empty()) {
+    settings.limiter.default_charge_fixed_window.reset();  // --default_charge decides
+    return true;
+  }
+  if (std::optional<Charge> charge = ParseCharge(text)) {
+    settings.limiter.default_charge_fixed_window = *charge;
+    return true;
+  }
+  *error = absl::StrCat("--default_charge_fixed_window: '", text,
+                        "' is not if_admitted, always or empty");
+  return false;
+}
+
 bool ReadConfigSource(const std::string& text, Settings& settings, std::string* error) {
   for (ConfigSourceKind source : {ConfigSourceKind::kFiles, ConfigSourceKind::kXds}) {
     if (text == ConfigSourceKindName(source)) {
@@ -343,6 +358,7 @@ constexpr Entry kFlags[] = {
     Plain<&S::limiter, &Limiter::retry_after_header>("retry_after_header"),
     Plain<&S::limiter, &Limiter::count_denied_hits>("count_denied_hits"),
     Converted<std::string, &ReadDefaultCharge>("default_charge"),
+    Converted<std::string, &ReadDefaultChargeFixedWindow>("default_charge_fixed_window"),
     Plain<&S::limiter, &Limiter::max_descriptors>("max_descriptors"),
     Plain<&S::limiter, &Limiter::max_entries>("max_entries"),
     Plain<&S::limiter, &Limiter::max_key_bytes>("max_key_bytes"),

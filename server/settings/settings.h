@@ -309,6 +309,10 @@ struct LimiterSettings {
   // --default_charge: whether a denied request's hits are charged, for the rules that do not
   // say (`charge:`). LimitParams::charge.
   Charge default_charge = Charge::kIfAdmitted;
+  // --default_charge_fixed_window: the same for fixed-window rules (and descriptors' limit
+  // overrides, which are fixed windows); unset, --default_charge. Upstream's environment sets it
+  // (envoyproxy/ratelimit has only fixed windows).
+  std::optional<Charge> default_charge_fixed_window;
   // --count_denied_hits: the older name of --default_charge=always; true wins.
   bool count_denied_hits = false;
 };

@@ -739,11 +739,14 @@ class Translator {
     }
   }
 
-  // A deployment configured by upstream's variables gets upstream's charging: every hit, admitted
-  // or not, when STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT is unset (false is mapped in Limiter).
+  // A deployment configured by upstream's variables gets upstream's charging on the algorithm
+  // upstream has, the fixed window: every hit, admitted or not, when
+  // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT is unset (false is mapped in Limiter). The algorithms
+  // upstream does not have keep --default_charge: charged always, a flood above their rate would
+  // keep a key in debt and admit nothing while it lasts.
   void UpstreamCharge(bool upstream) {
     if (upstream && !IsSet("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")) {
-      Set("default_charge", "always",
+      Set("default_charge_fixed_window", "always",
           "envoyproxy/ratelimit's default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset)");
     }
   }
@@ -762,7 +765,7 @@ class Translator {
     // Upstream charges a denied request's hits unless told to stop (increment first); unset,
     // that is its default, applied in Run once any upstream variable was seen.
     if (std::optional<bool> stop = Bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")) {
-      Set("default_charge", *stop ? "if_admitted" : "always",
+      Set("default_charge_fixed_window", *stop ? "if_admitted" : "always",
           "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
     }
     if (std::optional<int64_t> bytes =

@@ -205,6 +205,31 @@ TEST_F(MigrationE2eTest, UpstreamEnvironmentOnMemoryBackend) {
   ExpectReloadOnSymlinkSwap();
 }
 
+// Verifies upstream's charging (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset: every hit, admitted
+// or not) is applied to fixed windows only, the one algorithm upstream has: a token bucket of
+// 10/s (burst 5) asked 40 times a second for 1.5 s keeps admitting at its rate, where charged
+// always it would stay in debt and admit its burst and little more.
+TEST_F(MigrationE2eTest, UpstreamChargingIsForFixedWindowsOnly) {
+  WriteConfigMap(R"(domain: edge
+descriptors:
+  - key: tb
+    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 5}
+)",
+                 "1");
+  Start({});
+  int admitted = 0;
+  auto next = std::chrono::steady_clock::now();
+  for (int i = 0; i < 60; ++i) {
+    std::this_thread::sleep_until(next);
+    next += std::chrono::milliseconds(25);
+    if (Check("tb=shared").overall_code() == RlsResponse::OK) ++admitted;
+  }
+  // Charged only if admitted: the burst plus about 15 refilled; charged always: about 5.
+  EXPECT_GE(admitted, 12);
+  EXPECT_LE(admitted, 5 + 10 * 2);
+  EXPECT_THAT(server_->ReadLog(), HasSubstr("default_charge_fixed_window=always"));
+}
+
 // Verifies the same with upstream's Redis variables: the limits live in that Redis, under
 // CACHE_KEY_PREFIX.
 TEST_F(MigrationE2eTest, UpstreamEnvironmentOnRedis) {

@@ -229,7 +229,7 @@ TEST(PartOptionsTest, RateLimiterOptions) {
   limiter.ietf_rate_limit_headers = true;
   limiter.retry_after_header = false;
   limiter.count_denied_hits = true;
-  const RateLimiterOptions options = RateLimiterOptionsFrom(settings);
+  RateLimiterOptions options = RateLimiterOptionsFrom(settings);
   EXPECT_EQ(options.max_descriptors, 2u);
   EXPECT_EQ(options.max_entries, 3u);
   EXPECT_EQ(options.max_key_bytes, 4u);
@@ -247,6 +247,12 @@ TEST(PartOptionsTest, RateLimiterOptions) {
   EXPECT_TRUE(options.respond.ietf_rate_limit_headers);
   EXPECT_FALSE(options.respond.retry_after_header);
   EXPECT_EQ(options.default_charge, Charge::kAlways);
+  EXPECT_EQ(options.default_charge_fixed_window, Charge::kAlways);  // count_denied_hits: all
+  limiter.count_denied_hits = false;
+  limiter.default_charge_fixed_window = Charge::kAlways;
+  options = RateLimiterOptionsFrom(settings);
+  EXPECT_EQ(options.default_charge, Charge::kIfAdmitted);
+  EXPECT_EQ(options.default_charge_fixed_window, Charge::kAlways);
 }
 
 // Verifies the HTTP server's and the gRPC listener's options.

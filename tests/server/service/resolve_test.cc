@@ -21,6 +21,7 @@
 namespace sluice {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using testing::Entries;
 using Request = envoy::service::ratelimit::v3::RateLimitRequest;
@@ -288,6 +289,38 @@ TEST(ResolveOptionsTest, UnknownDomainAndOptions) {
   EXPECT_EQ(plan.checks[0].hits, 2u);
   EXPECT_EQ(plan.request_metadata.fields().at("domain").string_value(), "d");
   EXPECT_EQ(plan.request_metadata.fields().at("hitsAddend").number_value(), 2);
+}
+
+// Verifies --default_charge_fixed_window applies to fixed-window rules only (upstream's
+// environment sets it: upstream has only fixed windows), the other algorithms keep
+// --default_charge, and unset it is --default_charge for all.
+TEST(ResolveOptionsTest, FixedWindowChargeDefaultIsItsOwn) {
+  auto config = LoadConfigText("d.yaml", kConfig);
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::shared_ptr<const Config> shared(std::move(*config));
+  auto charges = [&](const ResolveOptions& options) {
+    RequestPlan plan;
+    Resolve(testing::MakeRequest("d", {{{"both", "x"}}}), shared, options, &plan);
+    std::vector<std::pair<Algorithm, Charge>> out;
+    for (const LimitCheck& check : plan.checks) {
+      out.emplace_back(check.params.algorithm, check.params.charge);
+    }
+    return out;
+  };
+  ResolveOptions upstream;
+  upstream.default_charge_fixed_window = Charge::kAlways;
+  EXPECT_THAT(charges(upstream),
+              ElementsAre(std::make_pair(Algorithm::kFixedWindow, Charge::kAlways),
+                          std::make_pair(Algorithm::kSlidingWindowLog, Charge::kIfAdmitted)));
+  ResolveOptions always;
+  always.default_charge = Charge::kAlways;
+  EXPECT_THAT(charges(always),
+              ElementsAre(std::make_pair(Algorithm::kFixedWindow, Charge::kAlways),
+                          std::make_pair(Algorithm::kSlidingWindowLog, Charge::kAlways)));
+  always.default_charge_fixed_window = Charge::kIfAdmitted;
+  EXPECT_THAT(charges(always),
+              ElementsAre(std::make_pair(Algorithm::kFixedWindow, Charge::kIfAdmitted),
+                          std::make_pair(Algorithm::kSlidingWindowLog, Charge::kAlways)));
 }
 
 }  // namespace

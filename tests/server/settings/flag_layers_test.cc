@@ -17,7 +17,7 @@ using ::testing::IsEmpty;
 
 // Every set of upstream variables brings upstream's charging (upstream_env_test checks it).
 constexpr char kUpstreamChargeNote[] =
-    "--default_charge=always from envoyproxy/ratelimit's default "
+    "--default_charge_fixed_window=always from envoyproxy/ratelimit's default "
     "(STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset)";
 
 class FlagLayersTest : public ::testing::Test {

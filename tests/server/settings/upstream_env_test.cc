@@ -24,7 +24,7 @@ class UpstreamEnvTest : public ::testing::Test {
   // variable ends with (checked by UpstreamChargesAlwaysUnlessStopped, on TranslateAll's).
   UpstreamTranslation Translate(std::map<std::string, std::string> env) {
     UpstreamTranslation t = TranslateAll(std::move(env));
-    if (!t.flags.empty() && t.flags.back().flag == "default_charge" &&
+    if (!t.flags.empty() && t.flags.back().flag == "default_charge_fixed_window" &&
         t.flags.back().source != "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") {
       t.flags.pop_back();
     }
@@ -69,22 +69,22 @@ class UpstreamEnvTest : public ::testing::Test {
 // hit, admitted or not (increment first), unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true;
 // without any upstream variable Sluice's own default stays.
 TEST_F(UpstreamEnvTest, UpstreamChargesAlwaysUnlessStopped) {
-  EXPECT_EQ(Flag(TranslateAll({{"REDIS_URL", "r:6379"}}), "default_charge"), "always");
-  EXPECT_EQ(Flag(TranslateAll({{"LOG_LEVEL", "debug"}}), "default_charge"), "always");
+  EXPECT_EQ(Flag(TranslateAll({{"REDIS_URL", "r:6379"}}), "default_charge_fixed_window"), "always");
+  EXPECT_EQ(Flag(TranslateAll({{"LOG_LEVEL", "debug"}}), "default_charge_fixed_window"), "always");
   EXPECT_EQ(Flag(TranslateAll({{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false"}}),
-                 "default_charge"),
+                 "default_charge_fixed_window"),
             "always");
   UpstreamTranslation stopped =
       TranslateAll({{"REDIS_SOCKET_TYPE", "tcp"},
                     {"REDIS_URL", "r:6379"},
                     {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}});
-  EXPECT_EQ(Flag(stopped, "default_charge"), "if_admitted");
+  EXPECT_EQ(Flag(stopped, "default_charge_fixed_window"), "if_admitted");
   EXPECT_THAT(Flags(stopped), ElementsAre("backend=redis", "redis_addresses=r:6379",
-                                          "default_charge=if_admitted"));
+                                          "default_charge_fixed_window=if_admitted"));
   UpstreamTranslation plain = TranslateAll({{"REDIS_URL", "r:6379"}});
   EXPECT_EQ(plain.flags.back().source,
             "envoyproxy/ratelimit's default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset)");
-  EXPECT_EQ(Flag(TranslateAll({{"PATH", "/bin"}}), "default_charge"), "unset");
+  EXPECT_EQ(Flag(TranslateAll({{"PATH", "/bin"}}), "default_charge_fixed_window"), "unset");
 }
 
 // Verifies nothing set means nothing translated: Sluice's own defaults stay.
@@ -607,10 +607,10 @@ TEST_F(UpstreamEnvTest, LimiterSettings) {
                                     "healthy_with_at_least_one_config_loaded=true",
                                     "response_dynamic_metadata=true", "rate_limit_headers=true",
                                     "rate_limit_reset_header=X-Reset", "redis_key_prefix=rl_",
-                                    "default_charge=always", "over_limit_cache_keys=8192",
+                                    "default_charge_fixed_window=always", "over_limit_cache_keys=8192",
                                     "over_limit_cache_max_mib=1", "near_limit_ratio=0.9"));
   EXPECT_EQ(Flag(Translate({{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}}),
-                 "default_charge"),
+                 "default_charge_fixed_window"),
             "if_admitted");
   EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "0"}}), "over_limit_cache_keys"), "0");
   EXPECT_EQ(Flag(Translate({{"LOCAL_CACHE_SIZE_IN_BYTES", "5"}}), "over_limit_cache_keys"), "1");
@@ -832,8 +832,8 @@ TEST_F(UpstreamEnvTest, OtelVariablesAloneAreNotUpstream) {
   UpstreamTranslation t = TranslateAll({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"},
                                         {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"}});
   EXPECT_EQ(Flag(t, "tracing_endpoint"), "http://c:4318/v1/traces");
-  EXPECT_EQ(Flag(t, "default_charge"), "unset");
-  EXPECT_EQ(Flag(TranslateAll({{"TRACING_ENABLED", "true"}}), "default_charge"), "always");
+  EXPECT_EQ(Flag(t, "default_charge_fixed_window"), "unset");
+  EXPECT_EQ(Flag(TranslateAll({{"TRACING_ENABLED", "true"}}), "default_charge_fixed_window"), "always");
 }
 
 // Verifies USE_PROMETHEUS turns on upstream's Prometheus surface at PROMETHEUS_ADDR (upstream's
