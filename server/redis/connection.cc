@@ -112,17 +112,17 @@ void RedisConnection::Retarget(const RedisEndpoint& endpoint) {
   address_ = AddressOf(endpoint_);
   Drop(absl::StrCat("the master is now ", address_));
   // Whatever the backoff had reached, the new server is tried at once.
-  reconnect_timer_.Cancel();
-  backoff_.Reset();
-  StartConnect();
-  FinishLoopWork();
+  ConnectNow();
 }
 
 void RedisConnection::ReconnectIfDown() {
   MutexLock lock(mu_);
-  if (state_ != State::kDown) {
-    return;
+  if (state_ == State::kDown) {
+    ConnectNow();
   }
+}
+
+void RedisConnection::ConnectNow() {
   reconnect_timer_.Cancel();
   backoff_.Reset();
   StartConnect();

@@ -232,6 +232,8 @@ class RedisConnection : private RedisWire::Owner {
   // it.
   void ForgetContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleReconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Connects at once, the reconnect timer off and the backoff back at its start.
+  void ConnectNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetReady(bool ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnStallCheck() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

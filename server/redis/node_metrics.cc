@@ -60,4 +60,13 @@ void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out) {
   }
 }
 
+void AppendTopologyChanges(uint64_t changes, std::string* out) {
+  absl::StrAppend(out,
+                  "# HELP sluice_redis_topology_changes_total Times the master moved: a new "
+                  "master named by the sentinels, or a new slot map of the cluster\n"
+                  "# TYPE sluice_redis_topology_changes_total counter\n"
+                  "sluice_redis_topology_changes_total ",
+                  changes, "\n");
+}
+
 }  // namespace sluice

@@ -34,4 +34,8 @@ struct NodeMetrics {
 // labelled node="<address>", with HELP and TYPE lines. Nothing when `nodes` is empty.
 void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out);
 
+// sluice_redis_topology_changes_total with its HELP and TYPE lines: the times a client's master
+// moved (a new master named by the sentinels, a cluster slot map that moved slots).
+void AppendTopologyChanges(uint64_t changes, std::string* out);
+
 }  // namespace sluice

@@ -12,6 +12,7 @@
 #include "server/common/failure_reason.h"
 #include "server/common/logging.h"
 #include "server/redis/node_call_trace.h"
+#include "server/redis/node_metrics.h"
 
 namespace sluice {
 namespace {
@@ -375,12 +376,7 @@ void RedisClient::AppendClientMetrics(std::string* out) const {
   if (sentinel_ == nullptr) {
     return;
   }
-  absl::StrAppend(out,
-                  "# HELP sluice_redis_topology_changes_total Times the master moved: a new "
-                  "master named by the sentinels, or a new slot map of the cluster\n"
-                  "# TYPE sluice_redis_topology_changes_total counter\n"
-                  "sluice_redis_topology_changes_total ",
-                  topology_changes_.load(std::memory_order_relaxed), "\n");
+  AppendTopologyChanges(topology_changes_.load(std::memory_order_relaxed), out);
 }
 
 void RedisClient::OnReadyChange(bool ready) {

@@ -17,6 +17,7 @@
 #include "server/redis/address.h"
 #include "server/redis/cluster/cluster_error.h"
 #include "server/redis/cluster/hash_slot.h"
+#include "server/redis/node_metrics.h"
 #include "server/redis/reply.h"
 
 namespace sluice {
@@ -937,13 +938,10 @@ void RedisClusterClient::AppendClientMetrics(std::string* out) const {
       "# TYPE sluice_redis_cluster_refreshes_total counter\n"
       "sluice_redis_cluster_refreshes_total{result=\"ok\"} ", s.refreshes, "\n",
       "sluice_redis_cluster_refreshes_total{result=\"failed\"} ", s.refresh_failures, "\n",
-      "# HELP sluice_redis_topology_changes_total Times the master moved: a new master named by "
-      "the sentinels, or a new slot map of the cluster\n"
-      "# TYPE sluice_redis_topology_changes_total counter\n"
-      "sluice_redis_topology_changes_total ", s.topology_changes, "\n",
       "# HELP sluice_redis_cluster_masters Masters in the slot map in use\n"
       "# TYPE sluice_redis_cluster_masters gauge\n"
       "sluice_redis_cluster_masters ", s.masters, "\n");
+  AppendTopologyChanges(s.topology_changes, out);
 }
 
 RedisClusterClientStats RedisClusterClient::stats() const {
