@@ -32,10 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/rls_client.h"
@@ -248,25 +245,15 @@ class FailoverWindowTest : public ::testing::Test {
 
     // What an operator sees: the move, and the failed master's failure window, ended.
     const std::string page = testing::HttpGet(servers_[0]->http_port(), "/metrics");
-    EXPECT_GT(Counter(page, "sluice_redis_topology_changes_total "), changes_seen_)
+    EXPECT_GT(testing::MetricValue(page, "sluice_redis_topology_changes_total"), changes_seen_)
         << name << ": no topology change counted\n" << page;
-    changes_seen_ = Counter(page, "sluice_redis_topology_changes_total ");
+    changes_seen_ = testing::MetricValue(page, "sluice_redis_topology_changes_total");
     if (node_dies) {
-      EXPECT_GT(Counter(page, "sluice_redis_node_failure_window_seconds_count{"), windows_seen_)
+      EXPECT_GT(testing::MetricSum(page, "sluice_redis_node_failure_window_seconds_count{"),
+                windows_seen_)
           << name << ": no failure window ended\n" << page;
     }
-    windows_seen_ = Counter(page, "sluice_redis_node_failure_window_seconds_count{");
-  }
-
-  // The sum of the values of every line of `page` that begins with `prefix`.
-  static double Counter(const std::string& page, const std::string& prefix) {
-    double total = 0;
-    for (absl::string_view line : absl::StrSplit(page, '\n')) {
-      if (!absl::StartsWith(line, prefix)) continue;
-      double value = 0;
-      if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) total += value;
-    }
-    return total;
+    windows_seen_ = testing::MetricSum(page, "sluice_redis_node_failure_window_seconds_count{");
   }
 
   double changes_seen_ = 0;

@@ -46,6 +46,7 @@ namespace sluice {
 namespace {
 
 using testing::HttpGet;
+using testing::MetricValue;
 using testing::RedisServer;
 using testing::SluiceServer;
 using testing::TempDir;
@@ -250,18 +251,6 @@ int64_t StatusKb(pid_t pid, const std::string& field) {
       int64_t kb = -1;
       if (!parts.empty() && absl::SimpleAtoi(parts[0], &kb)) {
         return kb;
-      }
-    }
-  }
-  return -1;
-}
-
-int64_t MetricValue(const std::string& metrics, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
-    if (absl::StartsWith(line, series + " ")) {
-      double value = 0;
-      if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) {
-        return static_cast<int64_t>(value);
       }
     }
   }

@@ -33,23 +33,13 @@ using ::testing::HasSubstr;
 using testing::ChildProcess;
 using testing::FreePort;
 using testing::HttpGet;
+using testing::MetricValue;
 using testing::SluiceServer;
 using testing::TempDir;
 using testing::WaitForPort;
 
 constexpr int kFileLimit = 256;     // the server's RLIMIT_NOFILE
 constexpr int kConnections = 400;   // the flood: more than the limit
-
-// The value of the unlabelled metric `name` in Prometheus text, or -1.
-int64_t MetricValue(const std::string& text, const std::string& name) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    int64_t value = 0;
-    if (absl::ConsumePrefix(&line, name + " ") && absl::SimpleAtoi(line, &value)) {
-      return value;
-    }
-  }
-  return -1;
-}
 
 // User plus system CPU time the process has used, from /proc/<pid>/stat.
 absl::Duration CpuTime(pid_t pid) {

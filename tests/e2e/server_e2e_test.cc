@@ -32,6 +32,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::ChildProcess;
 using testing::HttpGet;
+using testing::MetricValue;
 using testing::RunCommand;
 using testing::SluiceServer;
 using testing::TempDir;
@@ -376,16 +377,6 @@ TEST(ServerEnvironmentTest, FlagsFromEnvironment) {
   auto [bad_status, bad_out] = RunCommand("SLUICE_MAX_ENTRIES=lots " + Bin("sluice"));
   EXPECT_EQ(bad_status, 1);
   EXPECT_THAT(bad_out, HasSubstr("SLUICE_MAX_ENTRIES"));
-}
-
-// The value of an unlabelled sample `name` in a /metrics page, or -1.
-double MetricValue(const std::string& metrics, const std::string& name) {
-  const std::string prefix = "\n" + name + " ";
-  const size_t at = metrics.find(prefix);
-  if (at == std::string::npos) {
-    return -1;
-  }
-  return std::stod(metrics.substr(at + prefix.size()));
 }
 
 // Verifies --memory_max_mib bounds the memory backend in bytes: keys with 1000-byte values are

@@ -13,8 +13,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 namespace sluice::testing {
 
@@ -31,6 +37,39 @@ std::pair<int, std::string> RunCommand(const std::string& command) {
   }
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+namespace {
+
+// The value of a sample line (`<series> <value>`), if it parses.
+std::optional<double> SampleValue(absl::string_view line) {
+  const size_t space = line.rfind(' ');
+  double value = 0;
+  if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace
+
+double MetricValue(const std::string& page, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (absl::StartsWith(line, series + " ")) {
+      if (std::optional<double> value = SampleValue(line)) return *value;
+    }
+  }
+  return -1;
+}
+
+double MetricSum(const std::string& page, const std::string& prefix) {
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (absl::StartsWith(line, prefix)) {
+      sum += SampleValue(line).value_or(0);
+    }
+  }
+  return sum;
 }
 
 std::string HttpGet(int port, const std::string& path) {

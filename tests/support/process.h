@@ -36,6 +36,13 @@ std::pair<int, std::string> RunCommand(const std::string& command);
 // "<body>\n<status code>" of an HTTP GET of http://127.0.0.1:<port><path> (curl).
 std::string HttpGet(int port, const std::string& path);
 
+// The value of the sample `series` on a Prometheus text page (a metric name, with its labels
+// as the page prints them: `x_total{reason="a"}`), or -1 when the page has none.
+double MetricValue(const std::string& page, const std::string& series);
+// The sum of every sample whose series begins with `prefix` (`name{` sums a metric over its
+// label sets); 0 when there is none.
+double MetricSum(const std::string& page, const std::string& prefix);
+
 // A child process whose stdout and stderr go to a log file. The destructor sends SIGTERM,
 // waits up to five seconds, then SIGKILLs, so a failing test never leaks a server.
 class ChildProcess {

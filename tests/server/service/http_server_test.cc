@@ -77,6 +77,11 @@ class HttpServerTest : public ::testing::Test {
     ASSERT_TRUE(http_->Start("127.0.0.1:0", debug_address).ok());
   }
 
+  // Serves with a cap of two connections and a page of 10,000 rule series, fills the cap with
+  // two clients that ask for /metrics and read nothing, and returns their sockets once both
+  // answers are being written (their first bytes have arrived).
+  void ServeTwoNonReadingScrapersAtTheCap(int* first, int* second);
+
   static std::shared_ptr<const Config> Load(const std::string& yaml) {
     auto config = LoadConfigText("h.yaml", yaml);
     EXPECT_TRUE(config.ok()) << config.status();
@@ -481,6 +486,20 @@ void FillRuleSeries(Metrics& metrics, int series) {
 
 constexpr char kGetMetrics[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
 
+void HttpServerTest::ServeTwoNonReadingScrapersAtTheCap(int* first, int* second) {
+  HttpServerOptions options;
+  options.max_connections = 2;
+  FillRuleSeries(metrics_, 10000);
+  Serve(Load("domain: h\n"), options);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  *first = SendRaw(http_->port(), kGetMetrics);
+  *second = SendRaw(http_->port(), kGetMetrics);
+  for (int fd : {*first, *second}) {
+    pollfd ready{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&ready, 1, 10000), 1);
+  }
+}
+
 // Verifies scrapes share one page: scrapes within the page's max age are served the page
 // rendered first, the connection metrics still current.
 TEST_F(HttpServerTest, MetricsPageIsRenderedOncePerMaxAge) {
@@ -524,18 +543,11 @@ TEST_F(HttpServerTest, ScraperThatDoesNotReadIsCutAtTheAnswerTimeout) {
 // is served once the oldest has stalled for a moment: it is closed to make room, not the
 // newcomer refused.
 TEST_F(HttpServerTest, ConnectionCapEvictsAStalledReader) {
-  HttpServerOptions options;
-  options.max_connections = 2;
-  FillRuleSeries(metrics_, 10000);
-  Serve(Load("domain: h\n"), options);
-  const int first = SendRaw(http_->port(), kGetMetrics);
-  const int second = SendRaw(http_->port(), kGetMetrics);
-  // Both writing (their answers' first bytes have arrived; nothing is read), then stalled past
-  // the grace of a second.
-  for (int fd : {first, second}) {
-    pollfd ready{fd, POLLIN, 0};
-    ASSERT_EQ(poll(&ready, 1, 10000), 1);
-  }
+  int first = -1;
+  int second = -1;
+  ServeTwoNonReadingScrapersAtTheCap(&first, &second);
+  if (HasFatalFailure()) return;
+  // Both writing, then stalled past the grace of a second.
   absl::SleepFor(absl::Milliseconds(1200));
   EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "OK\n200");
   // The one that started writing first was closed (which one that is depends on the order the
@@ -551,17 +563,11 @@ TEST_F(HttpServerTest, ConnectionCapEvictsAStalledReader) {
 // none has stalled for long, is served, not refused: it waits, one over the cap, for the oldest
 // to be closed.
 TEST_F(HttpServerTest, ConnectionCapKeepsANewcomerUntilAReaderStalls) {
-  HttpServerOptions options;
-  options.max_connections = 2;
-  FillRuleSeries(metrics_, 10000);
-  Serve(Load("domain: h\n"), options);
-  const int first = SendRaw(http_->port(), kGetMetrics);
-  const int second = SendRaw(http_->port(), kGetMetrics);
-  // Both writing (their answers' first bytes have arrived; nothing is read), neither for long.
-  for (int fd : {first, second}) {
-    pollfd ready{fd, POLLIN, 0};
-    ASSERT_EQ(poll(&ready, 1, 10000), 1);
-  }
+  int first = -1;
+  int second = -1;
+  ServeTwoNonReadingScrapersAtTheCap(&first, &second);
+  if (HasFatalFailure()) return;
+  // Both writing, neither for long.
   EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "OK\n200");
   EXPECT_THAT(HttpGet(http_->port(), "/metrics"),
               HasSubstr("sluice_http_connections_closed_total{reason=\"refused\"} 0\n"));
