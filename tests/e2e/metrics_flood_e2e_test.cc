@@ -207,8 +207,13 @@ TEST_F(MetricsFloodE2eTest, StalledScrapersOfAFloodedPageCostLittle) {
       }
     }
   }
-  // The scrapers' answers stall; a second is the grace after which the Prometheus listener,
-  // at its cap, closes one to make room.
+  // Every scraper has its answer begun (or was refused or closed at the cap): the page is
+  // rendered, which under a sanitizer takes seconds. Then the answers stall; a second is the
+  // grace after which the Prometheus listener, at its cap, closes one to make room.
+  for (int fd : stalled) {
+    pollfd ready{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&ready, 1, 30000), 1) << "a scraper got no answer in 30 s";
+  }
   absl::SleepFor(absl::Seconds(2));
 
   absl::Duration slowest_health = absl::ZeroDuration();
