@@ -37,14 +37,17 @@ for i = 1, n do
       limit >= 1 and limit < TWO_53 and limit % 1 == 0 and
       period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
       burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
-      hits >= 0 and hits < TWO_53 and hits % 1 == 0 and (charge == 0 or charge == 1)) then
+      hits >= 0 and hits < TWO_53 and hits % 1 == 0 and (charge == 0 or charge == 1 or charge == 2)) then
     return argument_error(SCRIPT, nil, "key " .. i, now, limit, period, burst, hits, 1, charge)
   end
   local key = KEYS[i]
   local allowed, remaining, retry, reset, delay, write, a, b, c, d
   -- @evaluate inline
-  if allowed or (charge == 1 and hits > 0) then
+  if allowed or charge ~= 0 and (charge == 2 or hits > 0) then
     commit(key, reset, write, a, b, c, d)
+  end
+  if charge == 2 then
+    allowed, retry, delay = true, 0, 0 -- a refund is never denied
   end
   reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)
 end

@@ -23,10 +23,19 @@
       count = 0
     end
   end
+  if charge == 2 then
+    -- GiveBackFixedWindow: this window's count, never below 0.
+    if hits < count then
+      count = count - hits
+    else
+      count = 0
+    end
+    hits = 0
+  end
 
   allowed = hits <= limit and count <= limit - hits
   local new
-  if allowed or (charge == 1 and hits > 0) then
+  if allowed or charge ~= 0 and (charge == 2 or hits > 0) then
     count = count + hits
     new = string.format("%.0f", count)
   end

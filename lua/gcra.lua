@@ -30,17 +30,29 @@ end
   if not (tat < now) then
     ahead = tat - now
   end
+  if charge == 2 then
+    -- GiveBackGcra: the TAT moves back by the hits' intervals, never before now.
+    if tat < now then
+      tat = now
+    end
+    tat = tat - hits * interval
+    if tat < now then
+      tat = now
+    end
+    hits, cost, ahead = 0, 0, tat - now
+  end
   allowed = hits <= burst and ahead + cost <= tolerance
   local ahead_after = ahead
   local new
-  if allowed or (charge == 1 and hits > 0) then
+  if allowed or charge ~= 0 and (charge == 2 or hits > 0) then
     if tat < now then
       tat = now
     end
     tat = tat + cost
     -- A charge while denied moves the TAT past the tolerance, kept within one period beyond it
-    -- (never binding on an admission, which leaves the TAT within the tolerance).
-    if not allowed and tat > now + (tolerance + period) then
+    -- (never binding on an admission, which leaves the TAT within the tolerance; a refund, here
+    -- with hits 0, leaves a TAT that a clock stepping back sees further ahead as it was).
+    if not allowed and charge == 1 and tat > now + (tolerance + period) then
       tat = now + (tolerance + period)
     end
     new = struct.pack("<Bd", 5, tat)

@@ -54,7 +54,7 @@ for i = 1, n do
   if not (limit >= 0 and limit < TWO_53 and limit % 1 == 0 and
       period >= 1 and period <= MAX_PERIOD and period % 1 == 0 and
       burst >= 0 and burst < TWO_53 and burst % 1 == 0 and
-      hits >= 0 and hits < TWO_53 and hits % 1 == 0 and (charge == 0 or charge == 1)) then
+      hits >= 0 and hits < TWO_53 and hits % 1 == 0 and (charge == 0 or charge == 1 or charge == 2)) then
     return argument_error(SCRIPT, nil, "key " .. i, nil, limit, period, burst, hits, nil, charge)
   end
   local key = KEYS[i]
@@ -73,21 +73,25 @@ local commits = {}
 local all_allowed = true
 for i = 1, n do
   local at = 6 * (i - 1)
-  local limit, period, hits = checks[at + 2], checks[at + 3], checks[at + 5]
+  local limit, period, hits, charge = checks[at + 2], checks[at + 3], checks[at + 5], checks[at + 6]
   local allowed, remaining, retry, reset, delay, write, a, b, c, d
   if limit == 0 then
-    -- ZeroLimitDecision: nothing is ever replenished; the key is neither read nor written.
-    allowed, remaining, retry, reset, delay = hits == 0, 0, period, period, 0
+    -- ZeroLimitDecision: nothing is ever replenished; the key is neither read nor written. A
+    -- refund is decided as a check of 0 hits.
+    allowed, remaining, retry, reset, delay = hits == 0 or charge == 2, 0, period, period, 0
     if allowed then
       retry = 0
     end
   else
-    local charge = checks[at + 6]
     allowed, remaining, retry, reset, delay, write, a, b, c, d =
       checks[at + 1](KEYS[i], now, limit, period, checks[at + 4], hits, charge)
-    local charged = charge == 1 and hits > 0
+    -- Charged, or a refund: written whatever the group's outcome.
+    local charged = charge == 2 or (charge == 1 and hits > 0)
     if allowed or charged then
       commits[#commits + 1] = {KEYS[i], reset, write, a, b, c, d, charged}
+    end
+    if charge == 2 then
+      allowed, retry, delay = true, 0, 0 -- a refund is never denied, nor denies its group
     end
   end
   reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)

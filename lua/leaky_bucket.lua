@@ -40,11 +40,19 @@ end
   if last < now then
     last = now
   end
+  if charge == 2 then
+    -- GiveBackLeakyBucket: out of the drained bucket, never below empty.
+    level = level - hits
+    if not (0 < level) then
+      level = 0
+    end
+    hits = 0
+  end
 
   allowed = hits <= burst and level + hits <= burst
   delay = 0
   local new
-  if allowed or (charge == 1 and hits > 0) then
+  if allowed or charge ~= 0 and (charge == 2 or hits > 0) then
     if allowed then
       delay = ceil_micros((level * period) / limit)
     end

@@ -27,14 +27,17 @@ local MAX_PERIOD = 1125899906842624 -- 2^50 us (35.7 years): now + 4 periods sta
 -- (the single-key scripts: no function to create or call) or as algorithms[code], a function
 -- of (key, now, limit, period, burst, hits, charge) (the group script). The body runs with those
 -- seven in scope (charge 1: the rule charges always, so a denial of hits > 0 is charged and
--- written like an admission, sluice::Charge::kAlways; 0: it is not), limit > 0 (the single-key and
+-- written like an admission, sluice::Charge::kAlways; 0: it is not; 2: a refund, sluice::Refund:
+-- the body gives back up to `hits` to the state it read, at now, sets hits to 0 and decides on,
+-- and the driver then writes the state whatever the verdict and answers allowed, retry 0,
+-- delay 0), limit > 0 (the single-key and
 -- batch drivers refuse limit 0, which Sluice decides without Redis; the group driver answers it
 -- as ZeroLimitDecision, without touching the key); it reads the key, decides, and assigns (never
 -- declares)
 --   allowed (boolean), remaining, retry, reset, delay: the decision (retry, reset and delay in
 --     microseconds: retry_after_us, reset_after_us, delay_us);
 --   write, a, b, c, d: how to store the decided state, for commit below, which the driver calls
---     when `allowed or (charge == 1 and hits > 0)`, a test made only on a denial. A string state leaves write nil and sets a = the value
+--     when `allowed or charge == 2 or (charge == 1 and hits > 0)`, a test made only on a denial. A string state leaves write nil and sets a = the value
 --     read (false: none; a wrong type reads as an error table, which is replaced) and b = the
 --     value decided; any other state sets write to a function write(key, ttl_ms, a, b, c, d).
 -- A body ends at the end of its part and never returns.
@@ -56,7 +59,7 @@ local function argument_error(script, what, context, now, limit, period, burst, 
   local message = what or bad(now, "now", -(2 ^ 52 - 1), 2 ^ 52 - 1) or
     bad(limit, "limit", min_limit or 0, 2 ^ 53 - 1) or bad(period, "period_us", 1, 2 ^ 50) or
     bad(burst, "burst", 0, 2 ^ 53 - 1) or bad(hits, "hits", 0, 2 ^ 53 - 1) or
-    bad(charge, "charge", 0, 1)
+    bad(charge, "charge", 0, 2)
   if context then
     message = context .. ": " .. tostring(message)
   end

@@ -45,12 +45,21 @@ end
   elseif stored_ws == ws - period then
     previous = stored_current
   end
+  if charge == 2 then
+    -- GiveBackSlidingWindowCounter: the current window's count, never below 0.
+    if hits < current then
+      current = current - hits
+    else
+      current = 0
+    end
+    hits = 0
+  end
   local weighted = (previous * (period - (now - ws))) / period
   local estimate = weighted + current
 
   allowed = hits <= limit and estimate + hits <= limit
   local new
-  if allowed or (charge == 1 and hits > 0) then
+  if allowed or charge ~= 0 and (charge == 2 or hits > 0) then
     current = current + hits
     -- What the retry search below starts from: the state as written.
     stored_ws, stored_current, stored_previous = ws, current, previous

@@ -94,10 +94,35 @@ end
     end
     total = newest_cum - base
   end
+  if charge == 2 then
+    -- GiveBackSlidingWindowLog: up to `hits` of the live hits go, newest first. The cut falls
+    -- at cumulative position newest_cum - hits: entries that start at or after it go whole, the
+    -- one that spans it keeps its hits before it (its member rewritten, its score kept).
+    if hits >= total then
+      if any_live then
+        redis.call("DEL", key) -- nothing live is left: a fresh key
+        exists, any_live, expired, total = false, false, 0, 0
+      end
+    elseif hits > 0 then
+      local cut = newest_cum - hits
+      local cut_text = string.format("%d", cut)
+      redis.call("ZREMRANGEBYSCORE", key, cut_text, "+inf")
+      local spanning = redis.call("ZREVRANGEBYSCORE", key, "(" .. cut_text, "-inf", "WITHSCORES",
+        "LIMIT", 0, 1)
+      local cum
+      newest_ts, cum = struct.unpack("<dd", spanning[1])
+      if cum ~= cut then
+        redis.call("ZREM", key, spanning[1])
+        redis.call("ZADD", key, spanning[2], struct.pack("<dd", newest_ts, cut))
+      end
+      newest_cum, total = cut, total - hits
+    end
+    hits = 0
+  end
 
   allowed = hits <= limit and total <= limit - hits
   local trim, score, entry_ts = expired, 0, now
-  if allowed or (charge == 1 and hits > 0) then
+  if allowed or charge ~= 0 and (charge == 2 or hits > 0) then
     if any_live then
       score = newest_cum
     elseif exists then

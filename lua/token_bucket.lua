@@ -40,10 +40,18 @@ end
   if last < now then
     last = now
   end
+  if charge == 2 then
+    -- GiveBackTokenBucket: back into the refilled bucket, never past full (a fresh key is full).
+    tokens = tokens + hits
+    if not (tokens < burst) then
+      tokens = burst
+    end
+    hits = 0
+  end
 
   allowed = hits <= burst and tokens >= hits
   local new
-  if allowed or (charge == 1 and hits > 0) then
+  if allowed or charge ~= 0 and (charge == 2 or hits > 0) then
     tokens = tokens - hits
     -- A charge while denied goes into debt, kept down to one period's refill (never binding on
     -- an admission, which leaves tokens >= 0).

@@ -119,4 +119,38 @@ Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_
   return Decision{};
 }
 
+Decision Refund(const LimitParams& params, AlgorithmState& state, int64_t now_us, uint64_t hits) {
+  if (params.limit == 0) {
+    return ZeroLimitDecision(params, 0);
+  }
+  hits = std::min(hits, kMaxChargedHits);
+  switch (params.algorithm) {
+    case Algorithm::kFixedWindow:
+      GiveBackFixedWindow(params, std::get<FixedWindowState>(state), now_us, hits);
+      break;
+    case Algorithm::kSlidingWindowLog:
+      GiveBackSlidingWindowLog(params, std::get<SlidingWindowLogState>(state), now_us, hits);
+      break;
+    case Algorithm::kSlidingWindowCounter:
+      GiveBackSlidingWindowCounter(params, std::get<SlidingWindowCounterState>(state), now_us,
+                                   hits);
+      break;
+    case Algorithm::kTokenBucket:
+      GiveBackTokenBucket(params, std::get<TokenBucketState>(state), now_us, hits);
+      break;
+    case Algorithm::kLeakyBucket:
+      GiveBackLeakyBucket(params, std::get<LeakyBucketState>(state), now_us, hits);
+      break;
+    case Algorithm::kGcra:
+      GiveBackGcra(params, std::get<GcraState>(state), now_us, hits);
+      break;
+  }
+  // A check of 0 hits never charges, so a state still in debt is left as given back.
+  Decision decision = Evaluate(params, state, now_us, 0);
+  decision.allowed = true;
+  decision.retry_after_us = 0;
+  decision.delay_us = 0;
+  return decision;
+}
+
 }  // namespace sluice

@@ -172,6 +172,16 @@ AlgorithmState NewState(Algorithm algorithm);
 Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_us,
                   uint64_t hits);
 
+// A refund (Envoy's is_negative_hits): gives back up to `hits` units that earlier requests took
+// from the key, at now_us, then answers as a check of 0 hits would on the state it leaves,
+// except that a refund is never denied: allowed, retry_after_us 0, delay_us 0. What "give back"
+// means is each algorithm's GiveBack* (its header): never past an empty counter or a full
+// bucket (nothing is banked for later requests), a debt (Charge::kAlways) is repaid first, and
+// a fresh key stays fresh. A limit of 0 keeps no state: ZeroLimitDecision of 0 hits. hits above
+// kMaxChargedHits are given back as kMaxChargedHits (as the Lua scripts are sent them).
+// REQUIRES: as Evaluate.
+Decision Refund(const LimitParams& params, AlgorithmState& state, int64_t now_us, uint64_t hits);
+
 // The decision of every algorithm when params.limit == 0: nothing is ever replenished, so a
 // request with hits > 0 is denied and hits == 0 is admitted; remaining is 0. Both retry_after
 // (when denied) and reset_after are one period, so that a client told to wait does not spin.

@@ -1,5 +1,6 @@
 #include "server/algorithm/fixed_window.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "server/algorithm/algorithm_internal.h"
@@ -31,6 +32,13 @@ Decision EvaluateFixedWindow(const LimitParams& params, FixedWindowState& state,
     decision.retry_after_us = hits > limit ? decision.reset_after_us : window_end - now_us;
   }
   return decision;
+}
+
+void GiveBackFixedWindow(const LimitParams& params, FixedWindowState& state, int64_t now_us,
+                         uint64_t hits) {
+  if (state.window_start_us == WindowStart(now_us, params.period_us)) {
+    state.count -= std::min(hits, state.count);
+  }
 }
 
 }  // namespace sluice

@@ -11,6 +11,8 @@
 //   remaining = max(0, L - count).
 //   reset     = (w + P) - now if count > 0, else 0.
 //   retry     = (w + P) - now when denied; reset when hits > L (never admitted).
+//   give back (a refund of `hits`, GiveBackFixedWindow): count -= min(hits, count) when the state
+//             is of window w; a state of another window holds nothing of w's and is left alone.
 //   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
@@ -23,5 +25,9 @@ namespace sluice {
 // One fixed-window decision at now_us for `hits`. REQUIRES: params.period_us > 0.
 Decision EvaluateFixedWindow(const LimitParams& params, FixedWindowState& state, int64_t now_us,
                              uint64_t hits);
+
+// Gives back up to `hits` of the window that holds now_us (sluice::Refund's first step).
+void GiveBackFixedWindow(const LimitParams& params, FixedWindowState& state, int64_t now_us,
+                         uint64_t hits);
 
 }  // namespace sluice

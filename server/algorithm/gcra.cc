@@ -57,4 +57,10 @@ Decision EvaluateGcra(const LimitParams& params, GcraState& state, int64_t now_u
   return decision;
 }
 
+void GiveBackGcra(const LimitParams& params, GcraState& state, int64_t now_us, uint64_t hits) {
+  const double interval = static_cast<double>(params.period_us) / static_cast<double>(params.limit);
+  const double now = static_cast<double>(now_us);
+  state.tat_us = std::max(std::max(state.tat_us, now) - static_cast<double>(hits) * interval, now);
+}
+
 }  // namespace sluice

@@ -30,6 +30,9 @@
 //   (tests/cases/gcra.cases, three_per_second_burst_two_rounding); and the long-run rate can
 //   differ from L / P by up to 0.125 us per admission, a relative 0.125 / T, which matters only
 //   when T is a few microseconds or less (limits near a million per second).
+//   give back (a refund of `hits`, GiveBackGcra): state.tat_us = max(max(tat, now) - hits * T,
+//             now): the TAT moves back by the hits' emission intervals, never before now (a
+//             full burst is all a key can hold).
 //   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
@@ -41,5 +44,8 @@ namespace sluice {
 
 // One GCRA decision at now_us for `hits`. REQUIRES: params.period_us > 0.
 Decision EvaluateGcra(const LimitParams& params, GcraState& state, int64_t now_us, uint64_t hits);
+
+// Moves the TAT back by up to `hits` emission intervals (sluice::Refund's first step).
+void GiveBackGcra(const LimitParams& params, GcraState& state, int64_t now_us, uint64_t hits);
 
 }  // namespace sluice

@@ -76,4 +76,12 @@ Decision EvaluateLeakyBucket(const LimitParams& params, LeakyBucketState& state,
   return decision;
 }
 
+void GiveBackLeakyBucket(const LimitParams& params, LeakyBucketState& state, int64_t now_us,
+                         uint64_t hits) {
+  const double level = Drain(Bucket{state.level, state.last_us}, static_cast<double>(params.limit),
+                             static_cast<double>(params.period_us), now_us);
+  state.level = std::max(0.0, level - static_cast<double>(hits));
+  state.last_us = std::max(state.last_us, now_us);
+}
+
 }  // namespace sluice

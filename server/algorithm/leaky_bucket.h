@@ -24,6 +24,8 @@
 //   "First admitted time" is FirstAdmittedTime in algorithm_internal.h: a search around the
 //   analytic estimate, so the answer is exact whatever the rounding (and capped at 2^53 us);
 //   drain runs on the state as stored after this decision.
+//   give back (a refund of `hits`, GiveBackLeakyBucket): level = max(0, drain(now) - hits),
+//             last = max(last, now), written. A level above B (a debt) is drained first.
 //   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
@@ -36,5 +38,9 @@ namespace sluice {
 // One leaky-bucket decision at now_us for `hits`. REQUIRES: params.period_us > 0.
 Decision EvaluateLeakyBucket(const LimitParams& params, LeakyBucketState& state, int64_t now_us,
                              uint64_t hits);
+
+// Takes up to `hits` of water out (sluice::Refund's first step).
+void GiveBackLeakyBucket(const LimitParams& params, LeakyBucketState& state, int64_t now_us,
+                         uint64_t hits);
 
 }  // namespace sluice

@@ -1,5 +1,6 @@
 #include "server/algorithm/sliding_window_counter.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "server/algorithm/algorithm_internal.h"
@@ -113,6 +114,15 @@ Decision EvaluateSlidingWindowCounter(const LimitParams& params, SlidingWindowCo
     }
   }
   return decision;
+}
+
+void GiveBackSlidingWindowCounter(const LimitParams& params, SlidingWindowCounterState& state,
+                                  int64_t now_us, uint64_t hits) {
+  const int64_t window_start = WindowStart(now_us, params.period_us);
+  const Counters counters = RollTo(state, window_start, params.period_us);
+  state.window_start_us = window_start;
+  state.current = counters.current - std::min(hits, counters.current);
+  state.previous = counters.previous;
 }
 
 }  // namespace sluice

@@ -22,6 +22,9 @@
 //               window, then in the next one, where previous = current and current = 0),
 //               corrected by FirstAdmittedTime so that t itself admits and t - 1 does not.
 //               When hits > L (never admitted): retry = reset.
+//   give back (a refund of `hits`, GiveBackSlidingWindowCounter): the state rolls to w, then
+//             current -= min(hits, current), and the rolled state is written. The previous
+//             window is not touched: its hits are spent, only their weight fades.
 //   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
@@ -34,5 +37,9 @@ namespace sluice {
 // One sliding-counter decision at now_us for `hits`. REQUIRES: params.period_us > 0.
 Decision EvaluateSlidingWindowCounter(const LimitParams& params, SlidingWindowCounterState& state,
                                       int64_t now_us, uint64_t hits);
+
+// Gives back up to `hits` of the current window's count (sluice::Refund's first step).
+void GiveBackSlidingWindowCounter(const LimitParams& params, SlidingWindowCounterState& state,
+                                  int64_t now_us, uint64_t hits);
 
 }  // namespace sluice

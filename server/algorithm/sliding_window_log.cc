@@ -1,5 +1,6 @@
 #include "server/algorithm/sliding_window_log.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <deque>
 #include <utility>
@@ -58,6 +59,21 @@ Decision EvaluateSlidingWindowLog(const LimitParams& params, SlidingWindowLogSta
     }
   }
   return decision;
+}
+
+void GiveBackSlidingWindowLog(const LimitParams& params, SlidingWindowLogState& state,
+                              int64_t now_us, uint64_t hits) {
+  auto& entries = state.entries;
+  while (hits > 0 && !entries.empty() && entries.back().first + params.period_us > now_us) {
+    auto& newest = entries.back();
+    const uint64_t taken = std::min(hits, newest.second);
+    newest.second -= taken;
+    state.total -= taken;
+    hits -= taken;
+    if (newest.second == 0) {
+      entries.pop_back();
+    }
+  }
 }
 
 void CoarsenSlidingWindowLog(SlidingWindowLogState& state, int64_t now_us, int64_t period_us,

@@ -17,6 +17,10 @@
 //   retry     = need = total + hits - L; walk the live entries oldest first, summing their
 //               hits until the sum >= need; retry = that entry's ts + P - now.
 //               When hits > L (never admitted): retry = reset.
+//   give back (a refund of `hits`, GiveBackSlidingWindowLog): up to `hits` of the live entries'
+//             hits are removed, newest first (an entry that loses all its hits is dropped), so
+//             the admissions that would have expired last go first. Expired entries stay until
+//             an admission drops them.
 //   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
@@ -30,6 +34,10 @@ namespace sluice {
 // sorted by time and state.total their sum, as this function leaves them.
 Decision EvaluateSlidingWindowLog(const LimitParams& params, SlidingWindowLogState& state,
                                   int64_t now_us, uint64_t hits);
+
+// Removes up to `hits` of the live entries' hits, newest first (sluice::Refund's first step).
+void GiveBackSlidingWindowLog(const LimitParams& params, SlidingWindowLogState& state,
+                              int64_t now_us, uint64_t hits);
 
 // Shrinks a log at the price of precision, for a store that must bound its memory: drops the
 // entries expired at now_us, rounds every other entry's time up to a multiple of grid_us and

@@ -71,4 +71,17 @@ Decision EvaluateTokenBucket(const LimitParams& params, TokenBucketState& state,
   return decision;
 }
 
+void GiveBackTokenBucket(const LimitParams& params, TokenBucketState& state, int64_t now_us,
+                         uint64_t hits) {
+  if (!state.initialized) {
+    return;
+  }
+  const double burst = static_cast<double>(params.burst);
+  const double tokens =
+      Refill(Bucket{state.tokens, state.last_us}, burst, static_cast<double>(params.limit),
+             static_cast<double>(params.period_us), now_us);
+  state.tokens = std::min(burst, tokens + static_cast<double>(hits));
+  state.last_us = std::max(state.last_us, now_us);
+}
+
 }  // namespace sluice

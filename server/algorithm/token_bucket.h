@@ -21,6 +21,9 @@
 //   "First admitted time" is FirstAdmittedTime in algorithm_internal.h: a search around the
 //   analytic estimate, so the answer is exact whatever the rounding (and capped at 2^53 us);
 //   refill runs on the state as stored after this decision.
+//   give back (a refund of `hits`, GiveBackTokenBucket): a fresh state is full and stays so;
+//             otherwise tokens = refill(now), then tokens = min(B, tokens + hits), last =
+//             max(last, now), written. A bucket in debt is repaid first; none is filled past B.
 //   L == 0    : never reaches this function: sluice::Evaluate decides it (ZeroLimitDecision).
 #pragma once
 
@@ -33,5 +36,9 @@ namespace sluice {
 // One token-bucket decision at now_us for `hits`. REQUIRES: params.period_us > 0.
 Decision EvaluateTokenBucket(const LimitParams& params, TokenBucketState& state, int64_t now_us,
                              uint64_t hits);
+
+// Puts back up to `hits` tokens (sluice::Refund's first step).
+void GiveBackTokenBucket(const LimitParams& params, TokenBucketState& state, int64_t now_us,
+                         uint64_t hits);
 
 }  // namespace sluice

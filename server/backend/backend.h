@@ -25,6 +25,10 @@ struct LimitCheck {
   // them denies, none of them consumes (the rules of one descriptor form a group). Decisions
   // are still reported per check; the caller treats the group as denied if any check is.
   uint32_t group = 0;
+  // A refund (Envoy's is_negative_hits): gives back up to `hits` instead of taking them
+  // (sluice::Refund). Never denied; in a group it is applied whatever the group's outcome and
+  // never denies the group.
+  bool refund = false;
 };
 
 // Receives the outcome of one Evaluate call. On OK, `decisions` has one entry per check, in

@@ -1,5 +1,7 @@
 #include "server/backend/call_plan.h"
 
+#include <algorithm>
+
 #include "server/backend/script_codec.h"
 #include "server/common/std_view.h"
 #include "server/key/storage_key.h"
@@ -36,15 +38,17 @@ CallPlan PlanCalls(absl::Span<const LimitCheck> checks, int64_t now_us, CallPlan
       PlannedCall& call = plan.calls.emplace_back();
       call.kind = PlannedCall::Kind::kLocal;
       call.checks.push_back(static_cast<uint32_t>(i));
-      call.decision = ZeroLimitDecision(first.params, first.hits);
+      call.decision = ZeroLimitDecision(first.params, first.refund ? 0 : first.hits);
       continue;
     }
     if (first.params.algorithm == Algorithm::kFixedWindow) {
       PlannedCall& call = plan.calls.emplace_back();
-      call.kind = PlannedCall::Kind::kFixedWindow;
+      call.kind =
+          first.refund ? PlannedCall::Kind::kFixedWindowRefund : PlannedCall::Kind::kFixedWindow;
       call.checks.push_back(static_cast<uint32_t>(i));
       call.params = first.params;
-      call.hits = WireHits(first.params, first.hits);
+      call.hits = first.refund ? std::min(first.hits, kMaxChargedHits)
+                               : WireHits(first.params, first.hits);
       AppendFixedWindowKey(first.key, now_us, first.params.period_us, &call.window_key);
       continue;
     }

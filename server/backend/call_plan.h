@@ -5,7 +5,8 @@
 //
 // Groups are runs of checks with one LimitCheck::group; a lone check is a group of one.
 //   - A lone check with a limit of 0 is decided here (ZeroLimitDecision): no Redis call.
-//   - A lone fixed window runs without a script, as INCRBY + PEXPIRE NX on its window key.
+//   - A lone fixed window runs without a script, as INCRBY + PEXPIRE NX on its window key; a
+//     refund of one, as the give_back script on its window key.
 //   - A group of several checks is one call of the group script (all-or-nothing).
 //   - The other lone checks run their algorithm's script. With lanes (standalone Redis), they
 //     go to their algorithm's lane, to share calls with other requests' checks (lanes.h).
@@ -29,6 +30,7 @@ struct PlannedCall {
   enum class Kind : uint8_t {
     kLocal,        // decided without Redis: `decision`
     kFixedWindow,  // a lone fixed window: INCRBY + PEXPIRE NX, two replies
+    kFixedWindowRefund,  // a lone fixed window's refund: EVALSHA give_back, one reply
     kGroup,        // the group script over every check of one group
     kLoneChecks,   // lone checks of one algorithm: its single-key or batch script
   };
@@ -36,8 +38,8 @@ struct PlannedCall {
   // The checks this call decides, by index in the request, in the order of its replies.
   absl::InlinedVector<uint32_t, 4> checks;
   Decision decision;  // kLocal
-  // kFixedWindow: the check's limit, its hits as sent (WireHits), and the key of the window
-  // that holds `now`.
+  // kFixedWindow, kFixedWindowRefund: the check's limit, its hits as sent (WireHits; a refund's
+  // up to kMaxChargedHits), and the key of the window that holds `now`.
   LimitParams params;
   uint64_t hits = 0;
   std::string window_key;

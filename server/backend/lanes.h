@@ -59,6 +59,7 @@ struct LaneCheck {
   std::string key;
   LimitParams params;
   uint64_t hits = 0;
+  bool refund = false;  // LimitCheck::refund
   int64_t now_us = 0;
   // Monotonic: the request's arrival plus its budget. Waiting in the lane is charged to it only
   // beyond the queue grace (see RedisBackend::SendLaneCall).

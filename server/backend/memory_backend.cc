@@ -81,6 +81,12 @@ size_t ShareOf(size_t total, size_t fixed, size_t shards) {
 }
 
 
+// One check's decision on `state`: a refund gives back, any other check takes.
+Decision Decide(const LimitCheck& check, AlgorithmState& state, int64_t now_us) {
+  return check.refund ? Refund(check.params, state, now_us, check.hits)
+                      : Evaluate(check.params, state, now_us, check.hits);
+}
+
 }  // namespace
 
 MemoryBackend::MemoryBackend(const Clock& clock, MemoryBackendOptions options)
@@ -299,12 +305,12 @@ void MemoryBackend::EvaluateGroup(absl::Span<const LimitCheck> checks,
     entry_shards.push_back(shard);
     trial.push_back(entry->state);
     Decision& d = decisions[i];
-    d = ::sluice::Evaluate(checks[i].params, trial.back(), now_us, checks[i].hits);
+    d = Decide(checks[i], trial.back(), now_us);
     all_allowed = all_allowed && d.allowed;
   }
   for (size_t j = 0; j < group.size(); ++j) {
     const LimitCheck& check = checks[group[j]];
-    if (all_allowed || ChargesWhenDenied(check.params, check.hits)) {
+    if (all_allowed || check.refund || ChargesWhenDenied(check.params, check.hits)) {
       entries[j]->state = std::move(trial[j]);
       entries[j]->expires_at_us = now_us + std::max<int64_t>(1, decisions[group[j]].reset_after_us);
       if (entry_shards[j] != nullptr) {
@@ -338,10 +344,10 @@ void MemoryBackend::EvaluateInto(absl::Span<const LimitCheck> checks,
       Decision& d = decisions[i];
       if (entry == nullptr) {
         AlgorithmState fresh = NewState(check.params.algorithm);
-        d = ::sluice::Evaluate(check.params, fresh, now_us, check.hits);
+        d = Decide(check, fresh, now_us);
         continue;
       }
-      d = ::sluice::Evaluate(check.params, entry->state, now_us, check.hits);
+      d = Decide(check, entry->state, now_us);
       entry->expires_at_us = now_us + std::max<int64_t>(1, d.reset_after_us);
       Settle(shard, *entry, check.params, now_us);
       EnforceBound(shard, now_us, {&check.key, 1});

@@ -243,6 +243,13 @@ CommandBatch RedisBackend::EncodeCalls(absl::Span<const LimitCheck> checks, int6
         batch.Add({"PEXPIRE", call.window_key,
                    DecimalText(FixedWindowTtlMs(now, call.params.period_us), ttl_text), "NX"});
         continue;
+      case PlannedCall::Kind::kFixedWindowRefund: {
+        const std::string_view key = call.window_key;
+        const std::string_view hits = DecimalText(call.hits, hits_text);
+        batch.AddEvalSha(scripts_.give_back(), absl::MakeConstSpan(&key, 1),
+                         absl::MakeConstSpan(&hits, 1));
+        continue;
+      }
       case PlannedCall::Kind::kGroup:
       case PlannedCall::Kind::kLoneChecks:
         break;
@@ -258,7 +265,7 @@ CommandBatch RedisBackend::EncodeCalls(absl::Span<const LimitCheck> checks, int6
       const LimitCheck& check = checks[c];
       if (!group) {
         keys.push_back(StdView(check.key));
-        AppendSingleScriptArgs(now, check.params, check.hits, &args);
+        AppendSingleScriptArgs(now, check.params, check.hits, &args, check.refund);
         continue;
       }
       if (check.params.algorithm == Algorithm::kFixedWindow) {
@@ -268,7 +275,7 @@ CommandBatch RedisBackend::EncodeCalls(absl::Span<const LimitCheck> checks, int6
       } else {
         keys.push_back(StdView(check.key));
       }
-      AppendGroupScriptCheck(check.params, check.hits, &args);
+      AppendGroupScriptCheck(check.params, check.hits, &args, check.refund);
     }
     const RedisScript& script =
         group ? scripts_.group()
@@ -296,6 +303,19 @@ absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, in
         if (!s.ok()) {
           return s;
         }
+        continue;
+      }
+      case PlannedCall::Kind::kFixedWindowRefund: {
+        const RedisReply& count = replies[r++];
+        if (count.is_error()) {
+          return ErrorReplyStatus(count);
+        }
+        if (!count.is_integer() && !count.is_nil()) {
+          return absl::InternalError(
+              absl::StrCat("redis: unexpected give_back reply ", count.LogString()));
+        }
+        decisions[call.checks[0]] =
+            FixedWindowRefundDecision(call.params, now, count.is_nil() ? 0 : count.integer());
         continue;
       }
       case PlannedCall::Kind::kFixedWindow: {
@@ -356,6 +376,7 @@ void RedisBackend::QueueInLanes(absl::Span<const LimitCheck> checks,
         lane_check.key.assign(check.key.data(), check.key.size());
         lane_check.params = check.params;
         lane_check.hits = check.hits;
+        lane_check.refund = check.refund;
         lane_check.now_us = now;
         lane_check.deadline_us = deadline;
       }
@@ -381,7 +402,7 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, LaneCall call) {
   int64_t deadline = clock_.MonotonicMicros() + budget_us;
   for (const LaneCheck& check : call) {
     keys.push_back(check.key);
-    AppendSingleScriptArgs(check.now_us, check.params, check.hits, &args);
+    AppendSingleScriptArgs(check.now_us, check.params, check.hits, &args, check.refund);
     deadline = std::min(deadline, check.deadline_us + grace_us);
   }
   const std::string_view arg_view = args;

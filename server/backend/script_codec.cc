@@ -45,6 +45,17 @@ bool ToInteger(double value, double min, int64_t* out) {
   return true;
 }
 
+// A record's last two fields: hits and charge.
+void AppendRecordTail(const LimitParams& params, uint64_t hits, bool refund, std::string* out) {
+  if (refund) {
+    AppendDouble(AsDouble(std::min(hits, kMaxChargedHits)), out);
+    AppendDouble(kRefundCharge, out);
+    return;
+  }
+  AppendDouble(AsDouble(WireHits(params, hits)), out);
+  AppendDouble(static_cast<double>(params.charge), out);
+}
+
 }  // namespace
 
 uint64_t WireHits(const LimitParams& params, uint64_t hits) {
@@ -56,26 +67,25 @@ uint64_t WireHits(const LimitParams& params, uint64_t hits) {
 }
 
 void AppendSingleScriptArgs(int64_t now_us, const LimitParams& params, uint64_t hits,
-                            std::string* out) {
+                            std::string* out, bool refund) {
   AppendDouble(static_cast<double>(now_us), out);
   AppendDouble(AsDouble(params.limit), out);
   AppendDouble(static_cast<double>(params.period_us), out);
   AppendDouble(AsDouble(params.burst), out);
-  AppendDouble(AsDouble(WireHits(params, hits)), out);
-  AppendDouble(static_cast<double>(params.charge), out);
+  AppendRecordTail(params, hits, refund, out);
 }
 
 void AppendGroupScriptNow(int64_t now_us, std::string* out) {
   AppendDouble(static_cast<double>(now_us), out);
 }
 
-void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out) {
+void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out,
+                            bool refund) {
   AppendDouble(static_cast<double>(params.algorithm), out);
   AppendDouble(AsDouble(params.limit), out);
   AppendDouble(static_cast<double>(params.period_us), out);
   AppendDouble(AsDouble(params.burst), out);
-  AppendDouble(AsDouble(WireHits(params, hits)), out);
-  AppendDouble(static_cast<double>(params.charge), out);
+  AppendRecordTail(params, hits, refund, out);
 }
 
 absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
@@ -124,6 +134,15 @@ Decision FixedWindowDecision(const LimitParams& params, int64_t now_us, uint64_t
   const uint64_t after = count_after > 0 ? static_cast<uint64_t>(count_after) : 0;
   state.count = after > hits ? after - hits : 0;
   return EvaluateFixedWindow(params, state, now_us, hits);
+}
+
+Decision FixedWindowRefundDecision(const LimitParams& params, int64_t now_us,
+                                   int64_t count_after) {
+  FixedWindowState window;
+  window.window_start_us = algorithm_internal::WindowStart(now_us, params.period_us);
+  window.count = count_after > 0 ? static_cast<uint64_t>(count_after) : 0;
+  AlgorithmState state = window;
+  return Refund(params, state, now_us, 0);
 }
 
 }  // namespace sluice

@@ -41,14 +41,20 @@ inline constexpr size_t kScriptDecisionBytes = 40;
 // (as sluice::Evaluate decides them).
 uint64_t WireHits(const LimitParams& params, uint64_t hits);
 
-// ARGV[1] of a single-key script: now, limit, period_us, burst, hits (sent as WireHits), charge.
+// The charge field of a script record for a refund (sluice::Refund): the scripts give back up to
+// `hits` (sent up to kMaxChargedHits), write the state and answer allowed.
+inline constexpr int kRefundCharge = 2;
+
+// ARGV[1] of a single-key script: now, limit, period_us, burst, hits (sent as WireHits), charge
+// (params.charge, or kRefundCharge for a refund).
 void AppendSingleScriptArgs(int64_t now_us, const LimitParams& params, uint64_t hits,
-                            std::string* out);
+                            std::string* out, bool refund = false);
 
 // ARGV[1] of the group script: AppendGroupScriptNow once, then AppendGroupScriptCheck per key,
 // in key order (algorithm code, limit, period_us, burst, hits as WireHits, charge).
 void AppendGroupScriptNow(int64_t now_us, std::string* out);
-void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out);
+void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out,
+                            bool refund = false);
 
 // Decodes a script's reply of `count` decisions (each allowed, remaining, retry_after_us,
 // reset_after_us, delay_us), calling store(i, decision) for each in order, so that a caller
@@ -71,5 +77,10 @@ int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us);
 // REQUIRES: params.limit > 0 (a limit of 0 never reaches Redis).
 Decision FixedWindowDecision(const LimitParams& params, int64_t now_us, uint64_t hits,
                              int64_t count_after);
+
+// The decision of a refund of a lone fixed window whose give_back call left `count_after` (0 for
+// a key that was gone): what sluice::Refund answers for a window that holds count_after.
+// REQUIRES: params.limit > 0.
+Decision FixedWindowRefundDecision(const LimitParams& params, int64_t now_us, int64_t count_after);
 
 }  // namespace sluice

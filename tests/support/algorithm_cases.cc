@@ -231,13 +231,14 @@ class Parser {
     if (!current_.has_value() || !has_params_) {
       return Error("a step before its case's 'params' line");
     }
-    // at <time> hits <count> -> allow|deny <field> <value> ...
-    if (words.size() < 6 || words[2] != "hits" || words[4] != "->") {
+    // at <time> hits|refund <count> -> allow|deny <field> <value> ...
+    if (words.size() < 6 || (words[2] != "hits" && words[2] != "refund") || words[4] != "->") {
       return Error(
-          "expected 'at <time> hits <count> -> allow|deny remaining <n> retry <d> "
+          "expected 'at <time> hits|refund <count> -> allow|deny remaining <n> retry <d> "
           "reset <d> [delay <d>]'");
     }
     CaseStep step;
+    step.refund = words[2] == "refund";
     step.line = line_;
     absl::string_view time = words[1];
     const bool relative = absl::ConsumePrefix(&time, "+");

@@ -8,8 +8,8 @@
 //   case <name>
 //   params algorithm=<name> limit=<count> period=<duration> [burst=<count>]
 //          [charge=if_admitted|always]
-//   at <time> hits <count> -> allow|deny remaining <count> retry <duration> reset <duration>
-//                             [delay <duration>]
+//   at <time> hits|refund <count> -> allow|deny remaining <count> retry <duration>
+//                                    reset <duration> [delay <duration>]
 //
 // - A case opens with `case` (name: [a-z0-9_]+, unique in its file), then exactly one `params`
 //   line, then one or more `at` steps run in order against one fresh key.
@@ -18,6 +18,7 @@
 //   us, ms, s, m, h, d (250ms, 1m30s, 1d).
 // - <time> is an offset from kCaseBaseUs, or "+<duration>" after the previous step's time.
 //   Times never decrease within a case (equal times model a clock that did not move).
+// - `hits <count>` is a request (sluice::Evaluate); `refund <count>` gives back (sluice::Refund).
 // - Each step states the whole expected Decision: verdict, remaining, retry_after_us,
 //   reset_after_us and (optionally, default 0) delay_us. The fields may come in any order.
 // - The period must divide kCaseBaseUs, so window boundaries fall at round offsets.
@@ -43,6 +44,7 @@ struct CaseStep {
   int line = 0;       // 1-based line of the step in its file
   int64_t at_us = 0;  // offset from kCaseBaseUs; the request runs at kCaseBaseUs + at_us
   uint64_t hits = 0;
+  bool refund = false;  // `refund <count>`: sluice::Refund of `hits`
   Decision expected;
 };
 

@@ -36,10 +36,12 @@ TEST_P(AlgorithmCasesTest, MatchesExpectedDecisions) {
   const AlgorithmCase& test_case = GetParam();
   AlgorithmState state = NewState(test_case.params.algorithm);
   for (const CaseStep& step : test_case.steps) {
-    const Decision actual = Evaluate(test_case.params, state, kCaseBaseUs + step.at_us, step.hits);
+    const int64_t now = kCaseBaseUs + step.at_us;
+    const Decision actual = step.refund ? Refund(test_case.params, state, now, step.hits)
+                                        : Evaluate(test_case.params, state, now, step.hits);
     EXPECT_EQ(FormatDecision(actual), FormatDecision(step.expected))
         << StepLocation(test_case, step) << ": case " << test_case.name << ", at " << step.at_us
-        << " hits " << step.hits;
+        << (step.refund ? " refund " : " hits ") << step.hits;
   }
 }
 
@@ -166,7 +168,7 @@ TEST_F(AlgorithmCaseParserTest, ErrorsNameFileAndLine) {
   EXPECT_THAT(ErrorOf(head + "at 0 hits 1_ -> allow remaining 0 retry 0 reset 0\n"),
               HasSubstr("t.cases:3: bad hits '1_'"));
   EXPECT_THAT(ErrorOf(head + "at 0 hits 1 allow remaining 0 retry 0 reset 0\n"),
-              HasSubstr("t.cases:3: expected 'at <time> hits <count> ->"));
+              HasSubstr("t.cases:3: expected 'at <time> hits|refund <count> ->"));
   EXPECT_THAT(ErrorOf(head + ok_step + head), HasSubstr("t.cases:4: duplicate case name 'c'"));
   EXPECT_THAT(ErrorOf("x\n" + head), HasSubstr("t.cases:1:"));
   EXPECT_THAT(ErrorOf("\ncase empty\ncase d\n"),

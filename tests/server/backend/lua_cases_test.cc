@@ -175,14 +175,15 @@ std::string StateKey(const std::string& key, int64_t now_us, const LimitParams& 
 // The single-key script of params.algorithm. A fixed window has no single-key script (the
 // backend runs a lone one natively), so it runs as a group of one on its window key: the only
 // script that holds it, and so the one the shared cases must check.
-ScriptCall Single(const std::string& key, int64_t now_us, const LimitParams& p, uint64_t hits) {
+ScriptCall Single(const std::string& key, int64_t now_us, const LimitParams& p, uint64_t hits,
+                  bool refund = false) {
   std::string args;
   if (p.algorithm == Algorithm::kFixedWindow) {
     AppendGroupScriptNow(now_us, &args);
-    AppendGroupScriptCheck(p, hits, &args);
+    AppendGroupScriptCheck(p, hits, &args, refund);
     return ScriptCall{"group", {StateKey(key, now_us, p)}, {std::move(args)}};
   }
-  AppendSingleScriptArgs(now_us, p, hits, &args);
+  AppendSingleScriptArgs(now_us, p, hits, &args, refund);
   return ScriptCall{std::string(AlgorithmName(p.algorithm)), {key}, {std::move(args)}};
 }
 
@@ -190,6 +191,7 @@ struct GroupCheck {
   std::string key;  // the base key: a fixed window's check runs on its window key
   LimitParams params;
   uint64_t hits = 1;
+  bool refund = false;
 };
 
 ScriptCall Group(int64_t now_us, const std::vector<GroupCheck>& checks) {
@@ -197,7 +199,7 @@ ScriptCall Group(int64_t now_us, const std::vector<GroupCheck>& checks) {
   AppendGroupScriptNow(now_us, &call.args[0]);
   for (const GroupCheck& check : checks) {
     call.keys.push_back(StateKey(check.key, now_us, check.params));
-    AppendGroupScriptCheck(check.params, check.hits, &call.args[0]);
+    AppendGroupScriptCheck(check.params, check.hits, &call.args[0], check.refund);
   }
   return call;
 }
@@ -208,6 +210,7 @@ struct BatchCheck {
   int64_t now;
   LimitParams params;
   uint64_t hits = 1;
+  bool refund = false;
 };
 
 // The batch script of `algorithm` ("<algorithm>_batch") deciding `checks` in one call. REQUIRES:
@@ -216,7 +219,7 @@ ScriptCall Batch(Algorithm algorithm, const std::vector<BatchCheck>& checks) {
   ScriptCall call{absl::StrCat(AlgorithmName(algorithm), "_batch"), {}, {""}};
   for (const BatchCheck& check : checks) {
     call.keys.push_back(check.key);
-    AppendSingleScriptArgs(check.now, check.params, check.hits, &call.args[0]);
+    AppendSingleScriptArgs(check.now, check.params, check.hits, &call.args[0], check.refund);
   }
   return call;
 }
@@ -423,7 +426,8 @@ class LuaCasesTest : public ::testing::TestWithParam<AlgorithmCase> {
     ASSERT_TRUE(Redis().Command({"DEL", key}) != nullptr);
     std::vector<ScriptCall> calls;
     for (const CaseStep& step : test_case.steps) {
-      calls.push_back(make_call(key, kCaseBaseUs + step.at_us, test_case.params, step.hits));
+      calls.push_back(
+          make_call(key, kCaseBaseUs + step.at_us, test_case.params, step.hits, step.refund));
     }
     std::vector<absl::StatusOr<std::vector<Decision>>> results = RunAtomically(calls);
     ASSERT_EQ(results.size(), test_case.steps.size());
@@ -433,7 +437,7 @@ class LuaCasesTest : public ::testing::TestWithParam<AlgorithmCase> {
       ASSERT_EQ(results[i]->size(), 1u);
       EXPECT_EQ(FormatDecision((*results[i])[0]), FormatDecision(step.expected))
           << StepLocation(test_case, step) << ": case " << test_case.name << " (" << mode
-          << "), at " << step.at_us << " hits " << step.hits;
+          << "), at " << step.at_us << (step.refund ? " refund " : " hits ") << step.hits;
     }
   }
 };
@@ -445,14 +449,14 @@ TEST_P(LuaCasesTest, SingleKeyScriptMatchesCases) {
     GTEST_SKIP() << kZeroLimitNotScripted;
   }
   RunCase("single", [](const std::string& key, int64_t now, const LimitParams& params,
-                       uint64_t hits) { return Single(key, now, params, hits); });
+                       uint64_t hits, bool refund) { return Single(key, now, params, hits, refund); });
 }
 
 // Verifies that the "group" script, given a group of one, produces every step's expected
 // decision, in order, on one fresh key, with the caller's clock.
 TEST_P(LuaCasesTest, GroupOfOneMatchesCases) {
   RunCase("group", [](const std::string& key, int64_t now, const LimitParams& params,
-                      uint64_t hits) { return Group(now, {{key, params, hits}}); });
+                      uint64_t hits, bool refund) { return Group(now, {{key, params, hits, refund}}); });
 }
 
 // Verifies that each algorithm's batch script, given every step of a case as one call on one
@@ -471,7 +475,7 @@ TEST_P(LuaCasesTest, BatchScriptCallOfEveryStepMatchesCases) {
   ASSERT_TRUE(Redis().Command({"DEL", key}) != nullptr);
   std::vector<BatchCheck> checks;
   for (const CaseStep& step : test_case.steps) {
-    checks.push_back({key, kCaseBaseUs + step.at_us, test_case.params, step.hits});
+    checks.push_back({key, kCaseBaseUs + step.at_us, test_case.params, step.hits, step.refund});
   }
   std::vector<absl::StatusOr<std::vector<Decision>>> results =
       RunAtomically({Batch(test_case.params.algorithm, checks)});
@@ -482,7 +486,7 @@ TEST_P(LuaCasesTest, BatchScriptCallOfEveryStepMatchesCases) {
     const CaseStep& step = test_case.steps[i];
     EXPECT_EQ(FormatDecision((*results[0])[i]), FormatDecision(step.expected))
         << StepLocation(test_case, step) << ": case " << test_case.name << " (batch), at "
-        << step.at_us << " hits " << step.hits;
+        << step.at_us << (step.refund ? " refund " : " hits ") << step.hits;
   }
 }
 
@@ -528,7 +532,17 @@ TEST_F(LuaScriptsTest, EmbedsTheScriptsOfEveryAlgorithmAndTheGroup) {
 struct RandomStep {
   int64_t now;
   uint64_t hits;
+  bool refund = false;
 };
+
+// About one step in five is a refund.
+bool RandomRefund(std::mt19937_64& rng) { return rng() % 5 == 0; }
+
+// One step on the C++ reference: a refund or a request.
+Decision Decide(const LimitParams& params, AlgorithmState& state, int64_t now, uint64_t hits,
+                bool refund) {
+  return refund ? Refund(params, state, now, hits) : Evaluate(params, state, now, hits);
+}
 
 // A limit of 0 only where the script takes it: the group script (and so a lone fixed window,
 // which these tests run as a group of one). The single-key and batch scripts refuse it.
@@ -625,14 +639,15 @@ void RunRandomSingleKeySequences(uint64_t seed, int sequences, int steps, bool s
     std::vector<Decision> expected;
     for (int i = 0; i < steps; ++i) {
       const uint64_t hits = RandomHits(rng, params);
+      const bool refund = RandomRefund(rng);
       AlgorithmState& state =
           states.try_emplace(StateKey(key, now, params), NewState(algorithm)).first->second;
-      const Decision d = Evaluate(params, state, now, hits);
+      const Decision d = Decide(params, state, now, hits, refund);
       if (step_back && d.allowed && d.reset_after_us == 0) {
         state = NewState(algorithm);
       }
-      calls.push_back(Single(key, now, params, hits));
-      trace.push_back({now, hits});
+      calls.push_back(Single(key, now, params, hits, refund));
+      trace.push_back({now, hits, refund});
       expected.push_back(d);
       now = NextTime(rng, now, params, d, step_back);
     }
@@ -644,8 +659,9 @@ void RunRandomSingleKeySequences(uint64_t seed, int sequences, int steps, bool s
         ++mismatches;
         std::string history;
         for (size_t j = 0; j <= i; ++j) {
-          absl::StrAppend(&history, "\n  at ", trace[j].now - kCaseBaseUs, " hits ",
-                          trace[j].hits, " -> ", FormatDecision(expected[j]));
+          absl::StrAppend(&history, "\n  at ", trace[j].now - kCaseBaseUs,
+                          trace[j].refund ? " refund " : " hits ", trace[j].hits, " -> ",
+                          FormatDecision(expected[j]));
         }
         ADD_FAILURE() << "seed " << seed << " sequence " << seq << " "
                       << FormatParams(params) << ", step " << i << ": lua " << got
@@ -696,8 +712,9 @@ TEST_F(LuaScriptsTest, RandomBatchesMatchCpp) {
       for (size_t r = 0; r < size; ++r) {
         const size_t k = rng() % 3;
         const uint64_t hits = RandomHits(rng, params[k]);
-        checks.push_back({keys[k], now, params[k], hits});
-        decisions.push_back(Evaluate(params[k], states[k], now, hits));
+        const bool refund = RandomRefund(rng);
+        checks.push_back({keys[k], now, params[k], hits, refund});
+        decisions.push_back(Decide(params[k], states[k], now, hits, refund));
         now = NextTime(rng, now, params[k], decisions.back(), false);
       }
       calls.push_back(Batch(algorithm, checks));
@@ -756,12 +773,15 @@ TEST_F(LuaScriptsTest, RandomGroupsMatchCpp) {
       bool all = true;
       for (size_t k = 0; k < size; ++k) {
         checks[k].hits = RandomHits(rng, checks[k].params);
-        decisions.push_back(Evaluate(checks[k].params, trial[k], now, checks[k].hits));
+        checks[k].refund = RandomRefund(rng);
+        decisions.push_back(
+            Decide(checks[k].params, trial[k], now, checks[k].hits, checks[k].refund));
         all = all && decisions.back().allowed;
       }
-      // As the memory backend: all or nothing, but for the checks charged whatever happens.
+      // As the memory backend: all or nothing, but for the checks charged whatever happens and
+      // the refunds.
       for (size_t k = 0; k < size; ++k) {
-        if (all || ChargesWhenDenied(checks[k].params, checks[k].hits)) {
+        if (all || checks[k].refund || ChargesWhenDenied(checks[k].params, checks[k].hits)) {
           states[k] = std::move(trial[k]);
         }
       }
@@ -1168,9 +1188,9 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
       {values(now, 10, 1'000'000, 10, kInf), "hits must be an integer in [0,"},
       {values(now, 10, 1'000'000, 10, kTwo53), "hits must be an integer in [0,"},
       // charge: 0 or 1.
-      {values(now, 10, 1'000'000, 10, 1, 2), "charge must be an integer in [0, 1]"},
-      {values(now, 10, 1'000'000, 10, 1, 0.5), "charge must be an integer in [0, 1]"},
-      {values(now, 10, 1'000'000, 10, 1, kNan), "charge must be an integer in [0, 1]"},
+      {values(now, 10, 1'000'000, 10, 1, 3), "charge must be an integer in [0, 2]"},
+      {values(now, 10, 1'000'000, 10, 1, 0.5), "charge must be an integer in [0, 2]"},
+      {values(now, 10, 1'000'000, 10, 1, kNan), "charge must be an integer in [0, 2]"},
       // The text form: five or six decimal arguments, checked alike.
       {single({"abc", "10", "1000000", "10", "1"}), "expected 1 key and 5 or 6 decimal arguments"},
       {single({"", "10", "1000000", "10", "1"}), "expected 1 key and 5 or 6 decimal arguments"},
@@ -1188,7 +1208,7 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
       {single({"1", "10", "1000000", "inf", "1"}), "burst must be an integer in [0,"},
       {single({"1", "10", "1000000", "10", "nan"}), "hits must be an integer in [0,"},
       {single({"1", "10", "1000000", "10", "9007199254740992"}), "hits must be an integer in [0,"},
-      {single({"1", "10", "1000000", "10", "1", "2"}), "charge must be an integer in [0, 1]"},
+      {single({"1", "10", "1000000", "10", "1", "3"}), "charge must be an integer in [0, 2]"},
 
       // The group: counts and lengths.
       {group({}, {PackDoubles({now})}), "ERR sluice group: expected N >= 1 keys"},
@@ -1229,7 +1249,7 @@ TEST_F(LuaScriptsTest, MalformedArgumentsAreErrors) {
        "key 2: burst must be an integer"},
       {group_of({key, key2}, now, {tb, {2, 10, 1'000'000, 0, kNan}}),
        "key 2: hits must be an integer"},
-      {group_of({key}, now, {{3, 10, 1'000'000, 10, 1, 2}}), "key 1: charge must be an integer"},
+      {group_of({key}, now, {{3, 10, 1'000'000, 10, 1, 3}}), "key 1: charge must be an integer"},
       {group_of({key}, now, {{3, 10, 1'000'000, 10, 1, kInf}}),
        "key 1: charge must be an integer"},
       // A batch script: counts and lengths, and a bad first record.
@@ -1481,6 +1501,19 @@ TEST_F(LuaScriptsTest, GiveBackOnlyTouchesALiveWindow) {
   ASSERT_TRUE(reply != nullptr);
   EXPECT_EQ(reply->type, REDIS_REPLY_NIL);
   EXPECT_EQ(Integer({"EXISTS", key}), 0);
+}
+
+// Verifies that give_back never takes a count below 0 (a refund larger than what the window
+// holds banks nothing) and keeps the window's TTL.
+TEST_F(LuaScriptsTest, GiveBackStopsAtZero) {
+  const std::string key = "{give}fw:1:w8";
+  ASSERT_EQ(Integer({"INCRBY", key, "2"}), 2);
+  ASSERT_EQ(Integer({"PEXPIRE", key, "60000"}), 1);
+  ReplyPtr reply = Redis().Command({"EVALSHA", Shared().sha["give_back"], "1", key, "5"});
+  ASSERT_TRUE(reply != nullptr && reply->type == REDIS_REPLY_INTEGER);
+  EXPECT_EQ(reply->integer, 0);
+  EXPECT_GT(Integer({"PTTL", key}), 0);
+  EXPECT_EQ(Integer({"INCRBY", key, "1"}), 1);
 }
 
 }  // namespace
