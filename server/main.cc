@@ -271,6 +271,10 @@ ABSL_FLAG(std::string, default_charge_fixed_window, "",
           "--default_charge. envoyproxy/ratelimit's variables set it (always, unless "
           "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true): upstream has only fixed windows, and "
           "the other algorithms keep --default_charge");
+ABSL_FLAG(std::string, refuse_refunds, "",
+          "domains (comma-separated) whose refunds (descriptors with is_negative_hits, Envoy "
+          "1.38) are refused with INVALID_ARGUMENT instead of applied; '*': every domain. "
+          "Empty (the default): every refund is applied, as envoyproxy/ratelimit does");
 ABSL_FLAG(bool, count_denied_hits, Defaults().limiter.count_denied_hits,
           "the older name of --default_charge=always (true wins over --default_charge)");
 ABSL_FLAG(int32_t, max_descriptors, Defaults().limiter.max_descriptors,

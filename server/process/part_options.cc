@@ -98,6 +98,7 @@ RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings) {
   options.default_charge_fixed_window =
       limiter.count_denied_hits ? std::optional<Charge>(Charge::kAlways)
                                 : limiter.default_charge_fixed_window;
+  options.refuse_refunds = limiter.refuse_refunds;
   return options;
 }
 

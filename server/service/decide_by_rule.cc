@@ -12,6 +12,14 @@ void DecideByRule(RequestPlan& plan, CheckDecisions& decisions) {
     bool denied = false;
     for (size_t c = i; c < end; ++c) {
       const LimitCheck& check = checks[c];
+      if (check.refund) {
+        // A refund of any size is applied; of a limit of 0 (no state), answered here.
+        if (check.params.limit == 0) {
+          decisions.decisions[c] = ZeroLimitDecision(check.params, 0);
+          decisions.by[c] = DecidedBy::kRule;
+        }
+        continue;
+      }
       if (check.params.limit != 0 && CanEverAdmit(check.params, check.hits)) {
         continue;
       }
@@ -26,7 +34,7 @@ void DecideByRule(RequestPlan& plan, CheckDecisions& decisions) {
       denied = denied || !decisions.decisions[c].allowed;
     }
     for (size_t c = i; denied && c < end; ++c) {
-      if (!ChargesWhenDenied(checks[c].params, checks[c].hits)) {
+      if (!checks[c].refund && !ChargesWhenDenied(checks[c].params, checks[c].hits)) {
         checks[c].hits = 0;
       }
     }

@@ -24,8 +24,8 @@ prometheus::Gauge& PlainGauge(prometheus::Registry& registry, const std::string&
 }
 
 constexpr const char* kOutcomeNames[kDecisionOutcomes] = {
-    "within_limit", "over_limit",     "over_limit_cached",
-    "shadow_mode",  "failure_policy", "never_admitted"};
+    "within_limit",   "over_limit",     "over_limit_cached", "shadow_mode",
+    "failure_policy", "never_admitted", "refunded"};
 
 // The per-rule families, in RuleSeries::Counter order.
 struct RuleFamily {
@@ -40,6 +40,7 @@ constexpr RuleFamily kRuleFamilies[RuleSeries::kCounters] = {
      "Hits denied from the over-limit cache, without a backend call, by stat key"},
     {"sluice_rule_within_limit", "Hits admitted by a rule, by stat key"},
     {"sluice_rule_shadow_mode", "Hits over a shadow-mode rule, answered OK"},
+    {"sluice_rule_total_negative_hits", "Hits given back to a rule by refunds, by stat key"},
 };
 
 // Bytes a label value takes once escaped for the text format.
@@ -119,6 +120,13 @@ Metrics::Metrics(MetricsOptions options, const Clock& clock)
                                         "Hits of denied requests charged all the same (rules "
                                         "that charge always), by the algorithm of the rule "
                                         "shown")),
+      refunded_(CounterFamily(*registry_, "sluice_hits_refunded_total",
+                              "Hits given back by refunds (is_negative_hits) that a backend "
+                              "applied, by the algorithm of the rule shown")),
+      refunds_refused_(CounterFamily(*registry_, "sluice_refunds_refused_total",
+                                     "Requests refused because they carry a refund "
+                                     "(is_negative_hits) in a domain of --refuse_refunds")
+                           .Add({})),
       reloads_(CounterFamily(*registry_, "sluice_config_reloads_total",
                              "Config reloads by result")),
       reloads_ok_(reloads_.Add({{"result", "ok"}})),
@@ -126,6 +134,8 @@ Metrics::Metrics(MetricsOptions options, const Clock& clock)
   for (int a = 0; a < kAlgorithms; ++a) {
     charged_over_limit_counters_[a] = &charged_over_limit_.Add(
         {{"algorithm", std::string(AlgorithmName(static_cast<Algorithm>(a)))}});
+    refunded_counters_[a] =
+        &refunded_.Add({{"algorithm", std::string(AlgorithmName(static_cast<Algorithm>(a)))}});
     for (int o = 0; o < kDecisionOutcomes; ++o) {
       decision_counters_[a][o] = &decisions_.Add(
           {{"algorithm", std::string(AlgorithmName(static_cast<Algorithm>(a)))},
@@ -183,6 +193,12 @@ void Metrics::CountChargedOverLimit(Algorithm algorithm, uint64_t hits) {
   charged_over_limit_counters_[static_cast<size_t>(algorithm)]->Increment(
       static_cast<double>(hits));
 }
+
+void Metrics::CountRefunded(Algorithm algorithm, uint64_t hits) {
+  refunded_counters_[static_cast<size_t>(algorithm)]->Increment(static_cast<double>(hits));
+}
+
+void Metrics::CountRefusedRefund() { refunds_refused_.Increment(); }
 
 void Metrics::CountDecision(Algorithm algorithm, DecisionOutcome outcome) {
   decision_counters_[static_cast<size_t>(algorithm)][static_cast<size_t>(outcome)]->Increment();

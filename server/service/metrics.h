@@ -53,8 +53,9 @@ enum class DecisionOutcome {
   kShadowMode = 3,       // over a shadow-mode rule, answered OK
   kFailurePolicy = 4,    // the backend could not decide; failure_mode answered
   kNeverAdmitted = 5,    // more hits than the rule can ever hold: denied without a backend
+  kRefunded = 6,         // a refund (is_negative_hits): given back, answered OK
 };
-inline constexpr int kDecisionOutcomes = 6;
+inline constexpr int kDecisionOutcomes = 7;
 inline constexpr int kAlgorithms = 6;
 
 class Metrics {
@@ -96,6 +97,12 @@ class Metrics {
   // Hits charged by denied requests (rules that charge always), by the algorithm of the rule
   // shown: sluice_hits_charged_over_limit_total{algorithm}.
   void CountChargedOverLimit(Algorithm algorithm, uint64_t hits);
+  // Hits given back by a refund a backend applied, by the algorithm of the rule shown:
+  // sluice_hits_refunded_total{algorithm}.
+  void CountRefunded(Algorithm algorithm, uint64_t hits);
+  // A request refused for a refund in a domain of --refuse_refunds:
+  // sluice_refunds_refused_total.
+  void CountRefusedRefund();
   // Time from a request's arrival to its answer, by transport.
   MetricHistogram& RequestLatency(Transport transport) {
     return request_latency_[static_cast<size_t>(transport)];
@@ -161,6 +168,9 @@ class Metrics {
   // [algorithm], all created up front.
   prometheus::Family<prometheus::Counter>& charged_over_limit_;
   prometheus::Counter* charged_over_limit_counters_[kAlgorithms] = {};
+  prometheus::Family<prometheus::Counter>& refunded_;
+  prometheus::Counter* refunded_counters_[kAlgorithms] = {};
+  prometheus::Counter& refunds_refused_;
   std::array<MetricHistogram, 2> request_latency_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Counter& reloads_ok_;

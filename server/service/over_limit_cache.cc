@@ -94,6 +94,16 @@ void OverLimitCache::Remember(absl::string_view key, uint64_t hits, int64_t retr
   shard.key_bytes += key_bytes;
 }
 
+void OverLimitCache::Forget(absl::string_view key) {
+  Shard& shard = ShardFor(key);
+  MutexLock lock(shard.mu);
+  auto it = shard.entries.find(key);
+  if (it != shard.entries.end()) {
+    shard.key_bytes -= StringHeapBytes(it->first);
+    shard.entries.erase(it);
+  }
+}
+
 void OverLimitCache::Clear() {
   for (size_t s = 0; s < kShards; ++s) {
     MutexLock lock(shards_[s].mu);

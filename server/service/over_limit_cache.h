@@ -8,7 +8,10 @@
 // only requests of at least the hits that were denied. The cache's error is therefore the clock
 // skew between this replica and the clock the decision was made on (Redis TIME by default): an
 // entry may deny for up to that long after Redis would have admitted. Entries are dropped when
-// the config changes (a new limit may admit what the old one denied).
+// the config changes (a new limit may admit what the old one denied). The one thing that
+// replenishes is a refund (is_negative_hits): a refund decided through this replica forgets its
+// key's entry (Forget), so the capacity it returns is usable at once here; another replica's
+// entry for the key keeps denying until its retry time, as its replica learns of no refund.
 //
 // Bounded: at most `capacity` entries and `max_bytes` of heap (BytesUsed: the hash tables, which
 // hold each key's string object and entry, and the keys' characters); an entry expires at its
@@ -46,6 +49,9 @@ class OverLimitCache {
 
   // Records that a request of `hits` on `key` was denied for `retry_after_us` from now.
   void Remember(absl::string_view key, uint64_t hits, int64_t retry_after_us);
+
+  // Forgets `key`'s entry, if any (a refund gave capacity back).
+  void Forget(absl::string_view key);
 
   // Forgets everything (on config reload).
   void Clear();

@@ -30,9 +30,10 @@ void OverLimitStep::Answer(const RequestPlan& plan, CheckDecisions& decisions) {
   }
   const PlanChecks& checks = plan.checks;
   for (size_t c = 0; c < checks.size(); ++c) {
-    // A check that charges when denied must reach the backend to be charged.
+    // A check that charges when denied must reach the backend to be charged, and a refund to be
+    // applied.
     if (decisions.by[c] != DecidedBy::kNobody || !LoneOpen(checks, decisions, c) ||
-        ChargesWhenDenied(checks[c].params, checks[c].hits)) {
+        checks[c].refund || ChargesWhenDenied(checks[c].params, checks[c].hits)) {
       continue;
     }
     if (const int64_t wait = cache_->DeniedFor(checks[c].key, checks[c].hits); wait > 0) {
@@ -47,6 +48,16 @@ void OverLimitStep::Learn(const RequestPlan& plan, const CheckDecisions& decisio
     return;
   }
   for (const DescriptorPlan& descriptor : plan.descriptors) {
+    if (descriptor.refund) {
+      // The refund's capacity is usable at once here (the cache's other replicas learn nothing).
+      for (size_t c = descriptor.first_check; c < descriptor.first_check + descriptor.rules.size();
+           ++c) {
+        if (decisions.by[c] == DecidedBy::kBackend) {
+          cache_->Forget(plan.checks[c].key);
+        }
+      }
+      continue;
+    }
     const size_t c = descriptor.first_check;
     // A denial that was charged says when that many hits fit again, not when the debt is
     // repaid; only a check of 0 hits learns that (and answers checks of 0 hits until then).

@@ -20,6 +20,13 @@ ResolveOptions ResolveOptionsOf(const RateLimiterOptions& options) {
   out.default_charge = options.default_charge;
   out.default_charge_fixed_window = options.default_charge_fixed_window;
   out.describe_request = options.respond.response_dynamic_metadata;
+  for (const std::string& domain : options.refuse_refunds) {
+    if (domain == "*") {
+      out.refuse_all_refunds = true;
+    } else {
+      out.refuse_refunds_in.insert(domain);
+    }
+  }
   return out;
 }
 
@@ -136,6 +143,15 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
   call->done = std::move(done);
   call->span = span;
   Resolve(request, std::move(config), resolve_options_, &call->plan);
+  if (call->plan.refused_refund >= 0) {
+    metrics_.CountRequest(Metrics::RequestOutcome::kInvalidArgument);
+    metrics_.CountRefusedRefund();
+    std::move(call->done)(absl::InvalidArgumentError(absl::StrCat(
+        "descriptors[", call->plan.refused_refund,
+        "]: is_negative_hits (a refund) is refused in domain '", request.domain(),
+        "' by this server's --refuse_refunds")));
+    return;
+  }
   call->decisions.Reset(call->plan.checks.size());
   DecideByRule(call->plan, call->decisions);
   if (span == nullptr) {
@@ -248,6 +264,9 @@ void RateLimiter::Count(const ResponseAccount& account, const Response& response
       metrics_.CountNode(*d.stat_node, d.hits);
     } else {
       metrics_.CountRule(d.stat_key, d.hits);
+    }
+    if (d.hits.total_negative > 0) {
+      metrics_.CountRefunded(d.algorithm, d.hits.total_negative);
     }
     if (d.hits.charged_over_limit > 0) {
       metrics_.CountChargedOverLimit(d.algorithm, d.hits.charged_over_limit);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -61,6 +62,9 @@ struct RateLimiterOptions {
   // The same for fixed-window rules: --default_charge_fixed_window (always under upstream's
   // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset or false); unset: default_charge.
   std::optional<Charge> default_charge_fixed_window;
+  // --refuse_refunds: domains whose refunds (is_negative_hits) are answered INVALID_ARGUMENT; "*"
+  // refuses them in every domain. Empty: every refund is applied (as envoyproxy/ratelimit).
+  std::vector<std::string> refuse_refunds;
 };
 
 class RateLimiter {

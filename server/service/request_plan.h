@@ -34,6 +34,8 @@ struct DescriptorPlan {
   size_t first_check = 0;
   // Matched an unlimited rule: OK, remaining 2^32 - 1, no limit.
   bool unlimited = false;
+  // is_negative_hits: its checks give `hits` back (LimitCheck::refund); always answered OK.
+  bool refund = false;
   // Per entry, the share_threshold pattern its value matched (empty when none; the whole vector
   // is empty when no level shares).
   absl::InlinedVector<absl::string_view, 2> shared_patterns;
@@ -77,6 +79,9 @@ struct RequestPlan {
   // Some check asks more hits than its rule can ever hold yet goes to the backend, to be charged
   // (Charge::kAlways): its denial is marked `never` once decided (RateLimiter).
   bool charges_never_admitted = false;
+  // The index of the first descriptor with is_negative_hits when --refuse_refunds refuses the
+  // domain's refunds (the call is refused whole); -1 otherwise.
+  int refused_refund = -1;
   // With response_dynamic_metadata: the request's part of the dynamic metadata, built while the
   // request is alive.
   google::protobuf::Struct request_metadata;

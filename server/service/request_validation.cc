@@ -37,12 +37,6 @@ absl::Status ValidateDescriptor(const RequestDescriptor& d, int i, const Request
       return SizeError(entry() + ".value", e.value(), limits.max_key_bytes);
     }
   }
-  if (d.is_negative_hits()) {
-    // Refused, not charged: taking the hits would be the opposite of what the caller asked.
-    return absl::InvalidArgumentError(absl::StrCat(
-        where(), ": is_negative_hits (a refund of hits) is not supported by this Sluice yet; "
-                 "the descriptor is refused rather than charged"));
-  }
   if (d.has_limit()) {
     const int unit = d.limit().unit();
     if (unit < static_cast<int>(TimeUnit::kSecond) || unit > static_cast<int>(TimeUnit::kWeek)) {

@@ -180,7 +180,7 @@ void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions&
         params.algorithm == Algorithm::kFixedWindow
             ? options.default_charge_fixed_window.value_or(options.default_charge)
             : options.default_charge);
-    plan.checks.push_back(LimitCheck{{}, params, descriptor.hits, index});
+    plan.checks.push_back(LimitCheck{{}, params, descriptor.hits, index, descriptor.refund});
   }
 }
 
@@ -266,6 +266,15 @@ void Resolve(const Request& request, std::shared_ptr<const Config> config,
                            : options.failure_mode;
   const uint64_t request_hits = request.hits_addend() == 0 ? 1 : request.hits_addend();
   const int n = request.descriptors_size();
+  if (options.refuse_all_refunds || !options.refuse_refunds_in.empty()) {
+    for (int i = 0; i < n; ++i) {
+      if (request.descriptors(i).is_negative_hits() &&
+          (options.refuse_all_refunds || options.refuse_refunds_in.contains(domain))) {
+        plan->refused_refund = i;
+        return;
+      }
+    }
+  }
   plan->descriptors.resize(static_cast<size_t>(n));
   // Descriptor plans point into `overrides`: it must not grow once filled (and most requests
   // have none, so it allocates only for those that do).
@@ -280,6 +289,7 @@ void Resolve(const Request& request, std::shared_ptr<const Config> config,
     const RequestDescriptor& d = request.descriptors(i);
     DescriptorPlan& descriptor = plan->descriptors[static_cast<size_t>(i)];
     descriptor.hits = d.has_hits_addend() ? d.hits_addend().value() : request_hits;
+    descriptor.refund = d.is_negative_hits();
     if (configured == nullptr) {
       continue;
     }

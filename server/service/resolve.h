@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "server/config/config.h"
 #include "server/config/failure_mode.h"
@@ -29,10 +30,16 @@ struct ResolveOptions {
   std::optional<Charge> default_charge_fixed_window;
   // Builds RequestPlan::request_metadata (--response_dynamic_metadata).
   bool describe_request = false;
+  // --refuse_refunds: domains whose refunds (is_negative_hits) are refused, or every domain.
+  absl::flat_hash_set<std::string> refuse_refunds_in;
+  bool refuse_all_refunds = false;
 };
 
 // Fills *plan from `request` and `config`. An unknown domain, or a descriptor that matches
-// nothing, gets a DescriptorPlan without rules (and no checks).
+// nothing, gets a DescriptorPlan without rules (and no checks). A descriptor with
+// is_negative_hits makes refund checks (LimitCheck::refund); when the options refuse the
+// domain's refunds, plan->refused_refund names the first such descriptor and nothing else is
+// planned.
 // REQUIRES: `request` passed ValidateRequest; `config` is not null; *plan is empty (as
 // default-constructed). `request` need only live for the call: the plan holds no view into it.
 void Resolve(const envoy::service::ratelimit::v3::RateLimitRequest& request,

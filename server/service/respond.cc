@@ -194,6 +194,36 @@ uint64_t ChargedWhileDenied(const RequestPlan& plan, const CheckDecisions& decis
   return 0;
 }
 
+// Answers refund descriptor `i` (which has rules): OK whatever happened, since a refund is never
+// denied (when the backend could not apply it, the failure mode is counted but does not deny);
+// else the state after it, as a check of 0 hits shows it.
+void AnswerRefund(const RequestPlan& plan, size_t i, const CheckDecisions& decisions,
+                  const Choice& choice, FailureMode policy, Response::DescriptorStatus* out,
+                  ResponseAccount& account, Tally& tally) {
+  const DescriptorPlan& descriptor = plan.descriptors[i];
+  const size_t first = descriptor.first_check;
+  if (choice.undecided) {
+    ++account.policy_decisions[static_cast<size_t>(policy)];
+    const RateLimitRule& rule = *descriptor.rules.front();
+    tally.shown[i] = &rule;
+    account.descriptors.push_back(
+        {rule.params.algorithm, DecisionOutcome::kFailurePolicy, absl::string_view(), RuleHits{}});
+    FillLimit(rule, out->mutable_current_limit());
+    return;
+  }
+  const Decision& decision = decisions.decisions[choice.chosen];
+  const RateLimitRule& rule = *descriptor.rules[choice.chosen - first];
+  tally.shown[i] = &rule;
+  FillLimit(rule, out->mutable_current_limit());
+  out->set_limit_remaining(ClampRemaining(decision.remaining));
+  SetDuration(decision.reset_after_us, out->mutable_duration_until_reset());
+  RuleHits hits;
+  hits.total_negative = std::min(descriptor.hits, kMaxChargedHits);
+  account.descriptors.push_back({rule.params.algorithm, DecisionOutcome::kRefunded,
+                                 descriptor.stat_key, hits,
+                                 descriptor.owned_stat_key.empty() ? descriptor.node : nullptr});
+}
+
 // Answers descriptor `i` (which has rules) into *out; returns its wait if it is over the limit
 // and the wait is known (kNeverUs: never passes), else -1.
 int64_t AnswerWithRules(const RequestPlan& plan, size_t i, const CheckDecisions& decisions,
@@ -206,6 +236,10 @@ int64_t AnswerWithRules(const RequestPlan& plan, size_t i, const CheckDecisions&
   const Choice choice = Choose(decisions, first, end);
   if (choice.local) {
     ++account.policy_decisions[static_cast<size_t>(FailureMode::kLocal)];
+  }
+  if (descriptor.refund) {
+    AnswerRefund(plan, i, decisions, choice, policy, out, account, tally);
+    return -1;
   }
   if (choice.undecided && !choice.denied) {
     // The backend could not decide it: the failure mode answers. (A denial made without the
@@ -276,7 +310,9 @@ void AnswerDescriptor(const RequestPlan& plan, size_t i, const CheckDecisions& d
     tally.passed.push_back(i);
     return;
   }
-  const bool quota = options.global_quota_mode || descriptor.quota_mode();
+  // A refund spends no quota.
+  const bool quota =
+      !descriptor.refund && (options.global_quota_mode || descriptor.quota_mode());
   tally.quota_total += quota ? 1 : 0;
   const int64_t wait_us =
       AnswerWithRules(plan, i, decisions, policy, options, out, account, tally);

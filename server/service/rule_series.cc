@@ -87,7 +87,8 @@ void RuleSeries::Add(const RuleHits& hits) {
                                       hits.near_limit,
                                       hits.over_limit_with_local_cache,
                                       hits.within_limit,
-                                      hits.shadow_mode};
+                                      hits.shadow_mode,
+                                      hits.total_negative};
   for (int i = 0; i < kCounters; ++i) {
     if (values[i] != 0) {
       counts_[static_cast<size_t>(i)].fetch_add(values[i], std::memory_order_relaxed);

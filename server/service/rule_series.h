@@ -43,6 +43,9 @@ struct RuleHits {
   uint64_t over_limit = 0;
   uint64_t over_limit_with_local_cache = 0;
   uint64_t shadow_mode = 0;
+  // Hits a refund (is_negative_hits) gave back: upstream's total_negative_hits. A refund counts
+  // here only, in none of the others.
+  uint64_t total_negative = 0;
   // Sluice's, beside upstream's: the hits a denied descriptor was charged all the same (a rule
   // that charges always, decided by a backend). Counted by algorithm, not here.
   uint64_t charged_over_limit = 0;
@@ -67,8 +70,9 @@ class RuleSeries {
     kOverLimitWithLocalCache,
     kWithinLimit,
     kShadowMode,
+    kTotalNegativeHits,
   };
-  static constexpr int kCounters = 6;
+  static constexpr int kCounters = 7;
 
   RuleSeries(std::string key, bool configured, int64_t now_us)
       : key_(std::move(key)), configured_(configured), last_used_us_(now_us) {}

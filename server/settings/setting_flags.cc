@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/marshalling.h"
 #include "absl/strings/str_cat.h"
@@ -185,6 +186,24 @@ bool ReadDefaultChargeFixedWindow(const std::string& text, Settings& settings,
   return false;
 }
 
+bool ReadRefuseRefunds(const std::string& text, Settings& settings, std::string* error) {
+  std::vector<std::string> domains;
+  for (absl::string_view domain : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    domain = absl::StripAsciiWhitespace(domain);
+    if (domain == "*" && !domains.empty()) {
+      *error = "--refuse_refunds: '*' (every domain) goes alone";
+      return false;
+    }
+    domains.emplace_back(domain);
+  }
+  if (domains.size() > 1 && absl::c_linear_search(domains, "*")) {
+    *error = "--refuse_refunds: '*' (every domain) goes alone";
+    return false;
+  }
+  settings.limiter.refuse_refunds = std::move(domains);
+  return true;
+}
+
 bool ReadConfigSource(const std::string& text, Settings& settings, std::string* error) {
   for (ConfigSourceKind source : {ConfigSourceKind::kFiles, ConfigSourceKind::kXds}) {
     if (text == ConfigSourceKindName(source)) {
@@ -359,6 +378,7 @@ constexpr Entry kFlags[] = {
     Plain<&S::limiter, &Limiter::count_denied_hits>("count_denied_hits"),
     Converted<std::string, &ReadDefaultCharge>("default_charge"),
     Converted<std::string, &ReadDefaultChargeFixedWindow>("default_charge_fixed_window"),
+    Converted<std::string, &ReadRefuseRefunds>("refuse_refunds"),
     Plain<&S::limiter, &Limiter::max_descriptors>("max_descriptors"),
     Plain<&S::limiter, &Limiter::max_entries>("max_entries"),
     Plain<&S::limiter, &Limiter::max_key_bytes>("max_key_bytes"),

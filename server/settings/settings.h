@@ -315,6 +315,9 @@ struct LimiterSettings {
   std::optional<Charge> default_charge_fixed_window;
   // --count_denied_hits: the older name of --default_charge=always; true wins.
   bool count_denied_hits = false;
+  // --refuse_refunds: domains whose refunds (is_negative_hits) are refused ("*": every domain);
+  // empty, every refund is applied.
+  std::vector<std::string> refuse_refunds;
 };
 
 // Traces of decisions, exported over OTLP (envoyproxy/ratelimit's TRACING_* and the standard

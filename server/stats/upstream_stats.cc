@@ -10,6 +10,8 @@
 namespace sluice {
 namespace {
 
+// Upstream's default mapping names these; its refunds' total_negative_hits (envoyproxy/ratelimit
+// #1140) it does not, so that one is served under its escaped statsd name, as upstream serves it.
 constexpr absl::string_view kRuleCounters[] = {"near_limit", "over_limit", "total_hits",
                                                "within_limit", "shadow_mode"};
 
@@ -84,6 +86,7 @@ std::vector<StatsdSample> UpstreamStatsdSamples(const Metrics& metrics, size_t m
         {"over_limit_with_local_cache", RuleSeries::kOverLimitWithLocalCache},
         {"within_limit", RuleSeries::kWithinLimit},
         {"shadow_mode", RuleSeries::kShadowMode},
+        {"total_negative_hits", RuleSeries::kTotalNegativeHits},
     };
     for (const auto& [suffix, counter] : named) {
       AddCounter(out, absl::StrCat(prefix, ".", suffix), rule->value(counter));

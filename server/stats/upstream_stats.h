@@ -9,6 +9,9 @@
 //     within_limit / shadow_mode / over_limit_with_local_cache      yes: the per-rule counters
 //     (<stat key> as upstream sanitizes it: ':' and '|' become '_', and so do the dots of an
 //     IPv4 address). Keys past --max_rule_metric_series (Sluice's "_folded") are left out.
+//   ratelimit.service.rate_limit.<stat key>.total_negative_hits       yes: hits refunds gave
+//     back (is_negative_hits); upstream's default mapping has no rule for it, so it is served
+//     under its escaped name, as upstream's statsd sink serves it
 //   ratelimit.service.config_load_success / config_load_error        yes: configs put in force
 //     (the first included) / reloads rejected
 //   ratelimit.service.global_shadow_mode                              yes

@@ -62,6 +62,19 @@ descriptors:
     rate_limit:
       unit: day
       requests_per_unit: 40
+  - key: refund
+    descriptors:
+      - {key: fixed_window, rate_limit: {unit: hour, requests_per_unit: 3}}
+      - key: sliding_window_log
+        rate_limit: {algorithm: sliding_window_log, unit: hour, requests_per_unit: 3}
+      - key: sliding_window_counter
+        rate_limit: {algorithm: sliding_window_counter, unit: hour, requests_per_unit: 3}
+      - key: token_bucket
+        rate_limit: {algorithm: token_bucket, unit: hour, requests_per_unit: 3, burst: 3}
+      - key: leaky_bucket
+        rate_limit: {algorithm: leaky_bucket, unit: hour, requests_per_unit: 3, burst: 3}
+      - key: gcra
+        rate_limit: {algorithm: gcra, unit: hour, requests_per_unit: 3, burst: 3}
 )";
 
 class GlobalLimitTest : public ::testing::Test {
@@ -101,6 +114,7 @@ class GlobalLimitTest : public ::testing::Test {
   // sluice: each is decided (no error: on a cluster the descriptors' keys lie in different
   // slots), and the repeated descriptor's second status sees the first one's hit.
   void ExpectMultiDescriptorRequestsDecided();
+  void ExpectRefundsShared();
 
   TempDir dir_;
   std::unique_ptr<RedisServer> redis_;
@@ -206,6 +220,40 @@ void GlobalLimitTest::ExpectGlobalAccuracy() {
   }
 }
 
+// For every algorithm, through different replicas: one uses the limit up, another refunds 2
+// (answered OK with 2 remaining), a third is admitted twice more and then denied; a refund of
+// more than was taken fills the limit and no more.
+void GlobalLimitTest::ExpectRefundsShared() {
+  ASSERT_GE(clients_.size(), 3u);
+  const auto call = [&](size_t replica, const std::string& algorithm, bool refund,
+                        uint32_t hits) {
+    auto request = BuildRequest("global", {"refund=shared," + algorithm + "=x"}, hits);
+    EXPECT_TRUE(request.ok());
+    request->mutable_descriptors(0)->set_is_negative_hits(refund);
+    auto response = clients_[replica]->ShouldRateLimit(*request, absl::Seconds(5));
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : RlsResponse();
+  };
+  for (const std::string algorithm : {"fixed_window", "sliding_window_log",
+                                      "sliding_window_counter", "token_bucket", "leaky_bucket",
+                                      "gcra"}) {
+    SCOPED_TRACE(algorithm);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(call(0, algorithm, false, 1).overall_code(), RlsResponse::OK);
+    }
+    EXPECT_EQ(call(0, algorithm, false, 1).overall_code(), RlsResponse::OVER_LIMIT);
+    RlsResponse refunded = call(1, algorithm, true, 2);
+    EXPECT_EQ(refunded.overall_code(), RlsResponse::OK);
+    EXPECT_EQ(refunded.statuses(0).limit_remaining(), 2u);
+    EXPECT_EQ(call(2, algorithm, false, 1).overall_code(), RlsResponse::OK);
+    EXPECT_EQ(call(2, algorithm, false, 1).overall_code(), RlsResponse::OK);
+    EXPECT_EQ(call(2, algorithm, false, 1).overall_code(), RlsResponse::OVER_LIMIT);
+    EXPECT_EQ(call(1, algorithm, true, 10).statuses(0).limit_remaining(), 3u);
+    EXPECT_EQ(call(2, algorithm, false, 4).overall_code(), RlsResponse::OVER_LIMIT);
+    EXPECT_EQ(call(2, algorithm, false, 3).overall_code(), RlsResponse::OK);
+  }
+}
+
 void GlobalLimitTest::ExpectMultiDescriptorRequestsDecided() {
   for (int i = 0; i < 20; ++i) {
     auto request = BuildRequest("global", {"tb=m1", "tb=m2", "tb=m3", "tb=m1"}, 0);
@@ -230,6 +278,7 @@ TEST_F(GlobalLimitTest, ThreeReplicasShareEachLimit) {
   StartSluice(3, {"--redis_timeout=2s", "--failure_mode=deny"});
   ExpectGlobalAccuracy();
   ExpectMultiDescriptorRequestsDecided();
+  ExpectRefundsShared();
 }
 
 // Verifies the same on a Redis Cluster of three masters with a replica each (where the
@@ -239,6 +288,7 @@ TEST_F(GlobalLimitTest, ThreeReplicasShareEachLimitOnCluster) {
   StartSluice(3, {"--redis_timeout=2s", "--failure_mode=deny"});
   ExpectGlobalAccuracy();
   ExpectMultiDescriptorRequestsDecided();
+  ExpectRefundsShared();
 }
 
 // Verifies, through the real server on a real cluster: descriptors spread over every master;

@@ -255,27 +255,43 @@ TEST_F(ServerE2eTest, JsonIsCheckedStrictlyBeforeParsing) {
               HasSubstr("\n200"));
 }
 
-// Verifies a refund (Envoy 1.38's is_negative_hits) is refused with INVALID_ARGUMENT on gRPC,
-// /json and sluicectl --refund alike, and charges nothing: the counter is where it was.
-TEST_F(ServerE2eTest, RefundIsRefusedNotCharged) {
-  ASSERT_EQ(Check("user=erin").statuses(0).limit_remaining(), 2u);
+// Verifies a refund (Envoy 1.38's is_negative_hits) gives hits back on gRPC, /json and
+// sluicectl --refund alike: answered OK with the state after it, and the capacity it returns is
+// admitted at once; on a token bucket too, and never past full.
+TEST_F(ServerE2eTest, RefundGivesHitsBack) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(Check("user=erin").overall_code(), RlsResponse::OK);
+  }
+  ASSERT_EQ(Check("user=erin").overall_code(), RlsResponse::OVER_LIMIT);
   auto refund = BuildRequest("e2e", {"user=erin"}, 0);
   ASSERT_TRUE(refund.ok());
   refund->mutable_descriptors(0)->set_is_negative_hits(true);
   auto response = client_->ShouldRateLimit(*refund, absl::Seconds(5));
-  ASSERT_FALSE(response.ok());
-  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(response.status().message()),
-              HasSubstr("descriptors[0]: is_negative_hits (a refund of hits) is not supported"));
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->overall_code(), RlsResponse::OK);
+  EXPECT_EQ(response->statuses(0).limit_remaining(), 1u);
   EXPECT_THAT(Http("POST", "/json",
                    R"({"domain":"e2e","descriptors":[{"entries":[{"key":"user","value":"erin"}],)"
                    R"("is_negative_hits":true}]})"),
-              AllOf(HasSubstr("is_negative_hits (a refund of hits)"), HasSubstr("\n400")));
+              AllOf(HasSubstr(R"("limitRemaining":2)"), HasSubstr("\n200")));
   auto [status, out] = RunCommand(absl::StrCat(Bin("sluicectl"), " --server=127.0.0.1:",
                                                grpc_port_, " check e2e user=erin --refund"));
-  EXPECT_EQ(status, 1) << out;
-  EXPECT_THAT(out, HasSubstr("INVALID_ARGUMENT"));
-  EXPECT_EQ(Check("user=erin").statuses(0).limit_remaining(), 1u);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(Check("user=erin").statuses(0).limit_remaining(), 2u);
+  // A token bucket: the tokens come back, up to its burst.
+  ASSERT_EQ(Check("bucket=b", 2).overall_code(), RlsResponse::OK);
+  ASSERT_EQ(Check("bucket=b").overall_code(), RlsResponse::OVER_LIMIT);
+  auto bucket = BuildRequest("e2e", {"bucket=b"}, 5);
+  ASSERT_TRUE(bucket.ok());
+  bucket->mutable_descriptors(0)->set_is_negative_hits(true);
+  auto refilled = client_->ShouldRateLimit(*bucket, absl::Seconds(5));
+  ASSERT_TRUE(refilled.ok()) << refilled.status();
+  EXPECT_EQ(refilled->statuses(0).limit_remaining(), 2u);
+  EXPECT_EQ(Check("bucket=b", 3).overall_code(), RlsResponse::OVER_LIMIT);
+  EXPECT_EQ(Check("bucket=b", 2).overall_code(), RlsResponse::OK);
+  EXPECT_GE(MetricValue(Http("GET", "/metrics"),
+                        R"(sluice_hits_refunded_total{algorithm="fixed_window"})"),
+            3);
 }
 
 // Verifies sluicectl prints a table and exits 0 for OK, 2 for OVER_LIMIT, 1 for errors.

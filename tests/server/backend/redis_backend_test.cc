@@ -115,14 +115,17 @@ TEST_F(RedisBackendTest, AgreesWithMemoryBackendOnEveryAlgorithm) {
       std::string key = absl::StrCat("{agree}", static_cast<int>(a), ":", limit);
       for (int64_t step : steps) {
         clock_.SetMicros(1700006400000000 + step);
-        for (uint64_t hits : {1u, 2u, 0u, 1u}) {
-          Outcome redis = Run(*backend_, {LimitCheck{key, p, hits, 0}});
-          Outcome mem = Run(memory, {LimitCheck{key, p, hits, 0}});
+        // Refunds too: a lone fixed window's through give_back, the others' through the
+        // scripts (with charge 2).
+        for (const auto& [hits, refund] : std::initializer_list<std::pair<uint64_t, bool>>{
+                 {1, false}, {2, false}, {1, true}, {0, false}, {1, false}, {5, true}}) {
+          Outcome redis = Run(*backend_, {LimitCheck{key, p, hits, 0, refund}});
+          Outcome mem = Run(memory, {LimitCheck{key, p, hits, 0, refund}});
           ASSERT_TRUE(redis.status.ok()) << redis.status;
           const Decision& r = redis.decisions[0];
           const Decision& m = mem.decisions[0];
-          SCOPED_TRACE(
-              absl::StrCat(AlgorithmName(a), " limit ", limit, " t+", step, " hits ", hits));
+          SCOPED_TRACE(absl::StrCat(AlgorithmName(a), " limit ", limit, " t+", step,
+                                    refund ? " refund " : " hits ", hits));
           EXPECT_EQ(r.allowed, m.allowed);
           EXPECT_EQ(r.remaining, m.remaining);
           EXPECT_EQ(r.retry_after_us, m.retry_after_us);
@@ -131,6 +134,34 @@ TEST_F(RedisBackendTest, AgreesWithMemoryBackendOnEveryAlgorithm) {
         }
       }
     }
+  }
+}
+
+// Verifies a refund inside a group (co-located checks) on Redis: applied whatever the group's
+// outcome, never denying it, as the memory backend does.
+TEST_F(RedisBackendTest, RefundInAGroupIsAppliedWhateverTheOutcome) {
+  MemoryBackend memory(clock_);
+  const LimitParams full = Params(Algorithm::kTokenBucket, 1, 3'600'000'000, 2);
+  const LimitParams window = Params(Algorithm::kFixedWindow, 5, 3'600'000'000, 5);
+  for (Backend* backend : {static_cast<Backend*>(backend_.get()), static_cast<Backend*>(&memory)}) {
+    SCOPED_TRACE(backend->Name());
+    ASSERT_TRUE(Run(*backend, {LimitCheck{"{g}tb", full, 2, 0}}).decisions[0].allowed);
+    ASSERT_TRUE(Run(*backend, {LimitCheck{"{g}fw", window, 4, 0}}).decisions[0].allowed);
+    // The bucket is empty: the group is denied, yet the window's refund is applied.
+    Outcome denied = Run(*backend, {LimitCheck{"{g}tb", full, 1, 7}, LimitCheck{"{g}fw", window, 3, 7, true}});
+    ASSERT_TRUE(denied.status.ok()) << denied.status;
+    EXPECT_FALSE(denied.decisions[0].allowed);
+    EXPECT_TRUE(denied.decisions[1].allowed);
+    EXPECT_EQ(denied.decisions[1].remaining, 4u);
+    // A refund of the bucket beside a charge of the window: the group passes.
+    Outcome passes = Run(*backend, {LimitCheck{"{g}tb", full, 1, 7, true}, LimitCheck{"{g}fw", window, 1, 7}});
+    ASSERT_TRUE(passes.status.ok()) << passes.status;
+    EXPECT_TRUE(passes.decisions[0].allowed);
+    EXPECT_EQ(passes.decisions[0].remaining, 1u);
+    EXPECT_TRUE(passes.decisions[1].allowed);
+    EXPECT_EQ(passes.decisions[1].remaining, 3u);
+    EXPECT_TRUE(Run(*backend, {LimitCheck{"{g}tb", full, 1, 0}}).decisions[0].allowed);
+    clock_.AdvanceMicros(3'600'000'000);  // the next backend starts on fresh keys
   }
 }
 

@@ -281,19 +281,47 @@ TEST(RequestValidationTest, NamesTheOffendingField) {
             "(got 9)");
 }
 
-// Verifies a refund (Envoy 1.38's is_negative_hits) is refused with the field named, in any
-// position, rather than decided: deciding it would charge the hits it asks to give back.
-TEST(RequestValidationTest, RefundsAreRefusedNotCharged) {
-  const RequestLimits limits{.max_descriptors = 4, .max_entries = 2, .max_key_bytes = 16};
-  auto refund = testing::MakeRequest("d", {{{"k", "v"}}, {{"user", "alice"}}});
-  refund.mutable_descriptors(1)->set_is_negative_hits(true);
-  const absl::Status status = ValidateRequest(refund, limits);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(),
-            "descriptors[1]: is_negative_hits (a refund of hits) is not supported by this Sluice "
-            "yet; the descriptor is refused rather than charged");
-  refund.mutable_descriptors(1)->set_is_negative_hits(false);
-  EXPECT_TRUE(ValidateRequest(refund, limits).ok());
+// Verifies a refund (Envoy 1.38's is_negative_hits) makes refund checks with its hits, that
+// DecideByRule never denies one (a limit of 0 is answered allowed, more hits than the rule holds
+// go to the backend to be given back), and that a group's denial leaves a refund's hits alone;
+// and that --refuse_refunds names the first refund of a refused domain and plans nothing.
+TEST(DecideByRuleTest, RefundsAreNeverDeniedByTheRule) {
+  auto request = testing::MakeRequest(
+      "d", {{{"user", "a"}}, {{"zero", "z"}}, {{"bucket", "b"}}, {{"pair", "p"}}});
+  for (int i = 0; i < 4; ++i) {
+    request.mutable_descriptors(i)->set_is_negative_hits(i != 0);
+    request.mutable_descriptors(i)->mutable_hits_addend()->set_value(i == 0 ? 1 : 5);
+  }
+  RequestPlan plan;
+  Resolve(request, LoadOnce(), ResolveOptions{}, &plan);
+  ASSERT_EQ(plan.checks.size(), 5u);
+  EXPECT_FALSE(plan.checks[0].refund);
+  for (size_t c = 1; c < 5; ++c) {
+    EXPECT_TRUE(plan.checks[c].refund) << c;
+    EXPECT_EQ(plan.checks[c].hits, 5u) << c;
+  }
+  CheckDecisions decisions;
+  decisions.Reset(plan.checks.size());
+  DecideByRule(plan, decisions);
+  EXPECT_EQ(decisions.by[1], DecidedBy::kRule);  // limit 0: nothing to give back
+  EXPECT_TRUE(decisions.decisions[1].allowed);
+  EXPECT_EQ(decisions.decisions[1].reset_after_us, 60'000'000);
+  EXPECT_EQ(decisions.by[2], DecidedBy::kNobody);  // 5 > burst 3: given back all the same
+  EXPECT_EQ(decisions.by[3], DecidedBy::kNobody);  // pair: 5 > 2 per second, still a refund
+  EXPECT_EQ(decisions.by[4], DecidedBy::kNobody);
+  EXPECT_EQ(plan.checks[4].hits, 5u);
+
+  ResolveOptions refuse;
+  refuse.refuse_refunds_in = {"d"};
+  RequestPlan refused;
+  Resolve(request, LoadOnce(), refuse, &refused);
+  EXPECT_EQ(refused.refused_refund, 1);
+  EXPECT_TRUE(refused.checks.empty());
+  refuse.refuse_refunds_in = {"other"};
+  RequestPlan elsewhere;
+  Resolve(request, LoadOnce(), refuse, &elsewhere);
+  EXPECT_EQ(elsewhere.refused_refund, -1);
+  EXPECT_EQ(elsewhere.checks.size(), 5u);
 }
 
 }  // namespace

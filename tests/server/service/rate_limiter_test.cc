@@ -237,6 +237,139 @@ TEST_F(RateLimiterTest, DecisionsAreCountedByAlgorithmAndOutcome) {
   EXPECT_EQ(count("leaky_bucket", "failure_policy"), "1");
 }
 
+// A request whose descriptors i with refund[i] carry is_negative_hits.
+Request WithRefunds(Request request, const std::vector<bool>& refund) {
+  for (size_t i = 0; i < refund.size(); ++i) {
+    request.mutable_descriptors(static_cast<int>(i))->set_is_negative_hits(refund[i]);
+  }
+  return request;
+}
+
+// Verifies a refund gives capacity back at once, is never denied (not even on a key over its
+// limit, nor when it asks back more than was taken: nothing is banked), answers the state after
+// it, and is counted as refunded, not as hits.
+TEST_F(RateLimiterTest, RefundGivesBackAndIsNeverDenied) {
+  const Request take = MakeRequest({{{"user", "r"}}});
+  EXPECT_EQ(MustDecide(take).overall_code(), Response::OK);
+  EXPECT_EQ(MustDecide(take).overall_code(), Response::OK);
+  EXPECT_EQ(MustDecide(take).overall_code(), Response::OVER_LIMIT);
+  Response refunded = MustDecide(WithRefunds(MakeRequest({{{"user", "r"}}}), {true}));
+  EXPECT_EQ(refunded.overall_code(), Response::OK);
+  EXPECT_EQ(refunded.statuses(0).code(), Response::OK);
+  EXPECT_EQ(refunded.statuses(0).limit_remaining(), 1u);
+  EXPECT_EQ(refunded.statuses(0).current_limit().requests_per_unit(), 2u);
+  EXPECT_EQ(MustDecide(take).statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(MustDecide(take).overall_code(), Response::OVER_LIMIT);
+  // Asking back more than was taken fills the window's room, and no more.
+  Response all = MustDecide(WithRefunds(MakeRequest({{{"user", "r"}}}, 100), {true}));
+  EXPECT_EQ(all.statuses(0).limit_remaining(), 2u);
+  EXPECT_EQ(MustDecide(MakeRequest({{{"user", "r"}}}, 3)).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(MustDecide(MakeRequest({{{"user", "r"}}}, 2)).overall_code(), Response::OK);
+  // A key never taken from stays fresh.
+  EXPECT_EQ(MustDecide(WithRefunds(MakeRequest({{{"user", "new"}}}, 5), {true}))
+                .statuses(0)
+                .limit_remaining(),
+            2u);
+  const std::string text = metrics_.Serialize();
+  EXPECT_THAT(text, HasSubstr("sluice_decisions_total{algorithm=\"fixed_window\","
+                              "outcome=\"refunded\"} 3"));
+  EXPECT_THAT(text, HasSubstr("sluice_hits_refunded_total{algorithm=\"fixed_window\"} 106"));
+  EXPECT_THAT(text, HasSubstr("sluice_rule_total_negative_hits{key=\"api.user\"} 106"));
+  EXPECT_THAT(text, HasSubstr("sluice_rule_total_hits{key=\"api.user\"} 10"));
+}
+
+// Verifies a refund in a request with charges: each descriptor is decided as usual, the refund is
+// applied whatever the others' verdicts and answered OK, and in a co-located (all-or-nothing)
+// request a refund neither denies the group nor is undone by its denial.
+TEST_F(RateLimiterTest, RefundsMixedWithChargesAndInGroups) {
+  // uploads (1 per minute) and calls (10) share the hash tag: one group.
+  const auto tenant = [](absl::string_view rule) {
+    return testing::Entries{{"tenant", "t"}, {std::string(rule), "x"}};
+  };
+  EXPECT_EQ(MustDecide(MakeRequest({tenant("uploads")})).overall_code(), Response::OK);
+  // The group is denied (uploads is used up); the refund of calls is applied all the same.
+  EXPECT_EQ(MustDecide(MakeRequest({tenant("calls")}, 4)).statuses(0).limit_remaining(), 6u);
+  Request refund_calls =
+      WithRefunds(MakeRequest({tenant("uploads"), tenant("calls")}), {false, true});
+  refund_calls.mutable_descriptors(1)->mutable_hits_addend()->set_value(4);
+  Response mixed = MustDecide(refund_calls);
+  EXPECT_EQ(mixed.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(mixed.statuses(0).code(), Response::OVER_LIMIT);
+  EXPECT_EQ(mixed.statuses(1).code(), Response::OK);
+  EXPECT_EQ(mixed.statuses(1).limit_remaining(), 10u);
+  // A refund of uploads beside a charge of calls: the group passes, both applied.
+  Response passes = MustDecide(
+      WithRefunds(MakeRequest({tenant("calls"), tenant("uploads")}), {false, true}));
+  EXPECT_EQ(passes.overall_code(), Response::OK);
+  EXPECT_EQ(passes.statuses(0).limit_remaining(), 9u);
+  EXPECT_EQ(passes.statuses(1).limit_remaining(), 1u);
+  EXPECT_EQ(MustDecide(MakeRequest({tenant("uploads")})).overall_code(), Response::OK);
+  // Two rules on one descriptor: both given back.
+  EXPECT_EQ(MustDecide(MakeRequest({{{"both", "b"}}}, 2)).overall_code(), Response::OK);
+  Response both = MustDecide(WithRefunds(MakeRequest({{{"both", "b"}}}, 1), {true}));
+  EXPECT_EQ(both.statuses(0).limit_remaining(), 1u);  // the per-second rule: 1 of 2 left
+  EXPECT_EQ(MustDecide(MakeRequest({{{"both", "b"}}})).statuses(0).limit_remaining(), 0u);
+}
+
+// Verifies a refund clears this replica's over-limit cache entry for its key, so the capacity
+// it returns is used at once instead of being denied from the cache until the retry time.
+TEST_F(RateLimiterTest, RefundForgetsTheOverLimitCacheEntry) {
+  CountingBackend counting(backend_);
+  OverLimitCache cache(clock_, 1000);
+  Rebuild(RateLimiterOptions(), &counting, &cache);
+  const Request take = MakeRequest({{{"user", "c"}}}, 2);
+  EXPECT_EQ(MustDecide(take).overall_code(), Response::OK);
+  EXPECT_EQ(MustDecide(take).overall_code(), Response::OVER_LIMIT);  // remembered
+  const size_t before = counting.checks();
+  EXPECT_EQ(MustDecide(take).overall_code(), Response::OVER_LIMIT);  // from the cache
+  EXPECT_EQ(counting.checks(), before);
+  // The refund itself is never answered from the cache, and it forgets the key.
+  EXPECT_EQ(MustDecide(WithRefunds(MakeRequest({{{"user", "c"}}}, 2), {true})).overall_code(),
+            Response::OK);
+  EXPECT_EQ(counting.checks(), before + 1);
+  EXPECT_EQ(MustDecide(take).overall_code(), Response::OK);
+  EXPECT_EQ(counting.checks(), before + 2);
+}
+
+// Verifies --refuse_refunds: a refund in a refused domain fails the call with INVALID_ARGUMENT
+// naming the descriptor and the flag (counted, nothing applied); '*' refuses every domain; other
+// domains and requests without refunds are decided as usual.
+TEST_F(RateLimiterTest, RefusedRefundsAreInvalidArguments) {
+  RateLimiterOptions options;
+  options.refuse_refunds = {"other", "api"};
+  Rebuild(options);
+  EXPECT_EQ(MustDecide(MakeRequest({{{"user", "f"}}}, 2)).overall_code(), Response::OK);
+  auto refused =
+      Decide(WithRefunds(MakeRequest({{{"user", "f"}}, {{"user", "f"}}}), {false, true}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "descriptors[1]: is_negative_hits (a refund) is refused in domain 'api' by this "
+            "server's --refuse_refunds");
+  EXPECT_EQ(MustDecide(MakeRequest({{{"user", "f"}}})).overall_code(), Response::OVER_LIMIT);
+  EXPECT_THAT(metrics_.Serialize(), HasSubstr("sluice_refunds_refused_total 1"));
+  options.refuse_refunds = {"*"};
+  Rebuild(options);
+  EXPECT_FALSE(Decide(WithRefunds(testing::MakeRequest("elsewhere", {{{"k", "v"}}}), {true})).ok());
+  options.refuse_refunds = {"other"};
+  Rebuild(options);
+  EXPECT_TRUE(Decide(WithRefunds(MakeRequest({{{"user", "f"}}}), {true})).ok());
+}
+
+// Verifies a refund the backend cannot apply is still answered OK, under every failure mode: a
+// refund is never denied (and the outage is counted as for any descriptor).
+TEST_F(RateLimiterTest, RefundDuringAnOutageIsAnsweredOk) {
+  UnavailableBackend down;
+  for (FailureMode mode : {FailureMode::kAllow, FailureMode::kDeny, FailureMode::kLocal}) {
+    RateLimiterOptions options;
+    options.failure_mode = mode;
+    Rebuild(options, &down);
+    Response r = MustDecide(WithRefunds(MakeRequest({{{"user", "o"}}}, 3), {true}));
+    EXPECT_EQ(r.overall_code(), Response::OK) << FailureModeName(mode);
+    EXPECT_EQ(r.statuses(0).code(), Response::OK) << FailureModeName(mode);
+  }
+}
+
 // Verifies an exact value beats the default for its key.
 TEST_F(RateLimiterTest, ExactValueOverridesDefault) {
   Response r = MustDecide(MakeRequest({{{"user", "vip"}}}));

@@ -84,6 +84,7 @@ TEST(UpstreamStatsTest, SamplesComeFromSluiceCounters) {
   Metrics metrics(/*max_rule_series=*/32);
   metrics.CountRule("foo.bar_baz", RuleHits{.total = 5, .within_limit = 3, .over_limit = 2});
   metrics.CountRule("foo.ip_10.0.0.1", RuleHits{.near_limit = 1});
+  metrics.CountRule("foo.bar_baz", RuleHits{.total_negative = 4});
   metrics.ConfigInForce(1, "v1", absl::Now());
   metrics.CountConfigReload(false);
   metrics.CountBackendFailure(FailureReason::kTimeoutInFlight);
@@ -107,6 +108,7 @@ TEST(UpstreamStatsTest, SamplesComeFromSluiceCounters) {
                   Pair("ratelimit.service.rate_limit.foo.bar_baz.over_limit", 2),
                   Pair("ratelimit.service.rate_limit.foo.bar_baz.within_limit", 3),
                   Pair("ratelimit.service.rate_limit.foo.ip_10_0_0_1.near_limit", 1),
+                  Pair("ratelimit.service.rate_limit.foo.bar_baz.total_negative_hits", 4),
                   Pair("ratelimit.service.config_load_success", 1),
                   Pair("ratelimit.service.config_load_error", 1),
                   Pair("ratelimit.service.call.should_rate_limit.redis_error", 1),
