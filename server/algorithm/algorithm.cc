@@ -1,6 +1,7 @@
 #include "server/algorithm/algorithm.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "server/algorithm/fixed_window.h"
 #include "server/algorithm/gcra.h"
@@ -16,7 +17,9 @@ namespace {
 constexpr Algorithm kAllAlgorithms[] = {
     Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
     Algorithm::kTokenBucket, Algorithm::kLeakyBucket,      Algorithm::kGcra,
+    Algorithm::kConcurrency,
 };
+static_assert(std::size(kAllAlgorithms) == kAlgorithmCount);
 
 }  // namespace
 
@@ -34,6 +37,8 @@ absl::string_view AlgorithmName(Algorithm algorithm) {
       return "leaky_bucket";
     case Algorithm::kGcra:
       return "gcra";
+    case Algorithm::kConcurrency:
+      return "concurrency";
   }
   return "unknown";
 }
@@ -61,7 +66,7 @@ std::optional<Charge> ParseCharge(absl::string_view name) {
 }
 
 AlgorithmState NewState(Algorithm algorithm) {
-  switch (algorithm) {
+  switch (Engine(algorithm)) {
     case Algorithm::kFixedWindow:
       return FixedWindowState{};
     case Algorithm::kSlidingWindowLog:
@@ -74,6 +79,8 @@ AlgorithmState NewState(Algorithm algorithm) {
       return LeakyBucketState{};
     case Algorithm::kGcra:
       return GcraState{};
+    case Algorithm::kConcurrency:
+      break;  // Engine: the sliding window log
   }
   return FixedWindowState{};
 }
@@ -101,7 +108,7 @@ Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_
   if (params.charge == Charge::kAlways) {
     hits = std::min(hits, kMaxChargedHits);
   }
-  switch (params.algorithm) {
+  switch (Engine(params.algorithm)) {
     case Algorithm::kFixedWindow:
       return EvaluateFixedWindow(params, std::get<FixedWindowState>(state), now_us, hits);
     case Algorithm::kSlidingWindowLog:
@@ -115,6 +122,8 @@ Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_
       return EvaluateLeakyBucket(params, std::get<LeakyBucketState>(state), now_us, hits);
     case Algorithm::kGcra:
       return EvaluateGcra(params, std::get<GcraState>(state), now_us, hits);
+    case Algorithm::kConcurrency:
+      break;  // Engine: the sliding window log
   }
   return Decision{};
 }
@@ -124,7 +133,7 @@ Decision Refund(const LimitParams& params, AlgorithmState& state, int64_t now_us
     return ZeroLimitDecision(params, 0);
   }
   hits = std::min(hits, kMaxChargedHits);
-  switch (params.algorithm) {
+  switch (Engine(params.algorithm)) {
     case Algorithm::kFixedWindow:
       GiveBackFixedWindow(params, std::get<FixedWindowState>(state), now_us, hits);
       break;
@@ -144,6 +153,8 @@ Decision Refund(const LimitParams& params, AlgorithmState& state, int64_t now_us
     case Algorithm::kGcra:
       GiveBackGcra(params, std::get<GcraState>(state), now_us, hits);
       break;
+    case Algorithm::kConcurrency:
+      break;  // Engine: the sliding window log
   }
   // A check of 0 hits never charges, so a state still in debt is left as given back.
   Decision decision = Evaluate(params, state, now_us, 0);

@@ -47,7 +47,18 @@ enum class Algorithm : uint8_t {
   kTokenBucket = 3,
   kLeakyBucket = 4,
   kGcra = 5,
+  // In-flight limit: `limit` acquisitions held at once, each a lease that lapses one period
+  // after it was taken unless given back first (a refund releases). It runs the sliding window
+  // log (Engine): a lease is a log entry, the period its length; a release drops the newest.
+  kConcurrency = 6,
 };
+inline constexpr int kAlgorithmCount = 7;
+
+// The algorithm whose arithmetic and state `algorithm` runs on: itself, except concurrency,
+// which is the sliding window log (same state, same Lua scripts, same Redis value).
+inline constexpr Algorithm Engine(Algorithm algorithm) {
+  return algorithm == Algorithm::kConcurrency ? Algorithm::kSlidingWindowLog : algorithm;
+}
 
 // "fixed_window", "sliding_window_log", ... as written in the YAML config.
 absl::string_view AlgorithmName(Algorithm algorithm);
@@ -199,6 +210,7 @@ inline uint64_t Capacity(const LimitParams& params) {
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindowLog:
     case Algorithm::kSlidingWindowCounter:
+    case Algorithm::kConcurrency:
       break;
   }
   return params.limit;

@@ -117,7 +117,7 @@ class Lanes {
 
   const size_t max_batch_;
   const int max_calls_out_;
-  std::array<Lane, 6> lanes_;  // indexed by Algorithm
+  std::array<Lane, kAlgorithmCount> lanes_;  // indexed by Algorithm
 };
 
 }  // namespace sluice

@@ -54,7 +54,7 @@ size_t LogHeapBytes(size_t blocks, size_t peak_blocks) {
 
 // Heap bytes of a fresh state of `algorithm` (NewState): an empty log has one block and a map.
 size_t FreshStateBytes(Algorithm algorithm) {
-  return algorithm == Algorithm::kSlidingWindowLog ? LogHeapBytes(1, 1) : 0;
+  return Engine(algorithm) == Algorithm::kSlidingWindowLog ? LogHeapBytes(1, 1) : 0;
 }
 
 // Heap bytes of `state` beyond the state object itself (which lives in the entry's node): only a

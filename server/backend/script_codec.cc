@@ -81,7 +81,7 @@ void AppendGroupScriptNow(int64_t now_us, std::string* out) {
 
 void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out,
                             bool refund) {
-  AppendDouble(static_cast<double>(params.algorithm), out);
+  AppendDouble(static_cast<double>(Engine(params.algorithm)), out);
   AppendDouble(AsDouble(params.limit), out);
   AppendDouble(static_cast<double>(params.period_us), out);
   AppendDouble(AsDouble(params.burst), out);

@@ -27,7 +27,7 @@ absl::StatusOr<ScriptSet> ScriptSet::Register(absl::Span<const LuaScript> script
   }
   for (size_t a = 0; a < set.single_key_.size(); ++a) {
     const auto algorithm = static_cast<Algorithm>(a);
-    if (algorithm != Algorithm::kFixedWindow &&
+    if (algorithm != Algorithm::kFixedWindow && Engine(algorithm) == algorithm &&
         (set.single_key_[a] == nullptr || set.batch_[a] == nullptr)) {
       return absl::InternalError(
           absl::StrCat("no embedded Lua scripts for ", AlgorithmName(algorithm)));

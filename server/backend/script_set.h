@@ -27,12 +27,12 @@ class ScriptSet {
 
   // Decides one key of `algorithm`. REQUIRES: algorithm is not kFixedWindow.
   const RedisScript& single_key(Algorithm algorithm) const {
-    return *single_key_[static_cast<size_t>(algorithm)];
+    return *single_key_[static_cast<size_t>(Engine(algorithm))];
   }
   // Decides several independent keys of `algorithm`, one after the other.
   // REQUIRES: algorithm is not kFixedWindow.
   const RedisScript& batch(Algorithm algorithm) const {
-    return *batch_[static_cast<size_t>(algorithm)];
+    return *batch_[static_cast<size_t>(Engine(algorithm))];
   }
   // The script for `keys` lone checks of `algorithm`: the batch script for more than one.
   const RedisScript& for_lone_checks(Algorithm algorithm, size_t keys) const {
@@ -47,8 +47,8 @@ class ScriptSet {
   ScriptSet() = default;
 
   // Indexed by Algorithm; null for the fixed window.
-  std::array<const RedisScript*, 6> single_key_{};
-  std::array<const RedisScript*, 6> batch_{};
+  std::array<const RedisScript*, kAlgorithmCount> single_key_{};  // by Engine(algorithm)
+  std::array<const RedisScript*, kAlgorithmCount> batch_{};
   const RedisScript* group_ = nullptr;
   const RedisScript* give_back_ = nullptr;
 };

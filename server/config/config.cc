@@ -142,6 +142,13 @@ void DumpRule(const DescriptorNode& node, const RateLimitRule& rule, std::string
       case Algorithm::kGcra:
         absl::StrAppend(&out, " burst=", rule.params.burst);
         break;
+      case Algorithm::kConcurrency:
+        // requests_per_unit and unit read differently here: say how.
+        absl::StrAppend(&out, " (at most ", rule.requests_per_unit,
+                        " in flight; a lease not released lapses after ",
+                        rule.unit_multiplier == 1 ? "one" : absl::StrCat(rule.unit_multiplier),
+                        " ", UnitName(rule.unit), rule.unit_multiplier == 1 ? "" : "s", ")");
+        break;
       default:
         break;
     }

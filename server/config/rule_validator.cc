@@ -17,7 +17,8 @@ namespace {
 
 constexpr absl::string_view kUnitChoices = "second, minute, hour, day, week, month or year";
 constexpr absl::string_view kAlgorithmChoices =
-    "fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket or gcra";
+    "fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, gcra "
+    "or concurrency";
 
 constexpr int64_t kMicrosPerSecond = 1'000'000;
 
@@ -288,7 +289,7 @@ absl::Status RuleChecker::CheckLocalShare(const Field<double>& share, RateLimitR
 }
 
 void RuleChecker::WarnOfLargeSlidingLog(const RateLimitRule& rule) const {
-  if (rule.params.algorithm != Algorithm::kSlidingWindowLog) {
+  if (Engine(rule.params.algorithm) != Algorithm::kSlidingWindowLog) {
     return;
   }
   const int64_t key_bytes = int64_t{rule.requests_per_unit} * kSlidingLogBytesPerEntry;

@@ -130,6 +130,9 @@ std::string RuleKeySuffix(Algorithm algorithm, int64_t period_seconds) {
     case Algorithm::kGcra:
       code = "gcra";
       break;
+    case Algorithm::kConcurrency:
+      code = "cc";
+      break;
   }
   return absl::StrCat(code, ":", period_seconds);
 }

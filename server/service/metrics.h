@@ -56,7 +56,7 @@ enum class DecisionOutcome {
   kRefunded = 6,         // a refund (is_negative_hits): given back, answered OK
 };
 inline constexpr int kDecisionOutcomes = 7;
-inline constexpr int kAlgorithms = 6;
+inline constexpr int kAlgorithms = kAlgorithmCount;
 
 class Metrics {
  public:

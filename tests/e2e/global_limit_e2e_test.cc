@@ -75,6 +75,10 @@ descriptors:
         rate_limit: {algorithm: leaky_bucket, unit: hour, requests_per_unit: 3, burst: 3}
       - key: gcra
         rate_limit: {algorithm: gcra, unit: hour, requests_per_unit: 3, burst: 3}
+      - key: concurrency
+        rate_limit: {algorithm: concurrency, unit: hour, requests_per_unit: 3}
+      - key: inflight
+        rate_limit: {algorithm: concurrency, unit: second, requests_per_unit: 2}
 )";
 
 class GlobalLimitTest : public ::testing::Test {
@@ -236,7 +240,7 @@ void GlobalLimitTest::ExpectRefundsShared() {
   };
   for (const std::string algorithm : {"fixed_window", "sliding_window_log",
                                       "sliding_window_counter", "token_bucket", "leaky_bucket",
-                                      "gcra"}) {
+                                      "gcra", "concurrency"}) {
     SCOPED_TRACE(algorithm);
     for (int i = 0; i < 3; ++i) {
       EXPECT_EQ(call(0, algorithm, false, 1).overall_code(), RlsResponse::OK);
@@ -252,6 +256,15 @@ void GlobalLimitTest::ExpectRefundsShared() {
     EXPECT_EQ(call(2, algorithm, false, 4).overall_code(), RlsResponse::OVER_LIMIT);
     EXPECT_EQ(call(2, algorithm, false, 3).overall_code(), RlsResponse::OK);
   }
+  // In flight, with releases that never come: the two leases lapse one unit (1 s) after they
+  // were taken, and the limit is free again without any release.
+  EXPECT_EQ(call(0, "inflight", false, 2).overall_code(), RlsResponse::OK);
+  RlsResponse full = call(1, "inflight", false, 1);
+  EXPECT_EQ(full.overall_code(), RlsResponse::OVER_LIMIT);
+  const auto wait = full.statuses(0).duration_until_reset();
+  EXPECT_LE(wait.seconds() * 1000000 + wait.nanos() / 1000, 1000000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(call(2, "inflight", false, 2).overall_code(), RlsResponse::OK);
 }
 
 void GlobalLimitTest::ExpectMultiDescriptorRequestsDecided() {

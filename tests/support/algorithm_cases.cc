@@ -30,6 +30,7 @@ constexpr std::pair<absl::string_view, Algorithm> kAlgorithmNames[] = {
     {"token_bucket", Algorithm::kTokenBucket},
     {"leaky_bucket", Algorithm::kLeakyBucket},
     {"gcra", Algorithm::kGcra},
+    {"concurrency", Algorithm::kConcurrency},
 };
 
 constexpr std::pair<absl::string_view, int64_t> kUnits[] = {

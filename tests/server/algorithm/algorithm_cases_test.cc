@@ -70,6 +70,7 @@ TEST_F(AlgorithmCaseFilesTest, EveryAlgorithmHasItsOwnFile) {
                            "token_bucket", "leaky_bucket", "gcra"}) {
     EXPECT_GE(cases_per_file[name], 12) << name << ".cases";
   }
+  EXPECT_GE(cases_per_file["concurrency"], 4);  // the sliding window log's arithmetic
 }
 
 class AlgorithmCaseParserTest : public ::testing::Test {
@@ -115,7 +116,7 @@ TEST_F(AlgorithmCaseParserTest, ParsesCase) {
 
 // Verifies that the parser knows each algorithm by the name ParseAlgorithm gives it.
 TEST_F(AlgorithmCaseParserTest, KnowsEveryAlgorithmByItsConfigName) {
-  for (int i = 0; i <= static_cast<int>(Algorithm::kGcra); ++i) {
+  for (int i = 0; i < kAlgorithmCount; ++i) {
     const Algorithm algorithm = static_cast<Algorithm>(i);
     absl::StatusOr<std::vector<AlgorithmCase>> cases = ParseAlgorithmCases(
         absl::StrCat("case c\nparams algorithm=", AlgorithmName(algorithm),

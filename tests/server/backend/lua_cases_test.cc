@@ -184,7 +184,8 @@ ScriptCall Single(const std::string& key, int64_t now_us, const LimitParams& p, 
     return ScriptCall{"group", {StateKey(key, now_us, p)}, {std::move(args)}};
   }
   AppendSingleScriptArgs(now_us, p, hits, &args, refund);
-  return ScriptCall{std::string(AlgorithmName(p.algorithm)), {key}, {std::move(args)}};
+  // Concurrency runs the sliding window log's script (Engine).
+  return ScriptCall{std::string(AlgorithmName(Engine(p.algorithm))), {key}, {std::move(args)}};
 }
 
 struct GroupCheck {
@@ -216,7 +217,7 @@ struct BatchCheck {
 // The batch script of `algorithm` ("<algorithm>_batch") deciding `checks` in one call. REQUIRES:
 // every check is of `algorithm`, which is not the fixed window (it has no batch script).
 ScriptCall Batch(Algorithm algorithm, const std::vector<BatchCheck>& checks) {
-  ScriptCall call{absl::StrCat(AlgorithmName(algorithm), "_batch"), {}, {""}};
+  ScriptCall call{absl::StrCat(AlgorithmName(Engine(algorithm)), "_batch"), {}, {""}};
   for (const BatchCheck& check : checks) {
     call.keys.push_back(check.key);
     AppendSingleScriptArgs(check.now, check.params, check.hits, &call.args[0], check.refund);

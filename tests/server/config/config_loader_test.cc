@@ -348,6 +348,8 @@ descriptors:
       - {unit: hour, requests_per_unit: 9, unit_multiplier: 2, replaces: [{name: m}]}
   - key: u
     rate_limit: {unlimited: true}
+  - key: c
+    rate_limit: {algorithm: concurrency, unit: minute, requests_per_unit: 4}
 )");
   EXPECT_EQ(config->Dump(),
             "dump.b: requests_per_unit=5 unit=minute algorithm=fixed_window key_suffix=fw:60 "
@@ -356,7 +358,10 @@ descriptors:
             "key_suffix=tb:1 name=n shadow_mode=true (test.yaml:5)\n"
             "dump.a_x: requests_per_unit=9 unit=hour unit_multiplier=2 algorithm=fixed_window "
             "key_suffix=fw:7200 replaces=m shadow_mode=true (test.yaml:5)\n"
-            "dump.u: unlimited shadow_mode=false (test.yaml:11)\n");
+            "dump.u: unlimited shadow_mode=false (test.yaml:11)\n"
+            "dump.c: requests_per_unit=4 unit=minute algorithm=concurrency (at most 4 in "
+            "flight; a lease not released lapses after one minute) key_suffix=cc:60 "
+            "shadow_mode=false (test.yaml:13)\n");
 }
 
 // Verifies several sources load into one Config, one domain each.
@@ -1137,7 +1142,7 @@ descriptors:
 )"),
             "test.yaml:7: descriptors[0].rate_limit.algorithm: invalid algorithm 'leaky' "
             "(expected fixed_window, sliding_window_log, sliding_window_counter, token_bucket, "
-            "leaky_bucket or gcra)");
+            "leaky_bucket, gcra or concurrency)");
 }
 
 // Verifies burst is refused on the window algorithms and must be at least 1 on the others.

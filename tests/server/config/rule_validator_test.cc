@@ -113,12 +113,18 @@ TEST_F(RuleValidatorTest, RefusesBadAlgorithmBurstAndPeriod) {
   EXPECT_EQ(Error(std::move(leaky)),
             "r.yaml:13: descriptors[0].rate_limit.algorithm: invalid algorithm 'leaky' "
             "(expected fixed_window, sliding_window_log, sliding_window_counter, token_bucket, "
-            "leaky_bucket or gcra)");
+            "leaky_bucket, gcra or concurrency)");
   RuleDescription window = Rule("second", 5);
   window.burst = Given(uint32_t{10}, 15);
   EXPECT_EQ(Error(std::move(window)),
             "r.yaml:15: descriptors[0].rate_limit.burst: not allowed with algorithm "
             "fixed_window (only token_bucket, leaky_bucket and gcra have a burst)");
+  RuleDescription leases = Rule("second", 5);
+  leases.algorithm = Given(std::string("concurrency"), 13);
+  leases.burst = Given(uint32_t{10}, 15);
+  EXPECT_EQ(Error(std::move(leases)),
+            "r.yaml:15: descriptors[0].rate_limit.burst: not allowed with algorithm "
+            "concurrency (only token_bucket, leaky_bucket and gcra have a burst)");
   RuleDescription zero_burst = Rule("second", 5);
   zero_burst.algorithm = Given(std::string("token_bucket"), 13);
   zero_burst.burst = Given(uint32_t{0}, 15);
