@@ -80,6 +80,36 @@ int main(int argc, char** argv) {
     group.mutable_descriptors(1)->mutable_hits_addend()->set_value(hits);
     seeds.push_back(group);
   }
+  // Refunds (is_negative_hits): of every rule, after a charge of the same key in the same
+  // request, of hits no rule holds, in a co-located request beside a charge, and in-flight
+  // acquisitions and releases.
+  for (const char* key : {"tb", "lb", "gcra", "swl", "swc", "fw", "shadow", "free", "zero",
+                          "quota", "multi", "inflight", "unknown"}) {
+    Request r = Make("fuzz", {{{key, "refund"}}, {{key, "refund"}}}, 2);
+    r.mutable_descriptors(1)->set_is_negative_hits(true);
+    seeds.push_back(r);
+  }
+  for (uint64_t hits : {uint64_t{1} << 53, ~uint64_t{0}}) {
+    Request r = Make("fuzz", {{{"gcra", "huge-refund"}}, {{"swl", "huge-refund"}}});
+    for (int d = 0; d < 2; ++d) {
+      r.mutable_descriptors(d)->set_is_negative_hits(true);
+      r.mutable_descriptors(d)->mutable_hits_addend()->set_value(hits);
+    }
+    seeds.push_back(r);
+  }
+  {
+    Request group = Make("fuzz", {{{"user", "dan"}, {"path", "/api/y"}}, {{"user", "dan"}}}, 3);
+    group.mutable_descriptors(0)->set_is_negative_hits(true);
+    seeds.push_back(group);
+  }
+  for (const char* key : {"inflight", "inflight"}) {
+    seeds.push_back(Make("fuzz", {{{key, "lease"}}}));
+  }
+  {
+    Request release = Make("fuzz", {{{"inflight", "lease"}}});
+    release.mutable_descriptors(0)->set_is_negative_hits(true);
+    seeds.push_back(release);
+  }
   for (size_t i = 0; i < seeds.size(); ++i) {
     std::ofstream out(std::string(argv[1]) + "/seed-" + std::to_string(i), std::ios::binary);
     out << seeds[i].SerializeAsString();

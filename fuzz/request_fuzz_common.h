@@ -59,6 +59,8 @@ descriptors:
     rate_limits:
       - {name: other, algorithm: gcra, unit: second, requests_per_unit: 3}
       - {algorithm: token_bucket, unit: minute, requests_per_unit: 10, burst: 2}
+  - key: inflight
+    rate_limit: {algorithm: concurrency, unit: second, requests_per_unit: 2}
 )";
 
 [[noreturn]] inline void Fail(const char* what) {
@@ -94,7 +96,12 @@ inline void CheckAnswer(const RateLimiter::Request& request, const RateLimiter::
     Fail("not one status per descriptor");
   }
   bool any_over = false;
-  for (const auto& status : response.statuses()) {
+  for (int i = 0; i < response.statuses_size(); ++i) {
+    const auto& status = response.statuses(i);
+    if (request.descriptors(i).is_negative_hits() &&
+        status.code() != RateLimiter::Response::OK) {
+      Fail("a refund answered otherwise than OK");
+    }
     if (status.code() == RateLimiter::Response::OVER_LIMIT) {
       any_over = true;
     } else if (status.code() != RateLimiter::Response::OK) {

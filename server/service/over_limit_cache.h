@@ -11,7 +11,9 @@
 // the config changes (a new limit may admit what the old one denied). The one thing that
 // replenishes is a refund (is_negative_hits): a refund decided through this replica forgets its
 // key's entry (Forget), so the capacity it returns is usable at once here; another replica's
-// entry for the key keeps denying until its retry time, as its replica learns of no refund.
+// entry for the key keeps denying until its retry time, as its replica learns of no refund
+// (as upstream's local cache). In-flight limits (concurrency), whose capacity comes back by
+// releases, are never remembered (OverLimitStep).
 //
 // Bounded: at most `capacity` entries and `max_bytes` of heap (BytesUsed: the hash tables, which
 // hold each key's string object and entry, and the keys' characters); an entry expires at its

@@ -61,7 +61,10 @@ void OverLimitStep::Learn(const RequestPlan& plan, const CheckDecisions& decisio
     const size_t c = descriptor.first_check;
     // A denial that was charged says when that many hits fit again, not when the debt is
     // repaid; only a check of 0 hits learns that (and answers checks of 0 hits until then).
+    // An in-flight limit is not remembered: releases free it at any moment, through any
+    // replica, where its retry time is when the oldest lease would lapse.
     if (descriptor.rules.size() == 1 && decisions.by[c] == DecidedBy::kBackend &&
+        plan.checks[c].params.algorithm != Algorithm::kConcurrency &&
         !decisions.decisions[c].allowed &&
         !ChargesWhenDenied(plan.checks[c].params, plan.checks[c].hits)) {
       cache_->Remember(plan.checks[c].key, plan.checks[c].hits,

@@ -74,6 +74,11 @@ descriptors:
       unit: second
       requests_per_unit: 10
       burst: 5
+  - key: inflight
+    rate_limit:
+      algorithm: concurrency
+      unit: minute
+      requests_per_unit: 1
 )";
 
 // A backend that can never answer, for the failure policy.
@@ -329,6 +334,15 @@ TEST_F(RateLimiterTest, RefundForgetsTheOverLimitCacheEntry) {
   EXPECT_EQ(counting.checks(), before + 1);
   EXPECT_EQ(MustDecide(take).overall_code(), Response::OK);
   EXPECT_EQ(counting.checks(), before + 2);
+  // An in-flight limit is never remembered: a release through another replica may free it.
+  const Request acquire = MakeRequest({{{"inflight", "i"}}});
+  EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OK);
+  EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OVER_LIMIT);
+  const size_t held = counting.checks();
+  EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(counting.checks(), held + 1);
+  EXPECT_EQ(MustDecide(WithRefunds(acquire, {true})).statuses(0).limit_remaining(), 1u);
+  EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OK);
 }
 
 // Verifies --refuse_refunds: a refund in a refused domain fails the call with INVALID_ARGUMENT
