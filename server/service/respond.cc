@@ -194,6 +194,18 @@ uint64_t ChargedWhileDenied(const RequestPlan& plan, const CheckDecisions& decis
   return 0;
 }
 
+// Descriptor `i`, which the backend could not decide, answered by failure mode `policy`: counted
+// and shown with its first rule; the caller sets the code.
+void AnswerByPolicy(const DescriptorPlan& descriptor, size_t i, FailureMode policy,
+                    Response::DescriptorStatus* out, ResponseAccount& account, Tally& tally) {
+  ++account.policy_decisions[static_cast<size_t>(policy)];
+  const RateLimitRule& rule = *descriptor.rules.front();
+  tally.shown[i] = &rule;
+  account.descriptors.push_back(
+      {rule.params.algorithm, DecisionOutcome::kFailurePolicy, absl::string_view(), RuleHits{}});
+  FillLimit(rule, out->mutable_current_limit());
+}
+
 // Answers refund descriptor `i` (which has rules): OK whatever happened, since a refund is never
 // denied (when the backend could not apply it, the failure mode is counted but does not deny);
 // else the state after it, as a check of 0 hits shows it.
@@ -203,12 +215,7 @@ void AnswerRefund(const RequestPlan& plan, size_t i, const CheckDecisions& decis
   const DescriptorPlan& descriptor = plan.descriptors[i];
   const size_t first = descriptor.first_check;
   if (choice.undecided) {
-    ++account.policy_decisions[static_cast<size_t>(policy)];
-    const RateLimitRule& rule = *descriptor.rules.front();
-    tally.shown[i] = &rule;
-    account.descriptors.push_back(
-        {rule.params.algorithm, DecisionOutcome::kFailurePolicy, absl::string_view(), RuleHits{}});
-    FillLimit(rule, out->mutable_current_limit());
+    AnswerByPolicy(descriptor, i, policy, out, account, tally);
     return;
   }
   const Decision& decision = decisions.decisions[choice.chosen];
@@ -244,12 +251,7 @@ int64_t AnswerWithRules(const RequestPlan& plan, size_t i, const CheckDecisions&
   if (choice.undecided && !choice.denied) {
     // The backend could not decide it: the failure mode answers. (A denial made without the
     // backend stands whatever the mode.)
-    ++account.policy_decisions[static_cast<size_t>(policy)];
-    const RateLimitRule& rule = *descriptor.rules.front();
-    tally.shown[i] = &rule;
-    account.descriptors.push_back(
-        {rule.params.algorithm, DecisionOutcome::kFailurePolicy, absl::string_view(), RuleHits{}});
-    FillLimit(rule, out->mutable_current_limit());
+    AnswerByPolicy(descriptor, i, policy, out, account, tally);
     if (policy == FailureMode::kDeny && !shadow) {
       out->set_code(Response::OVER_LIMIT);  // with no wait known
     }
