@@ -43,11 +43,13 @@ for i = 1, n do
   local key = KEYS[i]
   local allowed, remaining, retry, reset, delay, write, a, b, c, d
   -- @evaluate inline
-  if allowed or charge ~= 0 and (charge == 2 or hits > 0) then
+  if allowed then
     commit(key, reset, write, a, b, c, d)
-  end
-  if charge == 2 then
-    allowed, retry, delay = true, 0, 0 -- a refund is never denied
+  elseif charge ~= 0 and (charge == 2 or hits > 0) then
+    commit(key, reset, write, a, b, c, d)
+    if charge == 2 then
+      allowed, retry = true, 0 -- a refund is never denied (and has no delay: see the bodies)
+    end
   end
   reply[i] = struct.pack("<ddddd", allowed and 1 or 0, remaining, retry, reset, delay)
 end

@@ -53,7 +53,7 @@ end
   delay = 0
   local new
   if allowed or charge ~= 0 and (charge == 2 or hits > 0) then
-    if allowed then
+    if allowed and charge ~= 2 then -- a refund holds nothing back
       delay = ceil_micros((level * period) / limit)
     end
     level = level + hits

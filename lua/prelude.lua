@@ -28,9 +28,9 @@ local MAX_PERIOD = 1125899906842624 -- 2^50 us (35.7 years): now + 4 periods sta
 -- of (key, now, limit, period, burst, hits, charge) (the group script). The body runs with those
 -- seven in scope (charge 1: the rule charges always, so a denial of hits > 0 is charged and
 -- written like an admission, sluice::Charge::kAlways; 0: it is not; 2: a refund, sluice::Refund:
--- the body gives back up to `hits` to the state it read, at now, sets hits to 0 and decides on,
--- and the driver then writes the state whatever the verdict and answers allowed, retry 0,
--- delay 0), limit > 0 (the single-key and
+-- the body gives back up to `hits` to the state it read, at now, sets hits to 0 and decides on
+-- with no delay, and the driver then writes the state whatever the verdict and answers allowed,
+-- retry 0), limit > 0 (the single-key and
 -- batch drivers refuse limit 0, which Sluice decides without Redis; the group driver answers it
 -- as ZeroLimitDecision, without touching the key); it reads the key, decides, and assigns (never
 -- declares)
