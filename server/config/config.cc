@@ -58,10 +58,10 @@ namespace {
 // Long enough for nearly every real "key_value"; longer ones fall back to the heap.
 constexpr size_t kCompositeBufferSize = 256;
 
-// The child of `node` that `entry` selects: exact "key_value", then the first wildcard in
-// declaration order, then the key's default.
-const DescriptorNode* FindChild(const DescriptorNode& node, const DescriptorEntryView& entry,
-                                MatchStep::How* how) {
+}  // namespace
+
+const DescriptorNode* Config::FindChild(const DescriptorNode& node,
+                                        const DescriptorEntryView& entry, MatchStep::How* how) {
   if (!node.exact_children.empty() && !entry.value.empty()) {
     char buffer[kCompositeBufferSize];
     std::string heap;
@@ -97,6 +97,8 @@ const DescriptorNode* FindChild(const DescriptorNode& node, const DescriptorEntr
   }
   return nullptr;
 }
+
+namespace {
 
 // Children of `node` in declaration order (by file, then line).
 std::vector<const DescriptorNode*> OrderedChildren(const DescriptorNode& node) {

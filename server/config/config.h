@@ -141,6 +141,12 @@ class Config {
                                      absl::Span<const DescriptorEntryView> entries,
                                      MatchSteps* steps = nullptr);
 
+  // The child of `node` that `entry` selects, one level of Match: exact "key_value", then the
+  // first wildcard in declaration order, then the key's default; nullptr when none. *how says
+  // which.
+  static const DescriptorNode* FindChild(const DescriptorNode& node,
+                                         const DescriptorEntryView& entry, MatchStep::How* how);
+
   // True if `domain` is configured.
   bool HasDomain(absl::string_view domain) const;
   // The configured `domain`, or nullptr. Lives as long as *this.
