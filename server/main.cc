@@ -53,6 +53,18 @@ ABSL_FLAG(std::string, tls_client_san, Defaults().grpc.tls_client_san,
 ABSL_FLAG(absl::Duration, tls_reload_interval, Defaults().grpc.tls_reload_interval,
           "how often the TLS files are re-read, so that a rotated certificate is served to new "
           "connections without a restart");
+ABSL_FLAG(bool, rlqs, Defaults().grpc.rlqs,
+          "serve Envoy's Rate Limit Quota Service (RLQS, rate_limit_quota filter) on the gRPC "
+          "listener: each Envoy enforces locally its fair share of the configured limits");
+ABSL_FLAG(absl::Duration, rlqs_rebalance_interval, Defaults().grpc.rlqs_rebalance_interval,
+          "RLQS: how often every bucket's shares are recomputed and moved ones sent");
+ABSL_FLAG(int64_t, rlqs_max_streams, Defaults().grpc.rlqs_max_streams,
+          "RLQS: most streams (Envoys) held at once; more are refused with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, rlqs_max_buckets_per_stream, Defaults().grpc.rlqs_max_buckets_per_stream,
+          "RLQS: most buckets one stream may report; one more ends it with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, rlqs_max_subscriptions, Defaults().grpc.rlqs_max_subscriptions,
+          "RLQS: most (stream, bucket) pairs held over all streams; a stream whose new bucket "
+          "would pass it ends with RESOURCE_EXHAUSTED");
 ABSL_FLAG(std::string, http_address, Defaults().http.address,
           "HTTP listen address for /json, /healthz, /healthcheck, /readyz, /config, /rlconfig, "
           "/metrics (HOST:PORT)");

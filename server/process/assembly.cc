@@ -159,10 +159,21 @@ void Assembly::BuildLimiter() {
 absl::Status Assembly::BuildServers() {
   service_ = std::make_unique<RateLimitGrpcService>(
       *limiter_, &metrics_.RequestLatency(Transport::kGrpc), tracer_.get());
+  if (settings_.grpc.rlqs) {
+    quota::QuotaOptions quota_options;
+    quota_options.max_streams = static_cast<size_t>(settings_.grpc.rlqs_max_streams);
+    quota_options.max_buckets_per_stream =
+        static_cast<size_t>(settings_.grpc.rlqs_max_buckets_per_stream);
+    quota_options.max_subscriptions = static_cast<size_t>(settings_.grpc.rlqs_max_subscriptions);
+    quota_ = std::make_unique<quota::QuotaServer>(store_, quota_options);
+    rlqs_service_ =
+        std::make_unique<RlqsGrpcService>(*quota_, settings_.grpc.rlqs_rebalance_interval);
+  }
   grpc::EnableDefaultHealthCheckService(true);
   ASSIGN_OR_RETURN(credentials_, GrpcServerCredentials(GrpcTlsSettingsFrom(settings_.grpc)));
   HttpServerOptions http_options = HttpServerOptionsFrom(settings_);
   http_options.tracer = tracer_.get();
+  http_options.quota = quota_.get();
   // A RateLimitRequest's only arrays are its descriptors and their entries.
   http_options.json_max_array_elements = static_cast<size_t>(
       std::max(settings_.limiter.max_descriptors, settings_.limiter.max_entries));
@@ -240,6 +251,9 @@ absl::Status Assembly::StartGrpc() {
   ApplyGrpcServerSettings(GrpcServerSettings{}, builder);
   builder.AddListeningPort(settings_.grpc.address, credentials_, &grpc_port_);
   builder.RegisterService(service_.get());
+  if (rlqs_service_ != nullptr) {
+    builder.RegisterService(rlqs_service_.get());
+  }
   grpc_server_ = builder.BuildAndStart();
   const bool unix_socket = absl::StartsWith(settings_.grpc.address, "unix");
   if (grpc_server_ == nullptr || (grpc_port_ == 0 && !unix_socket)) {
@@ -262,6 +276,15 @@ void Assembly::SetHealth(bool serving) {
   health->SetServingStatus(serving);
   for (const char* name : {"ratelimit", "envoy.service.ratelimit.v3.RateLimitService"}) {
     health->SetServingStatus(name, serving);
+  }
+  if (rlqs_service_ != nullptr) {
+    health->SetServingStatus("envoy.service.rate_limit_quota.v3.RateLimitQuotaService", serving);
+  }
+}
+
+void Assembly::DrainQuota() {
+  if (rlqs_service_ != nullptr) {
+    rlqs_service_->Drain();
   }
 }
 

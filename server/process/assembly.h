@@ -30,7 +30,9 @@
 #include "server/config/config_reloader.h"
 #include "server/config/config_store.h"
 #include "server/config/config_watcher.h"
+#include "server/quota/quota_server.h"
 #include "server/service/grpc_service.h"
+#include "server/service/rlqs_service.h"
 #include "server/service/http_server.h"
 #include "server/service/metrics.h"
 #include "server/service/over_limit_cache.h"
@@ -68,8 +70,9 @@ class Assembly {
   // --prometheus_address if given; errors name the flag. REQUIRES: once.
   absl::Status StartHttp();
 
-  // gRPC health for the whole server (""), "ratelimit" (what envoyproxy/ratelimit registers)
-  // and the RLS service's full name. REQUIRES: StartGrpc succeeded.
+  // gRPC health for the whole server (""), "ratelimit" (what envoyproxy/ratelimit registers),
+  // the RLS service's full name and, with --rlqs, the RLQS service's. REQUIRES: StartGrpc
+  // succeeded.
   void SetHealth(bool serving);
   // Sets health as the config in force calls for (ConfigHealthy), and from then on after each
   // config put in force, until StopReloads. Before it, a config put in force (by the xDS
@@ -95,6 +98,9 @@ class Assembly {
   bool StopReloads();
 
   HttpServer& http() { return *http_; }
+  // With --rlqs: stops rebalancing and expires every stream's assignments (TTL 0) before the
+  // gRPC server drains. Nothing otherwise.
+  void DrainQuota();
   // REQUIRES: StartGrpc succeeded.
   grpc::Server& grpc_server() { return *grpc_server_; }
   // The Redis backends (none with the memory backend), to stop before the HTTP server.
@@ -132,6 +138,9 @@ class Assembly {
   std::unique_ptr<OverLimitCache> over_limit_cache_;  // only in front of Redis
   std::unique_ptr<RateLimiter> limiter_;
   std::unique_ptr<RateLimitGrpcService> service_;
+  // With --rlqs: the replica's quota streams, and their gRPC service (destroyed first).
+  std::unique_ptr<quota::QuotaServer> quota_;
+  std::unique_ptr<RlqsGrpcService> rlqs_service_;
   std::shared_ptr<grpc::ServerCredentials> credentials_;
   int grpc_port_ = 0;  // the port bound (0 for a unix socket)
   std::unique_ptr<grpc::Server> grpc_server_;

@@ -171,6 +171,9 @@ bool Lifecycle::Drain() {
   const bool reloads_stopped = parts_.StopReloads();
   parts_.http().SetDraining();
   parts_.SetHealth(false);
+  // Envoys holding quota assignments fall back to their expired-assignment behaviour now, not
+  // when their TTLs run out.
+  parts_.DrainQuota();
   // Stop accepting, let in-flight calls finish (up to the grace period), then stop.
   parts_.grpc_server().Shutdown(std::chrono::system_clock::now() +
                                 absl::ToChronoNanoseconds(settings_.shutdown_grace));

@@ -329,6 +329,9 @@ std::string HttpServer::RenderMetrics() const {
   if (options_.tracer != nullptr) {
     options_.tracer->AppendMetrics(&text);
   }
+  if (options_.quota != nullptr) {
+    options_.quota->AppendMetrics(&text);
+  }
   return text;
 }
 

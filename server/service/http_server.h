@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "server/common/mutex.h"
 #include "server/config/config_store.h"
+#include "server/quota/quota_server.h"
 #include "server/service/config_dump_cache.h"
 #include "server/service/http_connections.h"
 #include "server/service/loop_mailbox.h"
@@ -78,6 +79,8 @@ struct HttpServerOptions {
   // Optional (must outlive the server): each /json call sampled gets a server span "POST /json",
   // a child of the caller's when its headers carry a trace context.
   Tracer* tracer = nullptr;
+  // Appends more metrics to /metrics (the quota service's); may be null.
+  const quota::QuotaServer* quota = nullptr;
 };
 
 class HttpServer {

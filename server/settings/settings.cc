@@ -110,6 +110,11 @@ void CheckListeners(const Settings& settings, Errors& errors) {
   // In whole seconds, as the certificate watcher takes it.
   errors.Check(grpc.tls_cert.empty() || absl::ToInt64Seconds(grpc.tls_reload_interval) >= 1,
                {"tls_reload_interval"}, "--tls_reload_interval must be at least 1s");
+  errors.Check(grpc.rlqs_rebalance_interval >= absl::Milliseconds(100),
+               {"rlqs_rebalance_interval"}, "--rlqs_rebalance_interval must be at least 100ms");
+  errors.AtLeastOne("rlqs_max_streams", grpc.rlqs_max_streams);
+  errors.AtLeastOne("rlqs_max_buckets_per_stream", grpc.rlqs_max_buckets_per_stream);
+  errors.AtLeastOne("rlqs_max_subscriptions", grpc.rlqs_max_subscriptions);
   errors.AtLeastOne("http_max_connections", settings.http.max_connections);
   errors.Check(settings.http.request_timeout >= absl::Milliseconds(1), {"http_request_timeout"},
                "--http_request_timeout must be at least 1ms");

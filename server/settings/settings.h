@@ -134,6 +134,15 @@ struct GrpcSettings {
   std::string tls_client_san;
   // --tls_reload_interval: how often the TLS files are re-read (at least 1s with TLS).
   absl::Duration tls_reload_interval = absl::Seconds(10);
+  // --rlqs: serve the Rate Limit Quota Service on the same listener.
+  bool rlqs = true;
+  // --rlqs_rebalance_interval: how often every bucket's shares are recomputed (at least 100ms).
+  absl::Duration rlqs_rebalance_interval = absl::Seconds(1);
+  // --rlqs_max_streams, --rlqs_max_buckets_per_stream: bounds (at least 1).
+  int64_t rlqs_max_streams = 10000;
+  int64_t rlqs_max_buckets_per_stream = 10000;
+  // --rlqs_max_subscriptions: (stream, bucket) pairs held in all (at least 1).
+  int64_t rlqs_max_subscriptions = 1000000;
 };
 
 struct HttpSettings {

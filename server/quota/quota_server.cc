@@ -1,0 +1,427 @@
+#include "server/quota/quota_server.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/quota/bucket_match.h"
+#include "server/quota/fair_share.h"
+
+namespace sluice::quota {
+namespace {
+
+using BucketId = envoy::service::rate_limit_quota::v3::BucketId;
+using BucketAction = QuotaResponse::BucketAction;
+
+// Reports a bucket's demand is measured over.
+constexpr size_t kReportsKept = 3;
+
+absl::Status Invalid(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("RateLimitQuotaUsageReports: ", what));
+}
+
+int64_t DurationMicros(const google::protobuf::Duration& d) {
+  return d.seconds() * 1'000'000 + d.nanos() / 1000;
+}
+
+void SetDuration(int64_t us, google::protobuf::Duration* out) {
+  out->set_seconds(us / 1'000'000);
+  out->set_nanos(static_cast<int32_t>(us % 1'000'000) * 1000);
+}
+
+}  // namespace
+
+std::string BucketKey(const BucketId& bucket) {
+  std::vector<std::pair<absl::string_view, absl::string_view>> pairs(bucket.bucket().begin(),
+                                                                     bucket.bucket().end());
+  std::sort(pairs.begin(), pairs.end());
+  std::string key;
+  for (const auto& [k, v] : pairs) {
+    absl::StrAppend(&key, k.size(), ":", k, v.size(), ":", v);
+  }
+  return key;
+}
+
+double QuotaServer::Subscription::Demand() const {
+  uint64_t requests = 0;
+  int64_t elapsed_us = 0;
+  for (const auto& [count, us] : reports) {
+    requests += count;
+    elapsed_us += us;
+  }
+  return elapsed_us > 0 ? static_cast<double>(requests) * 1e6 / static_cast<double>(elapsed_us)
+                        : 0.0;
+}
+
+QuotaServer::QuotaServer(const ConfigStore& config, QuotaOptions options,
+                         const RemoteDemand* remote)
+    : config_(config), options_(options), remote_(remote) {}
+
+absl::StatusOr<QuotaServer::StreamId> QuotaServer::Open(Sink sink) {
+  MutexLock lock(mu_);
+  if (streams_.size() >= options_.max_streams) {
+    ++usage_.refused;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this server holds its most RLQS streams (", options_.max_streams,
+                     ", --rlqs_max_streams)"));
+  }
+  const StreamId id = next_id_++;
+  auto stream = std::make_unique<Stream>();
+  stream->sink = std::make_shared<Sink>(std::move(sink));
+  streams_.emplace(id, std::move(stream));
+  return id;
+}
+
+QuotaServer::Rule QuotaServer::MatchRule(const Config* config, const std::string& domain,
+                                         const BucketId& id) {
+  Rule rule;  // no config, domain or rule: allow all
+  const Domain* configured = config != nullptr ? config->FindDomain(domain) : nullptr;
+  if (configured == nullptr) {
+    return rule;
+  }
+  const std::vector<std::pair<std::string, std::string>> pairs(id.bucket().begin(),
+                                                               id.bucket().end());
+  const BucketMatch match = MatchBucket(*configured, pairs);
+  if (match.node == nullptr || match.node->shadow_mode) {
+    return rule;
+  }
+  bool limited = false;
+  for (const RateLimitRule& r : match.node->rules) {
+    if (r.unlimited) {
+      continue;
+    }
+    const double rate = static_cast<double>(r.params.limit) * 1e6 /
+                        static_cast<double>(r.params.period_us);
+    if (!limited || rate < rule.rate) {
+      rule.rate = rate;
+      rule.burst = static_cast<double>(Capacity(r.params));
+    }
+    limited = true;
+  }
+  if (limited) {
+    rule.kind = rule.rate > 0 ? Kind::kShare : Kind::kDenyAll;
+  }
+  return rule;
+}
+
+std::vector<double> QuotaServer::Shares(const std::string& domain, const std::string& key,
+                                        const Bucket& bucket) {
+  std::vector<double> demands;
+  demands.reserve(bucket.subscribers.size());
+  for (StreamId id : bucket.subscribers) {
+    const Stream& stream = *streams_.at(id);
+    demands.push_back(stream.buckets.at(key).Demand());
+  }
+  const size_t local = demands.size();
+  if (remote_ != nullptr) {
+    for (double d : remote_->DemandsOf(domain, key)) {
+      demands.push_back(d);
+    }
+  }
+  std::vector<double> shares = MaxMinShares(bucket.rule.rate, demands);
+  shares.resize(local);
+  return shares;
+}
+
+void QuotaServer::Assign(StreamId stream, Subscription& sub, const Rule& rule, double share,
+                         int64_t now_us, Outbox& out) {
+  auto& [sink, response] = out[stream];
+  if (sink == nullptr) {
+    sink = streams_.at(stream)->sink;
+  }
+  BucketAction* action = response.add_bucket_action();
+  *action->mutable_bucket_id() = sub.id;
+  auto* assignment = action->mutable_quota_assignment_action();
+  const int64_t ttl_us =
+      std::max(absl::ToInt64Microseconds(options_.min_ttl),
+               sub.interval_us * options_.assignment_ttl_intervals);
+  SetDuration(ttl_us, assignment->mutable_assignment_time_to_live());
+  auto* strategy = assignment->mutable_rate_limit_strategy();
+  switch (rule.kind) {
+    case Kind::kAllowAll:
+      strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
+      break;
+    case Kind::kDenyAll:
+      strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::DENY_ALL);
+      break;
+    case Kind::kShare: {
+      // A share of 0 (nothing left) denies; the rest is a bucket of the share's rate with the
+      // same part of the rule's burst.
+      if (share <= 0) {
+        strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::DENY_ALL);
+        break;
+      }
+      const LocalBucket local = BucketForRate(share, rule.burst * share / rule.rate);
+      auto* bucket = strategy->mutable_token_bucket();
+      bucket->set_max_tokens(local.max_tokens);
+      bucket->mutable_tokens_per_fill()->set_value(local.tokens_per_fill);
+      bucket->mutable_fill_interval()->set_seconds(local.fill_interval_s);
+      break;
+    }
+  }
+  ++usage_.assignments[static_cast<size_t>(rule.kind)];
+  sub.assigned = true;
+  sub.sent_kind = rule.kind;
+  sub.sent_share = share;
+  sub.sent_us = now_us;
+  sub.ttl_us = ttl_us;
+}
+
+absl::Status QuotaServer::Report(StreamId id, const Reports& reports, int64_t now_us) {
+  Outbox out;
+  absl::Status status;
+  {
+    MutexLock lock(mu_);
+    status = ReportLocked(id, reports, now_us, out);
+    if (!status.ok()) {
+      ++usage_.refused;
+    }
+  }
+  Deliver(std::move(out));
+  return status;
+}
+
+absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int64_t now_us,
+                                     Outbox& out) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    return absl::FailedPreconditionError("RLQS stream already closed");
+  }
+  Stream& stream = *it->second;
+  ++usage_.reports;
+  if (reports.domain().empty()) {
+    return Invalid("domain must not be empty");
+  }
+  if (stream.domain.empty()) {
+    stream.domain = reports.domain();
+  } else if (reports.domain() != stream.domain) {
+    return Invalid(absl::StrCat("domain '", reports.domain(),
+                                "' differs from the stream's first report ('", stream.domain,
+                                "'): a stream reports one domain"));
+  }
+  if (reports.bucket_quota_usages().empty()) {
+    return Invalid("bucket_quota_usages must not be empty");
+  }
+  const std::shared_ptr<const Config> config = config_.Get();
+  for (int i = 0; i < reports.bucket_quota_usages_size(); ++i) {
+    const auto& usage = reports.bucket_quota_usages(i);
+    const auto where = [i] { return absl::StrCat("bucket_quota_usages[", i, "]"); };
+    if (usage.bucket_id().bucket().empty()) {
+      return Invalid(absl::StrCat(where(), ".bucket_id must have at least one pair"));
+    }
+    for (const auto& [k, v] : usage.bucket_id().bucket()) {
+      if (k.empty() || v.empty()) {
+        return Invalid(absl::StrCat(where(), ".bucket_id: a key and its value must not be empty"));
+      }
+    }
+    const int64_t elapsed_us = DurationMicros(usage.time_elapsed());
+    if (!usage.has_time_elapsed() || elapsed_us <= 0) {
+      return Invalid(absl::StrCat(where(), ".time_elapsed must be more than 0"));
+    }
+    const std::string key = BucketKey(usage.bucket_id());
+    auto [sub_it, fresh] = stream.buckets.try_emplace(key);
+    if (fresh && stream.buckets.size() > options_.max_buckets_per_stream) {
+      stream.buckets.erase(sub_it);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "RLQS stream reports more than ", options_.max_buckets_per_stream,
+          " buckets (--rlqs_max_buckets_per_stream)"));
+    }
+    if (fresh && subscriptions_ >= options_.max_subscriptions) {
+      stream.buckets.erase(sub_it);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this server holds its most RLQS stream buckets (", options_.max_subscriptions,
+          ", --rlqs_max_subscriptions)"));
+    }
+    subscriptions_ += fresh ? 1 : 0;
+    Subscription& sub = sub_it->second;
+    sub.reports.emplace_back(usage.num_requests_allowed() + usage.num_requests_denied(),
+                             elapsed_us);
+    while (sub.reports.size() > kReportsKept) {
+      sub.reports.pop_front();
+    }
+    sub.interval_us = elapsed_us;
+    sub.last_report_us = now_us;
+    Bucket& bucket = buckets_[BucketsKey(stream.domain, key)];
+    if (fresh) {
+      sub.id = usage.bucket_id();
+      bucket.subscribers.push_back(id);
+      if (bucket.matched_with != config.get() || bucket.subscribers.size() == 1) {
+        bucket.rule = MatchRule(config.get(), stream.domain, sub.id);
+        bucket.matched_with = config.get();
+      }
+      // A new subscriber is answered at once (Envoy allows everything until then); the
+      // others move at the next rebalance.
+      const std::vector<double> shares = Shares(stream.domain, key, bucket);
+      Assign(id, sub, bucket.rule, shares.back(), now_us, out);
+    } else if (sub.assigned && now_us - sub.sent_us >= sub.ttl_us / 2) {
+      // Half its life gone: renewed with the share it has (the rebalance may move it).
+      Assign(id, sub, bucket.rule, sub.sent_share, now_us, out);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void QuotaServer::Unsubscribe(StreamId stream, const std::string& domain, const std::string& key) {
+  auto it = buckets_.find(BucketsKey(domain, key));
+  if (it == buckets_.end()) {
+    return;
+  }
+  auto& subscribers = it->second.subscribers;
+  subscribers.erase(std::remove(subscribers.begin(), subscribers.end(), stream),
+                    subscribers.end());
+  --subscriptions_;
+  if (subscribers.empty()) {
+    buckets_.erase(it);
+  }
+}
+
+void QuotaServer::Close(StreamId id) {
+  MutexLock lock(mu_);
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    return;
+  }
+  for (const auto& [key, sub] : it->second->buckets) {
+    Unsubscribe(id, it->second->domain, key);
+  }
+  streams_.erase(it);
+}
+
+void QuotaServer::Tick(int64_t now_us) {
+  Outbox out;
+  {
+    MutexLock lock(mu_);
+    const std::shared_ptr<const Config> config = config_.Get();
+    // Buckets not reported for too long are abandoned first: their demand leaves the pool.
+    for (auto& [id, stream] : streams_) {
+      for (auto it = stream->buckets.begin(); it != stream->buckets.end();) {
+        Subscription& sub = it->second;
+        const int64_t quiet = std::max(absl::ToInt64Microseconds(options_.min_ttl),
+                                       sub.interval_us * options_.abandon_after_intervals);
+        if (now_us - sub.last_report_us < quiet) {
+          ++it;
+          continue;
+        }
+        auto& [sink, response] = out[id];
+        if (sink == nullptr) {
+          sink = stream->sink;
+        }
+        BucketAction* action = response.add_bucket_action();
+        *action->mutable_bucket_id() = sub.id;
+        action->mutable_abandon_action();
+        ++usage_.abandons;
+        Unsubscribe(id, stream->domain, it->first);
+        stream->buckets.erase(it++);
+      }
+    }
+    for (auto& [both, bucket] : buckets_) {
+      const size_t split = both.find('\0');
+      const std::string domain = both.substr(0, split);
+      const std::string key = both.substr(split + 1);
+      bool rule_changed = false;
+      if (bucket.matched_with != config.get()) {
+        const Rule rule =
+            MatchRule(config.get(), domain, streams_.at(bucket.subscribers[0])->buckets.at(key).id);
+        rule_changed = rule.kind != bucket.rule.kind || rule.rate != bucket.rule.rate ||
+                       rule.burst != bucket.rule.burst;
+        bucket.rule = rule;
+        bucket.matched_with = config.get();
+      }
+      const std::vector<double> shares = Shares(domain, key, bucket);
+      for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
+        const StreamId id = bucket.subscribers[i];
+        Subscription& sub = streams_.at(id)->buckets.at(key);
+        const bool moved = bucket.rule.kind == Kind::kShare &&
+                           ShareMoved(sub.sent_share, shares[i], options_.hysteresis);
+        const bool expiring = now_us - sub.sent_us >= sub.ttl_us / 2;
+        if (!sub.assigned || rule_changed || moved || expiring) {
+          Assign(id, sub, bucket.rule, moved || rule_changed || !sub.assigned ? shares[i]
+                                                                             : sub.sent_share,
+                 now_us, out);
+        }
+      }
+    }
+  }
+  Deliver(std::move(out));
+}
+
+void QuotaServer::ExpireAll() {
+  Outbox out;
+  {
+    MutexLock lock(mu_);
+    for (auto& [id, stream] : streams_) {
+      if (stream->buckets.empty()) {
+        continue;
+      }
+      auto& [sink, response] = out[id];
+      sink = stream->sink;
+      for (auto& [key, sub] : stream->buckets) {
+        BucketAction* action = response.add_bucket_action();
+        *action->mutable_bucket_id() = sub.id;
+        // TTL 0 and no strategy: the assignment is expired at once.
+        action->mutable_quota_assignment_action()->mutable_assignment_time_to_live();
+      }
+    }
+  }
+  Deliver(std::move(out));
+}
+
+void QuotaServer::Deliver(Outbox out) {
+  MutexLock lock(deliver_mu_);
+  for (auto& [id, entry] : out) {
+    auto& [sink, response] = entry;
+    if (response.bucket_action_size() > 0) {
+      (*sink)(std::move(response));
+    }
+  }
+}
+
+QuotaServer::Usage QuotaServer::TotalUsage() const {
+  MutexLock lock(mu_);
+  Usage usage = usage_;
+  usage.streams = streams_.size();
+  usage.buckets = buckets_.size();
+  for (const auto& [id, stream] : streams_) {
+    usage.subscriptions += stream->buckets.size();
+  }
+  return usage;
+}
+
+void QuotaServer::AppendMetrics(std::string* out) const {
+  const Usage usage = TotalUsage();
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_streams Open RLQS streams (one per Envoy)\n"
+                  "# TYPE sluice_rlqs_streams gauge\nsluice_rlqs_streams ",
+                  usage.streams, "\n");
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_buckets Distinct RLQS buckets with a subscriber\n"
+                  "# TYPE sluice_rlqs_buckets gauge\nsluice_rlqs_buckets ",
+                  usage.buckets, "\n");
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_subscriptions (stream, bucket) pairs held\n"
+                  "# TYPE sluice_rlqs_subscriptions gauge\nsluice_rlqs_subscriptions ",
+                  usage.subscriptions, "\n");
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_reports_total RLQS usage report messages received\n"
+                  "# TYPE sluice_rlqs_reports_total counter\nsluice_rlqs_reports_total ",
+                  usage.reports, "\n");
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_assignments_total Bucket assignments sent, by strategy\n"
+                  "# TYPE sluice_rlqs_assignments_total counter\n");
+  const char* kStrategies[] = {"allow_all", "deny_all", "token_bucket"};
+  for (size_t s = 0; s < 3; ++s) {
+    absl::StrAppend(out, "sluice_rlqs_assignments_total{strategy=\"", kStrategies[s], "\"} ",
+                    usage.assignments[s], "\n");
+  }
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_abandons_total Buckets abandoned for want of reports\n"
+                  "# TYPE sluice_rlqs_abandons_total counter\nsluice_rlqs_abandons_total ",
+                  usage.abandons, "\n");
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_refused_total RLQS streams refused or ended for a bad "
+                  "report or a bound\n"
+                  "# TYPE sluice_rlqs_refused_total counter\nsluice_rlqs_refused_total ",
+                  usage.refused, "\n");
+}
+
+}  // namespace sluice::quota

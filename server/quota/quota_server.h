@@ -1,0 +1,199 @@
+// The Rate Limit Quota Service (RLQS) of one replica: Envoys stream usage reports per bucket,
+// and each gets, per bucket, a local token bucket that is its max-min fair share of the global
+// limit the config sets for that bucket (fair_share.h), so that the Envoys sharing a bucket
+// admit the limit between them without asking anyone per request.
+//
+// The protocol, as this server plays it (one stream per Envoy; envoy/service/rate_limit_quota):
+//   - A stream is bound to the domain of its first report. A first report without a domain, a
+//     later one naming another, a BucketId with no pairs or an empty key or value, a time_elapsed
+//     of 0 or less, or a report without buckets end the stream with INVALID_ARGUMENT; a stream
+//     past max_buckets_per_stream, or one whose new bucket would pass max_subscriptions (all
+//     streams' buckets together), ends with RESOURCE_EXHAUSTED, and a stream past max_streams
+//     is refused with it.
+//   - A bucket is matched against the domain's descriptor tree (bucket_match.h) with the config
+//     in force: no rule, or an unlimited or shadow-mode one, is a blanket ALLOW_ALL; a limit of 0
+//     DENY_ALL; otherwise the rule's limit per period is the global rate L (requests per second:
+//     limit / period; a node with several rules takes the slowest).
+//   - Demand: (allowed + denied) / time_elapsed over the bucket's last kReportsKept reports from
+//     that stream (Envoy reports whole seconds: one report is a coarse measure).
+//   - The first report of a bucket on a stream is answered at once with its share of the demands
+//     known then. Every rebalance (Tick) recomputes every bucket's shares and sends a stream an
+//     assignment only when its share moved past `hysteresis` (Envoy rebuilds its bucket full on
+//     every change), when it is about to expire, or when the rule changed.
+//   - An assignment lives assignment_ttl_intervals report intervals of its stream (at least
+//     min_ttl); a bucket not reported for abandon_after_intervals intervals is abandoned
+//     (AbandonAction) and its demand leaves the pool; a closed stream's demand leaves at once.
+//   - Shutdown sends every subscribed bucket an assignment with TTL 0 (the protocol's "before
+//     restart": Envoy falls back to its expired-assignment behaviour).
+// Demand beyond this replica (other replicas' streams) comes from a RemoteDemand, when given:
+// shares are computed over every demand, and this replica's subscribers get theirs.
+//
+// Thread-safe: one mutex over all streams and buckets; responses are handed to the streams'
+// sinks after it is released.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "envoy/service/rate_limit_quota/v3/rlqs.pb.h"
+#include "server/common/mutex.h"
+#include "server/config/config_store.h"
+
+namespace sluice::quota {
+
+using Reports = envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports;
+using QuotaResponse = envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse;
+
+struct QuotaOptions {
+  // A share is sent again only when it moved by more than this fraction.
+  double hysteresis = 0.1;
+  // How many report intervals an assignment lives, and after how many without a report a
+  // bucket is abandoned.
+  int assignment_ttl_intervals = 3;
+  int abandon_after_intervals = 3;
+  // The shortest TTL given, whatever the interval.
+  absl::Duration min_ttl = absl::Seconds(3);
+  size_t max_buckets_per_stream = 10000;
+  size_t max_streams = 10000;
+  // (stream, bucket) pairs held in all: a flood of streams each at its bucket bound stops here.
+  size_t max_subscriptions = 1000000;
+};
+
+// What other replicas' streams ask of a bucket, for the shares (multi-replica deployments).
+class RemoteDemand {
+ public:
+  virtual ~RemoteDemand() = default;
+  // Per bucket (domain and canonical bucket key, as BucketKey writes it), the demands of the
+  // other replicas' streams, in requests per second.
+  virtual std::vector<double> DemandsOf(const std::string& domain,
+                                        const std::string& bucket_key) const = 0;
+};
+
+// The canonical key of a bucket: its pairs sorted by key, each as "<len>:<key><len>:<value>".
+std::string BucketKey(const envoy::service::rate_limit_quota::v3::BucketId& bucket);
+
+class QuotaServer {
+ public:
+  using StreamId = uint64_t;
+  // Receives the responses for one stream; called without the server's lock held, one call at
+  // a time, possibly just after Close (the sink must then drop what it gets). Must not block.
+  using Sink = absl::AnyInvocable<void(QuotaResponse)>;
+
+  QuotaServer(const ConfigStore& config, QuotaOptions options,
+              const RemoteDemand* remote = nullptr);
+  QuotaServer(const QuotaServer&) = delete;
+  QuotaServer& operator=(const QuotaServer&) = delete;
+
+  // A new stream, or RESOURCE_EXHAUSTED past max_streams.
+  absl::StatusOr<StreamId> Open(Sink sink);
+  // One report of `stream` at now_us (monotonic microseconds). A non-OK status ends the stream
+  // (the caller finishes it with that status and calls Close).
+  absl::Status Report(StreamId stream, const Reports& reports, int64_t now_us);
+  // The stream is gone: its demand leaves every bucket at once.
+  void Close(StreamId stream);
+  // One rebalance at now_us: shares recomputed, moved or expiring assignments sent, stale
+  // buckets abandoned.
+  void Tick(int64_t now_us);
+  // Every subscribed bucket of every stream gets an assignment with TTL 0.
+  void ExpireAll();
+
+  struct Usage {
+    size_t streams = 0;
+    size_t buckets = 0;        // distinct buckets subscribed
+    size_t subscriptions = 0;  // (stream, bucket) pairs
+    uint64_t reports = 0;
+    uint64_t assignments[3] = {};  // ALLOW_ALL, DENY_ALL, token bucket
+    uint64_t abandons = 0;
+    uint64_t refused = 0;  // streams ended or refused for a bad input or a bound
+  };
+  Usage TotalUsage() const;
+  // sluice_rlqs_* in the Prometheus text format.
+  void AppendMetrics(std::string* out) const;
+
+ private:
+  enum class Kind : uint8_t { kAllowAll = 0, kDenyAll = 1, kShare = 2 };
+
+  struct Rule {
+    Kind kind = Kind::kAllowAll;
+    double rate = 0;   // requests per second (kShare)
+    double burst = 0;  // the rule's capacity (kShare)
+  };
+
+  // One stream's view of one bucket.
+  struct Subscription {
+    envoy::service::rate_limit_quota::v3::BucketId id;
+    // The last reports: requests counted and microseconds elapsed.
+    std::deque<std::pair<uint64_t, int64_t>> reports;
+    int64_t interval_us = 1'000'000;  // the stream's report interval for it, as last seen
+    int64_t last_report_us = 0;
+    // What it was last sent: kind and share (requests per second), when, and its TTL.
+    bool assigned = false;
+    Kind sent_kind = Kind::kAllowAll;
+    double sent_share = 0;
+    int64_t sent_us = 0;
+    int64_t ttl_us = 0;
+
+    double Demand() const;
+  };
+
+  struct Stream {
+    std::shared_ptr<Sink> sink;
+    std::string domain;  // empty until the first report
+    absl::flat_hash_map<std::string, Subscription> buckets;  // by BucketKey
+  };
+
+  struct Bucket {
+    Rule rule;
+    const Config* matched_with = nullptr;  // the config the rule was matched in
+    std::vector<StreamId> subscribers;
+  };
+
+  // Responses to deliver once mu_ is released: each stream's, gathered into one response.
+  using Outbox = absl::flat_hash_map<StreamId, std::pair<std::shared_ptr<Sink>, QuotaResponse>>;
+
+  // The rule of bucket `id` of `domain` in `config`.
+  static Rule MatchRule(const Config* config, const std::string& domain,
+                        const envoy::service::rate_limit_quota::v3::BucketId& id);
+  // Shares of bucket `key` among its subscribers (in Bucket::subscribers order), over their
+  // demands and the remote ones.
+  std::vector<double> Shares(const std::string& domain, const std::string& key,
+                             const Bucket& bucket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds to `out` an assignment of `kind`/`share` for subscription `sub` of `stream`.
+  void Assign(StreamId stream, Subscription& sub, const Rule& rule, double share, int64_t now_us,
+              Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unsubscribe(StreamId stream, const std::string& domain, const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ReportLocked(StreamId id, const Reports& reports, int64_t now_us, Outbox& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands `out` to the sinks. Called without mu_.
+  void Deliver(Outbox out) ABSL_LOCKS_EXCLUDED(mu_);
+
+  static std::string BucketsKey(const std::string& domain, const std::string& key) {
+    return domain + '\0' + key;
+  }
+
+  const ConfigStore& config_;
+  const QuotaOptions options_;
+  const RemoteDemand* const remote_;
+
+  mutable Mutex mu_;
+  // Serializes deliveries, so that one stream's responses reach its sink in order.
+  Mutex deliver_mu_;
+  StreamId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<StreamId, std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  // By BucketsKey(domain, bucket key).
+  absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
+  size_t subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
+  Usage usage_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace sluice::quota

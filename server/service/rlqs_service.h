@@ -1,0 +1,64 @@
+// The Rate Limit Quota Service on the gRPC server (envoy.service.rate_limit_quota.v3): each
+// StreamRateLimitQuotas call is one Envoy's stream, bridged to the replica's QuotaServer
+// (server/quota/quota_server.h says what the protocol does). Reports are read one at a time; the
+// server's responses are queued per stream and written one at a time, in order; a report the
+// server refuses ends the stream with its status once the queue is written. A thread rebalances
+// every bucket every `rebalance_interval` (QuotaServer::Tick).
+// Thread-safe.
+#pragma once
+
+#include <thread>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
+#include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
+#include "server/common/mutex.h"
+#include "server/quota/quota_server.h"
+
+namespace sluice {
+
+class RlqsGrpcService final
+    : public envoy::service::rate_limit_quota::v3::RateLimitQuotaService::CallbackService {
+ public:
+  // `quota` must outlive the service and every stream (the gRPC server is shut down first).
+  RlqsGrpcService(quota::QuotaServer& quota, absl::Duration rebalance_interval);
+  ~RlqsGrpcService() override;
+  RlqsGrpcService(const RlqsGrpcService&) = delete;
+  RlqsGrpcService& operator=(const RlqsGrpcService&) = delete;
+
+  grpc::ServerBidiReactor<quota::Reports, quota::QuotaResponse>* StreamRateLimitQuotas(
+      grpc::CallbackServerContext* context) override;
+
+  // Stops the rebalancing, sends every stream's buckets an assignment with TTL 0 (the
+  // protocol's "before restart") and ends every stream (OK) once that is written, so that the
+  // gRPC server's drain does not wait on them; streams opened later are refused (UNAVAILABLE).
+  // Idempotent.
+  void Drain();
+
+  // A stream's side of the service: each open stream is registered here until it is done.
+  class Stream {
+   public:
+    virtual ~Stream() = default;
+    // Ends the stream (OK) once what is queued is written.
+    virtual void End() = 0;
+  };
+
+ private:
+  void RunTicks() ABSL_LOCKS_EXCLUDED(mu_);
+  friend class QuotaStream;
+  // False once draining: the stream is refused.
+  bool Register(Stream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  void Unregister(Stream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
+
+  quota::QuotaServer& quota_;
+  const absl::Duration interval_;
+  Mutex mu_;
+  CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread ticker_;
+  Mutex streams_mu_;
+  absl::flat_hash_set<Stream*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool draining_ ABSL_GUARDED_BY(streams_mu_) = false;
+};
+
+}  // namespace sluice

@@ -1,0 +1,204 @@
+// End-to-end: the Rate Limit Quota Service of the real build/bin/sluice, driven by clients that
+// behave as Envoy's rate_limit_quota filter does (a first report as soon as a bucket sees
+// traffic, then one per reporting interval with the requests its local token bucket allowed and
+// denied), on the memory backend (one replica).
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/grpc_health.h"
+#include "tests/support/process.h"
+#include "tests/support/sluice_server.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::HttpGet;
+using testing::SluiceServer;
+using testing::TempDir;
+namespace rlqs = envoy::service::rate_limit_quota::v3;
+
+constexpr char kConfig[] = R"(domain: edge
+descriptors:
+  - key: route
+    rate_limit: {unit: second, requests_per_unit: 100}
+)";
+
+// One emulated Envoy: a stream, and what the server assigned per bucket value.
+class Envoy {
+ public:
+  explicit Envoy(const std::string& address)
+      : stub_(rlqs::RateLimitQuotaService::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stream_ = stub_->StreamRateLimitQuotas(&context_);
+    reader_ = std::thread([this] {
+      rlqs::RateLimitQuotaResponse response;
+      while (stream_->Read(&response)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& action : response.bucket_action()) {
+          actions_[action.bucket_id().bucket().at("route")].push_back(action);
+        }
+      }
+    });
+  }
+
+  ~Envoy() {
+    context_.TryCancel();
+    reader_.join();
+  }
+
+  // A report of `requests` over `seconds` for bucket route=`value` of `domain`.
+  bool Report(const std::string& value, uint64_t requests, int64_t seconds = 1,
+              const std::string& domain = "edge") {
+    rlqs::RateLimitQuotaUsageReports reports;
+    reports.set_domain(domain);
+    auto* usage = reports.add_bucket_quota_usages();
+    (*usage->mutable_bucket_id()->mutable_bucket())["route"] = value;
+    usage->mutable_time_elapsed()->set_seconds(seconds);
+    usage->set_num_requests_allowed(requests);
+    return stream_->Write(reports);
+  }
+
+  // Waits up to 5 s for at least `count` actions on bucket `value`; returns them.
+  std::vector<rlqs::RateLimitQuotaResponse::BucketAction> Actions(const std::string& value,
+                                                                  size_t count = 1) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (actions_[value].size() >= count) {
+          return actions_[value];
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return actions_[value];
+  }
+
+  // The rate of the last token-bucket assignment of `value`, requests a second; -1 if none.
+  double Rate(const std::string& value) {
+    std::vector<rlqs::RateLimitQuotaResponse::BucketAction> actions = Actions(value);
+    if (actions.empty() || !actions.back().quota_assignment_action().rate_limit_strategy()
+                                .has_token_bucket()) {
+      return -1;
+    }
+    const auto& bucket =
+        actions.back().quota_assignment_action().rate_limit_strategy().token_bucket();
+    return static_cast<double>(bucket.tokens_per_fill().value()) /
+           static_cast<double>(bucket.fill_interval().seconds());
+  }
+
+  grpc::Status Finish() {
+    stream_->WritesDone();
+    reader_.join();
+    reader_ = std::thread([] {});
+    return stream_->Finish();
+  }
+
+ private:
+  std::unique_ptr<rlqs::RateLimitQuotaService::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<rlqs::RateLimitQuotaUsageReports,
+                                           rlqs::RateLimitQuotaResponse>>
+      stream_;
+  std::thread reader_;
+  std::mutex mu_;
+  std::map<std::string, std::vector<rlqs::RateLimitQuotaResponse::BucketAction>> actions_;
+};
+
+class RlqsE2eTest : public ::testing::Test {
+ protected:
+  void Start(const std::vector<std::string>& flags = {"--rlqs_rebalance_interval=200ms"}) {
+    const std::string config = dir_.WriteFile("config/edge.yaml", kConfig);
+    auto started = SluiceServer::Start(dir_.path() + "/config", flags, dir_.path());
+    ASSERT_TRUE(started.ok()) << started.status();
+    sluice_ = std::move(*started);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<SluiceServer> sluice_;
+};
+
+// Verifies the service on the RLS listener: a first report is answered at once with a local
+// token bucket of the whole limit; a second Envoy on the bucket makes the next rebalance split
+// it; the health service names RLQS; /metrics counts streams and assignments.
+TEST_F(RlqsE2eTest, EnvoysShareABucketsLimit) {
+  Start();
+  Envoy a(sluice_->grpc_address());
+  ASSERT_TRUE(a.Report("checkout", 300));
+  EXPECT_NEAR(a.Rate("checkout"), 100, 1);
+  Envoy b(sluice_->grpc_address());
+  ASSERT_TRUE(b.Report("checkout", 300));
+  EXPECT_GT(b.Rate("checkout"), 0);
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_TRUE(a.Report("checkout", 300));
+    ASSERT_TRUE(b.Report("checkout", 300));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_NEAR(a.Rate("checkout"), 50, 1);
+  EXPECT_NEAR(b.Rate("checkout"), 50, 1);
+  const auto ttl = a.Actions("checkout").back().quota_assignment_action().assignment_time_to_live();
+  EXPECT_EQ(ttl.seconds(), 3);
+  const std::string serving("\x08\x01", 2);
+  EXPECT_EQ(testing::GrpcHealthCheck(sluice_->grpc_address(),
+                                     "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"),
+            serving);
+  const std::string metrics = HttpGet(sluice_->http_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("sluice_rlqs_streams 2"));
+  EXPECT_THAT(metrics, HasSubstr("sluice_rlqs_assignments_total{strategy=\"token_bucket\"}"));
+}
+
+// Verifies a bad report ends its stream with INVALID_ARGUMENT saying what is wrong, and a stream
+// that names a second domain likewise, while other streams go on.
+TEST_F(RlqsE2eTest, BadReportsEndTheStream) {
+  Start();
+  Envoy bad(sluice_->grpc_address());
+  bad.Report("r", 1, 0);  // time_elapsed 0
+  grpc::Status status = bad.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("time_elapsed must be more than 0"));
+  Envoy other(sluice_->grpc_address());
+  ASSERT_TRUE(other.Report("r", 1));
+  EXPECT_GT(other.Rate("r"), 0);
+  other.Report("r", 1, 1, "elsewhere");
+  status = other.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("differs from the stream's first report"));
+}
+
+// Verifies the drain: on SIGTERM every subscribed bucket gets an assignment with TTL 0 before the
+// stream ends; and --rlqs=false serves no RLQS at all.
+TEST_F(RlqsE2eTest, ShutdownExpiresAssignmentsAndTheFlagTurnsItOff) {
+  Start();
+  Envoy a(sluice_->grpc_address());
+  ASSERT_TRUE(a.Report("x", 10));
+  ASSERT_EQ(a.Actions("x").size(), 1u);
+  sluice_->process().Stop(SIGTERM, std::chrono::seconds(10));
+  const auto actions = a.Actions("x", 2);
+  ASSERT_EQ(actions.size(), 2u);
+  EXPECT_TRUE(actions.back().quota_assignment_action().has_assignment_time_to_live());
+  EXPECT_EQ(actions.back().quota_assignment_action().assignment_time_to_live().seconds(), 0);
+
+  sluice_.reset();
+  Start({"--rlqs=false"});
+  Envoy off(sluice_->grpc_address());
+  off.Report("x", 1);
+  EXPECT_EQ(off.Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+}  // namespace
+}  // namespace sluice
