@@ -5,6 +5,9 @@
 // Prints requests/s, decisions/s, OK / OVER_LIMIT / errors, latency percentiles and its own CPU
 // use; with --json, exactly one JSON object on stdout. Exit status 0, or 1 when the load could
 // not run (bad flags, server unreachable). Call errors are reported, not fatal.
+// With --rlqs=D1,D2,...: emulates one Envoy per demand (requests a second) on the Rate Limit
+// Quota Service instead (client/rlqs_emulator.h), and prints what each admitted against its
+// max-min share of --rlqs_limit, the total, and Jain's index of admitted / share.
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -18,7 +21,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "client/load_generator.h"
+#include "client/rlqs_emulator.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:8081", "RLS v3 server, HOST:PORT");
 ABSL_FLAG(int32_t, concurrency, 64,
@@ -41,6 +47,17 @@ ABSL_FLAG(double, timeout, 5, "deadline of every call, seconds");
 ABSL_FLAG(double, connect_timeout, 10, "seconds to wait for every channel to connect");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the key choice");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of the text report");
+ABSL_FLAG(std::string, rlqs, "",
+          "emulate Envoys on the Rate Limit Quota Service instead: their demands, requests a "
+          "second, comma-separated (e.g. 20,60,150,300)");
+ABSL_FLAG(std::string, rlqs_servers, "",
+          "--rlqs: servers (comma-separated) the Envoys connect to round-robin; empty: --server");
+ABSL_FLAG(std::string, rlqs_bucket, "route=bench",
+          "--rlqs: the bucket every Envoy reports (key=value,key=value) in --domain");
+ABSL_FLAG(double, rlqs_limit, 100,
+          "--rlqs: the bucket's configured limit, requests a second, that shares are judged by");
+ABSL_FLAG(int64_t, rlqs_report_interval, 2, "--rlqs: seconds between an Envoy's reports");
+ABSL_FLAG(bool, rlqs_verbose, false, "--rlqs: print every assignment received on stderr");
 ABSL_FLAG(bool, print_phases, false,
           "print 'sluice-bench: measuring' and 'sluice-bench: measured' on stderr when the "
           "measured interval begins and ends (for scripts that sample the server meanwhile)");
@@ -184,6 +201,72 @@ void PrintText(const LoadOptions& o, const LoadResult& r) {
 }  // namespace
 }  // namespace sluice
 
+namespace sluice {
+namespace {
+
+// sluice-bench --rlqs: runs the emulation and prints its report; the process's exit status.
+int RunRlqs() {
+  RlqsEmulationOptions options;
+  options.server = absl::GetFlag(FLAGS_server);
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_rlqs_servers), ',', absl::SkipWhitespace())) {
+    options.servers.emplace_back(s);
+  }
+  options.domain = absl::GetFlag(FLAGS_domain);
+  options.bucket.clear();
+  for (absl::string_view pair :
+       absl::StrSplit(absl::GetFlag(FLAGS_rlqs_bucket), ',', absl::SkipWhitespace())) {
+    std::vector<std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
+      std::fprintf(stderr, "sluice-bench: --rlqs_bucket: '%s' is not key=value\n",
+                   std::string(pair).c_str());
+      return 1;
+    }
+    options.bucket.emplace_back(kv[0], kv[1]);
+  }
+  for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_rlqs), ',', absl::SkipWhitespace())) {
+    double demand = 0;
+    if (!absl::SimpleAtod(d, &demand) || !(demand > 0)) {
+      std::fprintf(stderr, "sluice-bench: --rlqs: '%s' is not a demand above 0\n",
+                   std::string(d).c_str());
+      return 1;
+    }
+    options.demands.push_back(demand);
+  }
+  options.report_interval_s = std::max<int64_t>(1, absl::GetFlag(FLAGS_rlqs_report_interval));
+  options.warmup_s = absl::GetFlag(FLAGS_warmup);
+  options.duration_s = absl::GetFlag(FLAGS_duration);
+  options.verbose = absl::GetFlag(FLAGS_rlqs_verbose);
+  auto result = RunRlqsEmulation(options);
+  if (!result.ok()) {
+    std::fprintf(stderr, "sluice-bench: %s\n", std::string(result.status().message()).c_str());
+    return 1;
+  }
+  const double limit = absl::GetFlag(FLAGS_rlqs_limit);
+  const std::vector<double> shares = MaxMinFairShares(limit, options.demands);
+  double total = 0;
+  std::vector<double> ratios;
+  std::printf("%-6s %10s %12s %12s %8s %12s\n", "envoy", "demand/s", "admitted/s", "share/s",
+              "ratio", "assignments");
+  for (size_t i = 0; i < result->envoys.size(); ++i) {
+    const RlqsEnvoyResult& e = result->envoys[i];
+    total += e.admitted_per_s;
+    const double ratio = shares[i] > 0 ? e.admitted_per_s / shares[i] : 0;
+    ratios.push_back(ratio);
+    std::printf("%-6zu %10.1f %12.1f %12.1f %8.3f %12llu%s%s\n", i, e.demand, e.admitted_per_s,
+                shares[i], ratio, static_cast<unsigned long long>(e.assignments),
+                e.error.empty() ? "" : "  stream ended: ", e.error.c_str());
+  }
+  std::printf("total admitted %.1f/s against a limit of %.1f/s: %.3fx; Jain's index of "
+              "admitted/share %.4f (%.0f s measured after %.0f s)\n",
+              total, limit, total / limit, JainIndex(ratios), options.duration_s,
+              options.warmup_s);
+  return 0;
+}
+
+}  // namespace
+}  // namespace sluice
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "gRPC load generator for Envoy RLS v3 ShouldRateLimit.\n"
@@ -197,6 +280,9 @@ int main(int argc, char** argv) {
   // gRPC locks absl::Mutex on every call, and Debian's abseil checks each lock for deadlock
   // cycles (a few percent of the generator's CPU); the generator has no use for the check.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  if (!absl::GetFlag(FLAGS_rlqs).empty()) {
+    return sluice::RunRlqs();
+  }
   sluice::LoadOptions options;
   options.server = absl::GetFlag(FLAGS_server);
   options.concurrency = absl::GetFlag(FLAGS_concurrency);

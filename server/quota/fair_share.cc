@@ -67,7 +67,7 @@ LocalBucket BucketForRate(double per_second, double burst) {
       best.tokens_per_fill = static_cast<uint32_t>(tokens);
       best.fill_interval_s = interval;
     }
-    if (best_error <= 0.01) {
+    if (best_error <= 0.03) {
       break;
     }
   }

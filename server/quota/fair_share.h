@@ -34,7 +34,8 @@ struct LocalBucket {
 };
 
 // The bucket closest to `per_second` with fill_interval_s in [1, kMaxFillIntervalS] and
-// tokens_per_fill >= 1: the shortest interval whose rate is within 1% of it, else the closest;
+// tokens_per_fill >= 1: the shortest interval whose rate is within 3% of it, else the closest
+// (a longer interval means a larger bucket, which Envoy refills whole on every change);
 // max_tokens is `burst` (at least tokens_per_fill). A rate below one request per
 // kMaxFillIntervalS gets one token per kMaxFillIntervalS. REQUIRES: per_second > 0.
 inline constexpr int64_t kMaxFillIntervalS = 60;

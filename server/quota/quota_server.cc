@@ -15,6 +15,9 @@ using BucketAction = QuotaResponse::BucketAction;
 
 // Reports a bucket's demand is measured over.
 constexpr size_t kReportsKept = 3;
+// How far from what they should sum to the shares a bucket's subscribers hold may drift before
+// the ones that moved the other way are sent, whatever the hysteresis.
+constexpr double kOverTolerance = 0.02;
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("RateLimitQuotaUsageReports: ", what));
@@ -234,6 +237,12 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
     }
     subscriptions_ += fresh ? 1 : 0;
     Subscription& sub = sub_it->second;
+    // The first report of a bucket is Envoy's immediate one, sent at its first request: no
+    // measure of its rate, so the next report replaces it.
+    if (sub.reports.size() == 1 && !sub.measured) {
+      sub.reports.clear();
+    }
+    sub.measured = !fresh;
     sub.reports.emplace_back(usage.num_requests_allowed() + usage.num_requests_denied(),
                              elapsed_us);
     while (sub.reports.size() > kReportsKept) {
@@ -328,11 +337,24 @@ void QuotaServer::Tick(int64_t now_us) {
         bucket.matched_with = config.get();
       }
       const std::vector<double> shares = Shares(domain, key, bucket);
+      // Shares that each moved by less than the hysteresis can still add up to more (or less)
+      // than the limit: past kOverTolerance of what they should sum to, every share that went
+      // down (up) is sent.
+      double sent_total = 0;
+      double fresh_total = 0;
+      for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
+        sent_total += streams_.at(bucket.subscribers[i])->buckets.at(key).sent_share;
+        fresh_total += shares[i];
+      }
+      const bool over = sent_total > fresh_total * (1 + kOverTolerance);
+      const bool under = sent_total < fresh_total * (1 - kOverTolerance);
       for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
         const StreamId id = bucket.subscribers[i];
         Subscription& sub = streams_.at(id)->buckets.at(key);
         const bool moved = bucket.rule.kind == Kind::kShare &&
-                           ShareMoved(sub.sent_share, shares[i], options_.hysteresis);
+                           (ShareMoved(sub.sent_share, shares[i], options_.hysteresis) ||
+                            (over && shares[i] < sub.sent_share) ||
+                            (under && shares[i] > sub.sent_share));
         const bool expiring = now_us - sub.sent_us >= sub.ttl_us / 2;
         if (!sub.assigned || rule_changed || moved || expiring) {
           Assign(id, sub, bucket.rule, moved || rule_changed || !sub.assigned ? shares[i]

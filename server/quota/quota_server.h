@@ -19,7 +19,9 @@
 //   - The first report of a bucket on a stream is answered at once with its share of the demands
 //     known then. Every rebalance (Tick) recomputes every bucket's shares and sends a stream an
 //     assignment only when its share moved past `hysteresis` (Envoy rebuilds its bucket full on
-//     every change), when it is about to expire, or when the rule changed.
+//     every change), when it is about to expire, or when the rule changed; and, when the shares
+//     held add up to more than 2% over (under) what they should, every share that went down
+//     (up).
 //   - An assignment lives assignment_ttl_intervals report intervals of its stream (at least
 //     min_ttl); a bucket not reported for abandon_after_intervals intervals is abandoned
 //     (AbandonAction) and its demand leaves the pool; a closed stream's demand leaves at once.
@@ -134,6 +136,7 @@ class QuotaServer {
     // The last reports: requests counted and microseconds elapsed.
     std::deque<std::pair<uint64_t, int64_t>> reports;
     int64_t interval_us = 1'000'000;  // the stream's report interval for it, as last seen
+    bool measured = false;             // a report after the first has been kept
     int64_t last_report_us = 0;
     // What it was last sent: kind and share (requests per second), when, and its TTL.
     bool assigned = false;

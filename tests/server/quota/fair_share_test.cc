@@ -68,7 +68,7 @@ TEST(ShareMovedTest, OnlyChangesPastTheToleranceCount) {
 }
 
 // Verifies the local buckets Envoy is sent: whole-second intervals, at least one token, the
-// shortest interval within 1% of the rate, a burst of at least one fill.
+// shortest interval within 3% of the rate, a burst of at least one fill.
 TEST(BucketForRateTest, WholeSecondIntervalsCloseToTheRate) {
   LocalBucket b = BucketForRate(25, 50);
   EXPECT_EQ(b.tokens_per_fill, 25u);
@@ -86,7 +86,7 @@ TEST(BucketForRateTest, WholeSecondIntervalsCloseToTheRate) {
   EXPECT_EQ(b.fill_interval_s, kMaxFillIntervalS);
   b = BucketForRate(26.6667, 26.6667);
   EXPECT_NEAR(static_cast<double>(b.tokens_per_fill) / static_cast<double>(b.fill_interval_s),
-              26.6667, 0.27);
+              26.6667, 0.03 * 26.6667);
   b = BucketForRate(1e12, 1e12);
   EXPECT_EQ(b.tokens_per_fill, 4294967295u);
 }

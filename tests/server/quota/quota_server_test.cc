@@ -134,11 +134,13 @@ TEST_F(QuotaServerTest, SharesAreMaxMinFairAndAddUpToTheLimit) {
   for (size_t i = 0; i < envoys.size(); ++i) {
     const double rate = Rate(envoys[i]->Last("r1"));
     total += rate;
-    EXPECT_NEAR(rate, i == 0 ? 20.0 : 80.0 / 3, 0.3) << i;
+    // Within the 3% of the whole-second bucket closest to the share (fair_share.h).
+    const double share = i == 0 ? 20.0 : 80.0 / 3;
+    EXPECT_NEAR(rate, share, 0.03 * share) << i;
     const auto& action = envoys[i]->Last("r1")->quota_assignment_action();
     EXPECT_EQ(action.assignment_time_to_live().seconds(), 3);  // 3 report intervals
   }
-  EXPECT_NEAR(total, 100, 1);
+  EXPECT_NEAR(total, 100, 3);
 }
 
 // Verifies the hysteresis: a demand that moves a share by less than 10% sends nothing at the
