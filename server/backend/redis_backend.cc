@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include "server/backend/script_codec.h"
 #include "server/common/std_view.h"
 #include "server/key/storage_key.h"
+#include "server/redis/cluster/hash_slot.h"
 
 namespace sluice {
 namespace {
@@ -433,6 +435,71 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, LaneCall call) {
         for (LaneCheck& check : call) {
           check.request->Finish(status);
         }
+      });
+}
+
+void RedisBackend::ExchangeQuotaDemand(const std::string& replica, std::vector<std::string> keys,
+                                       std::vector<std::vector<double>> demands, int64_t ttl_ms,
+                                       absl::Duration timeout, QuotaExchangeCallback done) {
+  const auto pack = [](absl::Span<const double> values) {
+    std::string out(values.size() * sizeof(double), '\0');
+    std::memcpy(out.data(), values.data(), out.size());
+    return out;
+  };
+  const double header[2] = {static_cast<double>(NowMicros() / 1000),
+                            static_cast<double>(ttl_ms)};
+  const std::string clock = pack(header);
+  CommandBatch batch;
+  // Calls of consecutive keys sharing a hash tag (one slot), at most kQuotaExchangeBatch each.
+  std::vector<size_t> call_sizes;
+  for (size_t i = 0; i < keys.size();) {
+    size_t end = i + 1;
+    while (end < keys.size() && end - i < kQuotaExchangeBatch &&
+           HashTagOf(keys[end]) == HashTagOf(keys[i])) {
+      ++end;
+    }
+    std::vector<std::string_view> call_keys;
+    std::vector<std::string> packed;
+    packed.reserve(end - i + 2);
+    packed.push_back(replica);
+    packed.push_back(clock);
+    for (size_t k = i; k < end; ++k) {
+      call_keys.push_back(keys[k]);
+      packed.push_back(pack(demands[k]));
+    }
+    std::vector<std::string_view> args(packed.begin(), packed.end());
+    batch.AddEvalSha(scripts_.rlqs_exchange(), call_keys, args);
+    call_sizes.push_back(end - i);
+    i = end;
+  }
+  client_->Execute(
+      std::move(batch), clock_.MonotonicMicros() + absl::ToInt64Microseconds(timeout),
+      [call_sizes = std::move(call_sizes), done = std::move(done)](
+          absl::Status status, absl::Span<RedisReply> replies) mutable {
+        if (!status.ok()) {
+          std::move(done)(std::move(status));
+          return;
+        }
+        std::vector<std::vector<double>> others;
+        for (size_t c = 0; c < call_sizes.size(); ++c) {
+          const RedisReply& reply = replies[c];
+          if (reply.is_error()) {
+            std::move(done)(ErrorReplyStatus(reply));
+            return;
+          }
+          if (!reply.is_array() || reply.elements().size() != call_sizes[c]) {
+            std::move(done)(absl::InternalError(
+                absl::StrCat("redis: unexpected rlqs_exchange reply ", reply.LogString())));
+            return;
+          }
+          for (const RedisReply& element : reply.elements()) {
+            const std::string& bytes = element.str();
+            std::vector<double> values(bytes.size() / sizeof(double));
+            std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
+            others.push_back(std::move(values));
+          }
+        }
+        std::move(done)(std::move(others));
       });
 }
 

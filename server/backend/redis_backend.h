@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/backend/backend.h"
@@ -90,6 +91,19 @@ class RedisBackend final : public Backend {
   RedisClockSamples clock_samples() const;
   // Closes the connections; pending batches complete with kUnavailable. Blocks; idempotent.
   void Stop() { client_->Stop(); }
+
+  // Quota streams across replicas (server/quota/): writes `replica`'s demands for each bucket
+  // hash key in `keys` (demands[i] for keys[i], requests a second) and reads the other
+  // replicas' written within `ttl_ms` of now (Redis' clock), through the rlqs_exchange script:
+  // one call per run of at most kQuotaExchangeBatch keys of one hash tag, pipelined. `done` gets,
+  // per key, the other replicas' demands, or the first error; it runs once, on a Redis thread.
+  // REQUIRES: keys.size() == demands.size().
+  static constexpr size_t kQuotaExchangeBatch = 100;
+  using QuotaExchangeCallback =
+      absl::AnyInvocable<void(absl::StatusOr<std::vector<std::vector<double>>>) &&>;
+  void ExchangeQuotaDemand(const std::string& replica, std::vector<std::string> keys,
+                           std::vector<std::vector<double>> demands, int64_t ttl_ms,
+                           absl::Duration timeout, QuotaExchangeCallback done);
 
  private:
   RedisBackend(RedisBackendOptions options, const Clock& clock,

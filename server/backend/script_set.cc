@@ -21,6 +21,8 @@ absl::StatusOr<ScriptSet> ScriptSet::Register(absl::Span<const LuaScript> script
       set.group_ = *registered;
     } else if (!batch && name == "give_back") {
       set.give_back_ = *registered;
+    } else if (!batch && name == "rlqs_exchange") {
+      set.rlqs_exchange_ = *registered;
     } else if (auto algorithm = ParseAlgorithm(name)) {
       (batch ? set.batch_ : set.single_key_)[static_cast<size_t>(*algorithm)] = *registered;
     }
@@ -33,8 +35,8 @@ absl::StatusOr<ScriptSet> ScriptSet::Register(absl::Span<const LuaScript> script
           absl::StrCat("no embedded Lua scripts for ", AlgorithmName(algorithm)));
     }
   }
-  if (set.group_ == nullptr || set.give_back_ == nullptr) {
-    return absl::InternalError("no embedded Lua script named group or give_back");
+  if (set.group_ == nullptr || set.give_back_ == nullptr || set.rlqs_exchange_ == nullptr) {
+    return absl::InternalError("no embedded Lua script named group, give_back or rlqs_exchange");
   }
   return set;
 }

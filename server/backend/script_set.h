@@ -42,6 +42,8 @@ class ScriptSet {
   const RedisScript& group() const { return *group_; }
   // Gives a denied lone fixed window's hits back to its window key.
   const RedisScript& give_back() const { return *give_back_; }
+  // Shares the replicas' quota-stream demand per bucket (lua/rlqs_exchange.lua).
+  const RedisScript& rlqs_exchange() const { return *rlqs_exchange_; }
 
  private:
   ScriptSet() = default;
@@ -51,6 +53,7 @@ class ScriptSet {
   std::array<const RedisScript*, kAlgorithmCount> batch_{};
   const RedisScript* group_ = nullptr;
   const RedisScript* give_back_ = nullptr;
+  const RedisScript* rlqs_exchange_ = nullptr;
 };
 
 }  // namespace sluice

@@ -165,7 +165,16 @@ absl::Status Assembly::BuildServers() {
     quota_options.max_buckets_per_stream =
         static_cast<size_t>(settings_.grpc.rlqs_max_buckets_per_stream);
     quota_options.max_subscriptions = static_cast<size_t>(settings_.grpc.rlqs_max_subscriptions);
-    quota_ = std::make_unique<quota::QuotaServer>(store_, quota_options);
+    quota_options.failure_mode = settings_.limiter.failure_mode;
+    if (!redis_backends_.empty()) {
+      // Replicas share their Envoys' demand through the main Redis; an entry outlives two
+      // rebalances and a half, and a rebalance waits at most one interval for it.
+      const absl::Duration interval = settings_.grpc.rlqs_rebalance_interval;
+      quota_exchange_ = std::make_unique<RedisQuotaExchange>(
+          *redis_backends_.front(), settings_.limiter.key_prefix, interval * 2.5,
+          std::max(settings_.backend.shared.timeout, std::min(interval, absl::Seconds(1))));
+    }
+    quota_ = std::make_unique<quota::QuotaServer>(store_, quota_options, quota_exchange_.get());
     rlqs_service_ =
         std::make_unique<RlqsGrpcService>(*quota_, settings_.grpc.rlqs_rebalance_interval);
   }

@@ -32,6 +32,7 @@
 #include "server/config/config_watcher.h"
 #include "server/quota/quota_server.h"
 #include "server/service/grpc_service.h"
+#include "server/service/rlqs_exchange.h"
 #include "server/service/rlqs_service.h"
 #include "server/service/http_server.h"
 #include "server/service/metrics.h"
@@ -138,7 +139,9 @@ class Assembly {
   std::unique_ptr<OverLimitCache> over_limit_cache_;  // only in front of Redis
   std::unique_ptr<RateLimiter> limiter_;
   std::unique_ptr<RateLimitGrpcService> service_;
-  // With --rlqs: the replica's quota streams, and their gRPC service (destroyed first).
+  // With --rlqs: the exchange of demand with other replicas (a Redis backend only), the
+  // replica's quota streams, and their gRPC service (destroyed first).
+  std::unique_ptr<RedisQuotaExchange> quota_exchange_;
   std::unique_ptr<quota::QuotaServer> quota_;
   std::unique_ptr<RlqsGrpcService> rlqs_service_;
   std::shared_ptr<grpc::ServerCredentials> credentials_;

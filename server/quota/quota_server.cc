@@ -1,6 +1,7 @@
 #include "server/quota/quota_server.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -56,8 +57,7 @@ double QuotaServer::Subscription::Demand() const {
                         : 0.0;
 }
 
-QuotaServer::QuotaServer(const ConfigStore& config, QuotaOptions options,
-                         const RemoteDemand* remote)
+QuotaServer::QuotaServer(const ConfigStore& config, QuotaOptions options, RemoteDemand* remote)
     : config_(config), options_(options), remote_(remote) {}
 
 absl::StatusOr<QuotaServer::StreamId> QuotaServer::Open(Sink sink) {
@@ -116,11 +116,7 @@ std::vector<double> QuotaServer::Shares(const std::string& domain, const std::st
     demands.push_back(stream.buckets.at(key).Demand());
   }
   const size_t local = demands.size();
-  if (remote_ != nullptr) {
-    for (double d : remote_->DemandsOf(domain, key)) {
-      demands.push_back(d);
-    }
-  }
+  demands.insert(demands.end(), bucket.remote.begin(), bucket.remote.end());
   std::vector<double> shares = MaxMinShares(bucket.rule.rate, demands);
   shares.resize(local);
   return shares;
@@ -261,10 +257,10 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
       // A new subscriber is answered at once (Envoy allows everything until then); the
       // others move at the next rebalance.
       const std::vector<double> shares = Shares(stream.domain, key, bucket);
-      Assign(id, sub, bucket.rule, shares.back(), now_us, out);
+      Assign(id, sub, Effective(config.get(), stream.domain, bucket), shares.back(), now_us, out);
     } else if (sub.assigned && now_us - sub.sent_us >= sub.ttl_us / 2) {
       // Half its life gone: renewed with the share it has (the rebalance may move it).
-      Assign(id, sub, bucket.rule, sub.sent_share, now_us, out);
+      Assign(id, sub, Effective(config.get(), stream.domain, bucket), sub.sent_share, now_us, out);
     }
   }
   return absl::OkStatus();
@@ -296,75 +292,138 @@ void QuotaServer::Close(StreamId id) {
   streams_.erase(it);
 }
 
+QuotaServer::Rule QuotaServer::Effective(const Config* config, const std::string& domain,
+                                         const Bucket& bucket) const {
+  if (!exchange_failed_ || bucket.rule.kind != Kind::kShare) {
+    return bucket.rule;
+  }
+  const Domain* configured = config != nullptr ? config->FindDomain(domain) : nullptr;
+  const FailureMode mode = configured != nullptr && configured->failure_mode.has_value()
+                               ? *configured->failure_mode
+                               : options_.failure_mode;
+  switch (mode) {
+    case FailureMode::kAllow:
+      return Rule{Kind::kAllowAll};
+    case FailureMode::kDeny:
+      return Rule{Kind::kDenyAll};
+    case FailureMode::kLocal:
+      break;  // the other replicas' demands as last known
+  }
+  return bucket.rule;
+}
+
+void QuotaServer::AbandonQuiet(int64_t now_us, Outbox& out) {
+  for (auto& [id, stream] : streams_) {
+    for (auto it = stream->buckets.begin(); it != stream->buckets.end();) {
+      Subscription& sub = it->second;
+      const int64_t quiet = std::max(absl::ToInt64Microseconds(options_.min_ttl),
+                                     sub.interval_us * options_.abandon_after_intervals);
+      if (now_us - sub.last_report_us < quiet) {
+        ++it;
+        continue;
+      }
+      auto& [sink, response] = out[id];
+      if (sink == nullptr) {
+        sink = stream->sink;
+      }
+      BucketAction* action = response.add_bucket_action();
+      *action->mutable_bucket_id() = sub.id;
+      action->mutable_abandon_action();
+      ++usage_.abandons;
+      Unsubscribe(id, stream->domain, it->first);
+      stream->buckets.erase(it++);
+    }
+  }
+}
+
 void QuotaServer::Tick(int64_t now_us) {
   Outbox out;
+  std::vector<RemoteDemand::Bucket> published;
   {
     MutexLock lock(mu_);
-    const std::shared_ptr<const Config> config = config_.Get();
     // Buckets not reported for too long are abandoned first: their demand leaves the pool.
-    for (auto& [id, stream] : streams_) {
-      for (auto it = stream->buckets.begin(); it != stream->buckets.end();) {
-        Subscription& sub = it->second;
-        const int64_t quiet = std::max(absl::ToInt64Microseconds(options_.min_ttl),
-                                       sub.interval_us * options_.abandon_after_intervals);
-        if (now_us - sub.last_report_us < quiet) {
-          ++it;
-          continue;
-        }
-        auto& [sink, response] = out[id];
-        if (sink == nullptr) {
-          sink = stream->sink;
-        }
-        BucketAction* action = response.add_bucket_action();
-        *action->mutable_bucket_id() = sub.id;
-        action->mutable_abandon_action();
-        ++usage_.abandons;
-        Unsubscribe(id, stream->domain, it->first);
-        stream->buckets.erase(it++);
-      }
-    }
-    for (auto& [both, bucket] : buckets_) {
-      const size_t split = both.find('\0');
-      const std::string domain = both.substr(0, split);
-      const std::string key = both.substr(split + 1);
-      bool rule_changed = false;
-      if (bucket.matched_with != config.get()) {
-        const Rule rule =
-            MatchRule(config.get(), domain, streams_.at(bucket.subscribers[0])->buckets.at(key).id);
-        rule_changed = rule.kind != bucket.rule.kind || rule.rate != bucket.rule.rate ||
-                       rule.burst != bucket.rule.burst;
-        bucket.rule = rule;
-        bucket.matched_with = config.get();
-      }
-      const std::vector<double> shares = Shares(domain, key, bucket);
-      // Shares that each moved by less than the hysteresis can still add up to more (or less)
-      // than the limit: past kOverTolerance of what they should sum to, every share that went
-      // down (up) is sent.
-      double sent_total = 0;
-      double fresh_total = 0;
-      for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
-        sent_total += streams_.at(bucket.subscribers[i])->buckets.at(key).sent_share;
-        fresh_total += shares[i];
-      }
-      const bool over = sent_total > fresh_total * (1 + kOverTolerance);
-      const bool under = sent_total < fresh_total * (1 - kOverTolerance);
-      for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
-        const StreamId id = bucket.subscribers[i];
-        Subscription& sub = streams_.at(id)->buckets.at(key);
-        const bool moved = bucket.rule.kind == Kind::kShare &&
-                           (ShareMoved(sub.sent_share, shares[i], options_.hysteresis) ||
-                            (over && shares[i] < sub.sent_share) ||
-                            (under && shares[i] > sub.sent_share));
-        const bool expiring = now_us - sub.sent_us >= sub.ttl_us / 2;
-        if (!sub.assigned || rule_changed || moved || expiring) {
-          Assign(id, sub, bucket.rule, moved || rule_changed || !sub.assigned ? shares[i]
-                                                                             : sub.sent_share,
-                 now_us, out);
+    AbandonQuiet(now_us, out);
+    if (remote_ != nullptr) {
+      published.reserve(buckets_.size());
+      for (const auto& [both, bucket] : buckets_) {
+        const size_t split = both.find('\0');
+        RemoteDemand::Bucket& entry = published.emplace_back();
+        entry.domain = both.substr(0, split);
+        entry.key = both.substr(split + 1);
+        for (StreamId id : bucket.subscribers) {
+          entry.local.push_back(streams_.at(id)->buckets.at(entry.key).Demand());
         }
       }
     }
   }
+  // The exchange may wait on the backend: without the lock, so reports go on meanwhile.
+  std::optional<absl::StatusOr<std::vector<std::vector<double>>>> exchanged;
+  if (!published.empty()) {
+    exchanged = remote_->Exchange(published);
+  }
+  {
+    MutexLock lock(mu_);
+    if (exchanged.has_value()) {
+      exchange_failed_ = !exchanged->ok() || (*exchanged)->size() != published.size();
+      if (exchange_failed_) {
+        ++usage_.exchange_failures;
+      } else {
+        for (size_t i = 0; i < published.size(); ++i) {
+          auto it = buckets_.find(BucketsKey(published[i].domain, published[i].key));
+          if (it != buckets_.end()) {
+            it->second.remote = std::move((**exchanged)[i]);
+          }
+        }
+      }
+    }
+    Rebalance(now_us, out);
+  }
   Deliver(std::move(out));
+}
+
+void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
+  const std::shared_ptr<const Config> config = config_.Get();
+  for (auto& [both, bucket] : buckets_) {
+    const size_t split = both.find('\0');
+    const std::string domain = both.substr(0, split);
+    const std::string key = both.substr(split + 1);
+    bool rule_changed = false;
+    if (bucket.matched_with != config.get()) {
+      const Rule rule =
+          MatchRule(config.get(), domain, streams_.at(bucket.subscribers[0])->buckets.at(key).id);
+      rule_changed = rule.kind != bucket.rule.kind || rule.rate != bucket.rule.rate ||
+                     rule.burst != bucket.rule.burst;
+      bucket.rule = rule;
+      bucket.matched_with = config.get();
+    }
+    const Rule rule = Effective(config.get(), domain, bucket);
+    const std::vector<double> shares = Shares(domain, key, bucket);
+    // Shares that each moved by less than the hysteresis can still add up to more (or less)
+    // than the limit: past kOverTolerance of what they should sum to, every share that went
+    // down (up) is sent.
+    double sent_total = 0;
+    double fresh_total = 0;
+    for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
+      sent_total += streams_.at(bucket.subscribers[i])->buckets.at(key).sent_share;
+      fresh_total += shares[i];
+    }
+    const bool over = sent_total > fresh_total * (1 + kOverTolerance);
+    const bool under = sent_total < fresh_total * (1 - kOverTolerance);
+    for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
+      const StreamId id = bucket.subscribers[i];
+      Subscription& sub = streams_.at(id)->buckets.at(key);
+      const bool kind_changed = sub.sent_kind != rule.kind;
+      const bool moved = rule.kind == Kind::kShare &&
+                         (ShareMoved(sub.sent_share, shares[i], options_.hysteresis) ||
+                          (over && shares[i] < sub.sent_share) ||
+                          (under && shares[i] > sub.sent_share));
+      const bool expiring = now_us - sub.sent_us >= sub.ttl_us / 2;
+      if (!sub.assigned || rule_changed || kind_changed || moved || expiring) {
+        const bool fresh_share = !sub.assigned || rule_changed || kind_changed || moved;
+        Assign(id, sub, rule, fresh_share ? shares[i] : sub.sent_share, now_us, out);
+      }
+    }
+  }
 }
 
 void QuotaServer::ExpireAll() {
@@ -439,6 +498,12 @@ void QuotaServer::AppendMetrics(std::string* out) const {
                   "# HELP sluice_rlqs_abandons_total Buckets abandoned for want of reports\n"
                   "# TYPE sluice_rlqs_abandons_total counter\nsluice_rlqs_abandons_total ",
                   usage.abandons, "\n");
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_exchange_failures_total Rebalances whose exchange of demand "
+                  "with the other replicas failed (the failure mode answered)\n"
+                  "# TYPE sluice_rlqs_exchange_failures_total counter\n"
+                  "sluice_rlqs_exchange_failures_total ",
+                  usage.exchange_failures, "\n");
   absl::StrAppend(out,
                   "# HELP sluice_rlqs_refused_total RLQS streams refused or ended for a bad "
                   "report or a bound\n"

@@ -28,7 +28,12 @@
 //   - Shutdown sends every subscribed bucket an assignment with TTL 0 (the protocol's "before
 //     restart": Envoy falls back to its expired-assignment behaviour).
 // Demand beyond this replica (other replicas' streams) comes from a RemoteDemand, when given:
-// shares are computed over every demand, and this replica's subscribers get theirs.
+// every rebalance publishes this replica's demands and reads the others' (outside the lock),
+// shares are computed over every demand, and this replica's subscribers get theirs (a new
+// subscriber between two rebalances is answered with the other replicas' demands of the last).
+// When the exchange fails, the bucket's failure mode (its domain's, else
+// QuotaOptions::failure_mode) answers until it works again: allow, ALLOW_ALL; deny, DENY_ALL;
+// local, shares over the other replicas' demands as last known.
 //
 // Thread-safe: one mutex over all streams and buckets; responses are handed to the streams'
 // sinks after it is released.
@@ -49,6 +54,7 @@
 #include "envoy/service/rate_limit_quota/v3/rlqs.pb.h"
 #include "server/common/mutex.h"
 #include "server/config/config_store.h"
+#include "server/config/failure_mode.h"
 
 namespace sluice::quota {
 
@@ -68,16 +74,24 @@ struct QuotaOptions {
   size_t max_streams = 10000;
   // (stream, bucket) pairs held in all: a flood of streams each at its bucket bound stops here.
   size_t max_subscriptions = 1000000;
+  // What answers while the RemoteDemand fails, for domains without their own failure_mode.
+  FailureMode failure_mode = FailureMode::kAllow;
 };
 
 // What other replicas' streams ask of a bucket, for the shares (multi-replica deployments).
 class RemoteDemand {
  public:
+  struct Bucket {
+    std::string domain;
+    std::string key;            // BucketKey
+    std::vector<double> local;  // this replica's streams' demands, requests a second
+  };
   virtual ~RemoteDemand() = default;
-  // Per bucket (domain and canonical bucket key, as BucketKey writes it), the demands of the
-  // other replicas' streams, in requests per second.
-  virtual std::vector<double> DemandsOf(const std::string& domain,
-                                        const std::string& bucket_key) const = 0;
+  // Publishes this replica's demands of `buckets` and returns, per bucket in order, the other
+  // replicas' streams' demands; an error when that could not be done (then the failure mode
+  // answers). Called on the rebalance thread, without the server's lock; may block briefly.
+  virtual absl::StatusOr<std::vector<std::vector<double>>> Exchange(
+      const std::vector<Bucket>& buckets) = 0;
 };
 
 // The canonical key of a bucket: its pairs sorted by key, each as "<len>:<key><len>:<value>".
@@ -90,8 +104,7 @@ class QuotaServer {
   // a time, possibly just after Close (the sink must then drop what it gets). Must not block.
   using Sink = absl::AnyInvocable<void(QuotaResponse)>;
 
-  QuotaServer(const ConfigStore& config, QuotaOptions options,
-              const RemoteDemand* remote = nullptr);
+  QuotaServer(const ConfigStore& config, QuotaOptions options, RemoteDemand* remote = nullptr);
   QuotaServer(const QuotaServer&) = delete;
   QuotaServer& operator=(const QuotaServer&) = delete;
 
@@ -116,6 +129,7 @@ class QuotaServer {
     uint64_t assignments[3] = {};  // ALLOW_ALL, DENY_ALL, token bucket
     uint64_t abandons = 0;
     uint64_t refused = 0;  // streams ended or refused for a bad input or a bound
+    uint64_t exchange_failures = 0;  // rebalances whose exchange with other replicas failed
   };
   Usage TotalUsage() const;
   // sluice_rlqs_* in the Prometheus text format.
@@ -158,6 +172,8 @@ class QuotaServer {
     Rule rule;
     const Config* matched_with = nullptr;  // the config the rule was matched in
     std::vector<StreamId> subscribers;
+    // The other replicas' demands, as the last exchange that worked returned them.
+    std::vector<double> remote;
   };
 
   // Responses to deliver once mu_ is released: each stream's, gathered into one response.
@@ -177,6 +193,12 @@ class QuotaServer {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ReportLocked(StreamId id, const Reports& reports, int64_t now_us, Outbox& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rule a bucket is answered by now: its own, or while the exchange fails, what the
+  // failure mode says.
+  Rule Effective(const Config* config, const std::string& domain, const Bucket& bucket) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbandonQuiet(int64_t now_us, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Rebalance(int64_t now_us, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands `out` to the sinks. Called without mu_.
   void Deliver(Outbox out) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -186,7 +208,7 @@ class QuotaServer {
 
   const ConfigStore& config_;
   const QuotaOptions options_;
-  const RemoteDemand* const remote_;
+  RemoteDemand* const remote_;
 
   mutable Mutex mu_;
   // Serializes deliveries, so that one stream's responses reach its sink in order.
@@ -196,6 +218,8 @@ class QuotaServer {
   // By BucketsKey(domain, bucket key).
   absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
   size_t subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
+  // The last exchange with the other replicas failed.
+  bool exchange_failed_ ABSL_GUARDED_BY(mu_) = false;
   Usage usage_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -13,12 +13,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/grpc_health.h"
 #include "tests/support/process.h"
+#include "tests/support/redis_cluster.h"
+#include "tests/support/redis_server.h"
 #include "tests/support/sluice_server.h"
 
 namespace sluice {
@@ -26,6 +29,8 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::HttpGet;
+using testing::RedisCluster;
+using testing::RedisServer;
 using testing::SluiceServer;
 using testing::TempDir;
 namespace rlqs = envoy::service::rate_limit_quota::v3;
@@ -128,6 +133,44 @@ class RlqsE2eTest : public ::testing::Test {
     sluice_ = std::move(*started);
   }
 
+  // Two replicas on one backend (`backend_flags`), their Envoys asking 20 (on the first) and 150
+  // and 300 (on the second) of one 100/s bucket: after a few rebalances the first holds 20 and
+  // the others 40 each, the max-min shares of all three; once the second replica is gone, its
+  // demand leaves the first's division within the exchange's TTL.
+  void ExpectReplicasShareOneLimit(const std::vector<std::string>& backend_flags) {
+    const std::string config = dir_.WriteFile("config/edge.yaml", kConfig);
+    std::vector<std::string> flags = backend_flags;
+    flags.push_back("--rlqs_rebalance_interval=200ms");
+    std::vector<std::unique_ptr<SluiceServer>> replicas;
+    for (int i = 0; i < 2; ++i) {
+      auto started = SluiceServer::Start(dir_.path() + "/config", flags, dir_.path());
+      ASSERT_TRUE(started.ok()) << started.status();
+      replicas.push_back(std::move(*started));
+    }
+    Envoy a(replicas[0]->grpc_address());
+    auto b = std::make_unique<Envoy>(replicas[1]->grpc_address());
+    auto c = std::make_unique<Envoy>(replicas[1]->grpc_address());
+    for (int i = 0; i < 8; ++i) {
+      ASSERT_TRUE(a.Report("shared", 20));
+      ASSERT_TRUE(b->Report("shared", 150));
+      ASSERT_TRUE(c->Report("shared", 300));
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    EXPECT_NEAR(a.Rate("shared"), 20, 1);
+    EXPECT_NEAR(b->Rate("shared"), 40, 1.5);
+    EXPECT_NEAR(c->Rate("shared"), 40, 1.5);
+    // The second replica goes away with its Envoys: the first's Envoy may take the whole limit
+    // once that replica's entry is older than 2.5 rebalances.
+    b.reset();
+    c.reset();
+    replicas[1].reset();
+    for (int i = 0; i < 8; ++i) {
+      ASSERT_TRUE(a.Report("shared", 20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    EXPECT_NEAR(a.Rate("shared"), 100, 3);
+  }
+
   TempDir dir_;
   std::unique_ptr<SluiceServer> sluice_;
 };
@@ -198,6 +241,22 @@ TEST_F(RlqsE2eTest, ShutdownExpiresAssignmentsAndTheFlagTurnsItOff) {
   Envoy off(sluice_->grpc_address());
   off.Report("x", 1);
   EXPECT_EQ(off.Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// Verifies the division across two replicas sharing a standalone Redis.
+TEST_F(RlqsE2eTest, ReplicasOnRedisShareOneLimit) {
+  auto redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  ExpectReplicasShareOneLimit({"--backend=redis", "--redis_addresses=" + (*redis)->address()});
+}
+
+// Verifies the same on a Redis Cluster.
+TEST_F(RlqsE2eTest, ReplicasOnARedisClusterShareOneLimit) {
+  auto cluster = RedisCluster::Start();
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ExpectReplicasShareOneLimit(
+      {"--backend=redis_cluster",
+       "--redis_addresses=" + absl::StrJoin((*cluster)->SeedAddresses(), ",")});
 }
 
 }  // namespace

@@ -523,7 +523,7 @@ TEST_F(LuaScriptsTest, EmbedsTheScriptsOfEveryAlgorithmAndTheGroup) {
   }
   EXPECT_THAT(names, ::testing::ElementsAre(
                          "gcra", "gcra_batch", "give_back", "group", "leaky_bucket",
-                         "leaky_bucket_batch", "sliding_window_counter",
+                         "leaky_bucket_batch", "rlqs_exchange", "sliding_window_counter",
                          "sliding_window_counter_batch", "sliding_window_log",
                          "sliding_window_log_batch", "token_bucket", "token_bucket_batch"));
 }
@@ -1515,6 +1515,46 @@ TEST_F(LuaScriptsTest, GiveBackStopsAtZero) {
   EXPECT_EQ(reply->integer, 0);
   EXPECT_GT(Integer({"PTTL", key}), 0);
   EXPECT_EQ(Integer({"INCRBY", key, "1"}), 1);
+}
+
+// Verifies rlqs_exchange: each replica writes its demands and reads the others' of each bucket;
+// a replica that stops calling drops out once its entry is older than the TTL (deleted when met);
+// the hash expires with the TTL; malformed calls are refused.
+TEST_F(LuaScriptsTest, RlqsExchangeSharesDemandsAndForgetsSilentReplicas) {
+  const std::string sha = Shared().sha["rlqs_exchange"];
+  const auto pack = [](std::vector<double> values) {
+    std::string out;
+    for (double v : values) {
+      out.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+    return out;
+  };
+  const auto unpack = [](const redisReply* element) {
+    std::vector<double> values(element->len / sizeof(double));
+    std::memcpy(values.data(), element->str, element->len);
+    return values;
+  };
+  const std::string k1 = "{rlqs|d}a";
+  const std::string k2 = "{rlqs|d}b";
+  ReplyPtr r = Redis().Command({"EVALSHA", sha, "2", k1, k2, "replica-1", pack({1000, 2500}),
+                                pack({20, 60}), pack({5})});
+  ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+  EXPECT_EQ(r->element[0]->len, 0u);  // nobody else yet
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-2", pack({1500, 2500}), pack({150})});
+  ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+  EXPECT_EQ(unpack(r->element[0]), (std::vector<double>{20, 60}));
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", pack({2000, 2500}), pack({25})});
+  EXPECT_EQ(unpack(r->element[0]), (std::vector<double>{150}));
+  // replica-2 wrote at 1500: at 4001 it is older than the TTL, and deleted.
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", pack({4001, 2500}), pack({25})});
+  EXPECT_EQ(r->element[0]->len, 0u);
+  EXPECT_EQ(Integer({"HEXISTS", k1, "replica-2"}), 0);
+  EXPECT_GT(Integer({"PTTL", k1}), 0);
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", pack({1, 2}), "abc"});
+  ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ERROR);
+  EXPECT_THAT(std::string(r->str), HasSubstr("not whole doubles"));
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", "short", pack({25})});
+  ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ERROR);
 }
 
 }  // namespace

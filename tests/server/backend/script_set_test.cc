@@ -46,7 +46,8 @@ TEST(ScriptSetTest, MissingScriptsAreErrors) {
   ScriptCache other;
   set = ScriptSet::Register(without_group, other);
   ASSERT_FALSE(set.ok());
-  EXPECT_EQ(set.status().message(), "no embedded Lua script named group or give_back");
+  EXPECT_EQ(set.status().message(),
+            "no embedded Lua script named group, give_back or rlqs_exchange");
 }
 
 }  // namespace

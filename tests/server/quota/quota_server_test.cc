@@ -273,6 +273,75 @@ TEST_F(QuotaServerTest, QuietBucketsAreAbandonedAndClosedStreamsLeave) {
   EXPECT_EQ(server_->TotalUsage().subscriptions, 1u);
 }
 
+// Other replicas, as a RemoteDemand would report them: fixed demands per bucket value, or a
+// failure.
+class FakeReplicas final : public RemoteDemand {
+ public:
+  absl::StatusOr<std::vector<std::vector<double>>> Exchange(
+      const std::vector<Bucket>& buckets) override {
+    published = buckets;
+    if (!status.ok()) {
+      return status;
+    }
+    std::vector<std::vector<double>> out;
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      out.push_back(demands);
+    }
+    return out;
+  }
+
+  std::vector<double> demands;
+  absl::Status status;
+  std::vector<Bucket> published;
+};
+
+// Verifies the division across replicas: this replica publishes its Envoys' demands and divides
+// the limit over them and the other replicas' (20 and 60 here, 150 and 300 there: 20 and 26.7
+// here); while the exchange fails, the failure mode answers (allow: ALLOW_ALL, deny: DENY_ALL),
+// and the shares come back once it works again.
+TEST_F(QuotaServerTest, SharesCountTheOtherReplicasAndFollowTheFailureModeWithout) {
+  for (FailureMode mode : {FailureMode::kAllow, FailureMode::kDeny}) {
+    FakeReplicas others;
+    others.demands = {150, 300};
+    QuotaOptions options;
+    options.failure_mode = mode;
+    QuotaServer server(store_, options, &others);
+    std::vector<Client> clients(2);
+    for (Client& c : clients) {
+      auto id = server.Open([&c](QuotaResponse r) { c.received.push_back(std::move(r)); });
+      ASSERT_TRUE(id.ok());
+      c.id = *id;
+    }
+    const uint64_t asked[] = {20, 60};
+    for (int round = 0; round < 3; ++round) {
+      now_ += kSecond;
+      for (size_t i = 0; i < 2; ++i) {
+        ASSERT_TRUE(server.Report(clients[i].id, Usage("r5", asked[i]), now_).ok());
+      }
+      server.Tick(now_);
+    }
+    ASSERT_EQ(others.published.size(), 1u);
+    EXPECT_EQ(others.published[0].domain, "q");
+    EXPECT_THAT(others.published[0].local, ::testing::UnorderedElementsAre(20, 60));
+    EXPECT_NEAR(Rate(clients[0].Last("r5")), 20, 0.6);
+    EXPECT_NEAR(Rate(clients[1].Last("r5")), 80.0 / 3, 0.8);
+    others.status = absl::UnavailableError("redis down");
+    now_ += kSecond;
+    server.Tick(now_);
+    const auto blanket = [&](const Client& c) {
+      return c.Last("r5")->quota_assignment_action().rate_limit_strategy().blanket_rule();
+    };
+    EXPECT_EQ(blanket(clients[0]), mode == FailureMode::kAllow
+                                       ? envoy::type::v3::RateLimitStrategy::ALLOW_ALL
+                                       : envoy::type::v3::RateLimitStrategy::DENY_ALL);
+    EXPECT_EQ(server.TotalUsage().exchange_failures, 1u);
+    others.status = absl::OkStatus();
+    now_ += kSecond;
+    server.Tick(now_);
+    EXPECT_NEAR(Rate(clients[1].Last("r5")), 80.0 / 3, 0.8);
+  }
+}
+
 // Verifies ExpireAll (shutdown) sends every subscribed bucket an assignment with TTL 0.
 TEST_F(QuotaServerTest, ExpireAllSendsTtlZero) {
   Client& a = Open();
