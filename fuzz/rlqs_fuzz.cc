@@ -97,7 +97,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           break;
         }
         const size_t index = static_cast<size_t>(which) % open.size();
+        if (std::getenv("RLQS_FUZZ_TRACE") != nullptr) {
+          std::fprintf(stderr, "report on %zu: %s\n", index, reports.ShortDebugString().c_str());
+        }
         const absl::Status status = world.server.Report(open[index], reports, now_us);
+        if (std::getenv("RLQS_FUZZ_TRACE") != nullptr) {
+          std::fprintf(stderr, "  -> %s\n", status.ToString().c_str());
+        }
         if (!status.ok()) {
           if (status.message().empty()) {
             fuzz::Fail("a refusal without a message");

@@ -166,6 +166,8 @@ absl::Status Assembly::BuildServers() {
         static_cast<size_t>(settings_.grpc.rlqs_max_buckets_per_stream);
     quota_options.max_subscriptions = static_cast<size_t>(settings_.grpc.rlqs_max_subscriptions);
     quota_options.failure_mode = settings_.limiter.failure_mode;
+    quota_options.max_key_bytes = static_cast<size_t>(settings_.limiter.max_key_bytes);
+    quota_options.max_pairs = static_cast<size_t>(settings_.limiter.max_entries);
     if (!redis_backends_.empty()) {
       // Replicas share their Envoys' demand through the main Redis; an entry outlives two
       // rebalances and a half, and a rebalance waits at most one interval for it.

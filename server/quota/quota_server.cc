@@ -191,6 +191,10 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
   if (reports.domain().empty()) {
     return Invalid("domain must not be empty");
   }
+  if (reports.domain().size() > options_.max_key_bytes) {
+    return Invalid(absl::StrCat("domain is ", reports.domain().size(), " bytes (at most ",
+                                options_.max_key_bytes, ")"));
+  }
   if (stream.domain.empty()) {
     stream.domain = reports.domain();
   } else if (reports.domain() != stream.domain) {
@@ -208,9 +212,17 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
     if (usage.bucket_id().bucket().empty()) {
       return Invalid(absl::StrCat(where(), ".bucket_id must have at least one pair"));
     }
+    if (static_cast<size_t>(usage.bucket_id().bucket().size()) > options_.max_pairs) {
+      return Invalid(absl::StrCat(where(), ".bucket_id has ", usage.bucket_id().bucket().size(),
+                                  " pairs (at most ", options_.max_pairs, ")"));
+    }
     for (const auto& [k, v] : usage.bucket_id().bucket()) {
       if (k.empty() || v.empty()) {
         return Invalid(absl::StrCat(where(), ".bucket_id: a key and its value must not be empty"));
+      }
+      if (k.size() > options_.max_key_bytes || v.size() > options_.max_key_bytes) {
+        return Invalid(absl::StrCat(where(), ".bucket_id: a key or value is longer than ",
+                                    options_.max_key_bytes, " bytes"));
       }
     }
     const int64_t elapsed_us = DurationMicros(usage.time_elapsed());
@@ -249,6 +261,8 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
     Bucket& bucket = buckets_[BucketsKey(stream.domain, key)];
     if (fresh) {
       sub.id = usage.bucket_id();
+      bucket.domain = stream.domain;
+      bucket.key = key;
       bucket.subscribers.push_back(id);
       if (bucket.matched_with != config.get() || bucket.subscribers.size() == 1) {
         bucket.rule = MatchRule(config.get(), stream.domain, sub.id);
@@ -345,11 +359,10 @@ void QuotaServer::Tick(int64_t now_us) {
     AbandonQuiet(now_us, out);
     if (remote_ != nullptr) {
       published.reserve(buckets_.size());
-      for (const auto& [both, bucket] : buckets_) {
-        const size_t split = both.find('\0');
+      for (const auto& [unused_key, bucket] : buckets_) {
         RemoteDemand::Bucket& entry = published.emplace_back();
-        entry.domain = both.substr(0, split);
-        entry.key = both.substr(split + 1);
+        entry.domain = bucket.domain;
+        entry.key = bucket.key;
         for (StreamId id : bucket.subscribers) {
           entry.local.push_back(streams_.at(id)->buckets.at(entry.key).Demand());
         }
@@ -383,10 +396,9 @@ void QuotaServer::Tick(int64_t now_us) {
 
 void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
   const std::shared_ptr<const Config> config = config_.Get();
-  for (auto& [both, bucket] : buckets_) {
-    const size_t split = both.find('\0');
-    const std::string domain = both.substr(0, split);
-    const std::string key = both.substr(split + 1);
+  for (auto& [unused_key, bucket] : buckets_) {
+    const std::string& domain = bucket.domain;
+    const std::string& key = bucket.key;
     bool rule_changed = false;
     if (bucket.matched_with != config.get()) {
       const Rule rule =

@@ -5,8 +5,9 @@
 //
 // The protocol, as this server plays it (one stream per Envoy; envoy/service/rate_limit_quota):
 //   - A stream is bound to the domain of its first report. A first report without a domain, a
-//     later one naming another, a BucketId with no pairs or an empty key or value, a time_elapsed
-//     of 0 or less, or a report without buckets end the stream with INVALID_ARGUMENT; a stream
+//     later one naming another, a BucketId with no pairs, more than max_pairs, an empty key or
+//     value, a domain, key or value longer than max_key_bytes, a time_elapsed of 0 or less, or
+//     a report without buckets end the stream with INVALID_ARGUMENT; a stream
 //     past max_buckets_per_stream, or one whose new bucket would pass max_subscriptions (all
 //     streams' buckets together), ends with RESOURCE_EXHAUSTED, and a stream past max_streams
 //     is refused with it.
@@ -50,6 +51,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "envoy/service/rate_limit_quota/v3/rlqs.pb.h"
 #include "server/common/mutex.h"
@@ -74,6 +76,10 @@ struct QuotaOptions {
   size_t max_streams = 10000;
   // (stream, bucket) pairs held in all: a flood of streams each at its bucket bound stops here.
   size_t max_subscriptions = 1000000;
+  // Longest domain, bucket key or value, and most pairs in one bucket (as RLS bounds a
+  // descriptor): what one subscription can make the server hold.
+  size_t max_key_bytes = 1024;
+  size_t max_pairs = 32;
   // What answers while the RemoteDemand fails, for domains without their own failure_mode.
   FailureMode failure_mode = FailureMode::kAllow;
 };
@@ -169,6 +175,8 @@ class QuotaServer {
   };
 
   struct Bucket {
+    std::string domain;
+    std::string key;  // BucketKey
     Rule rule;
     const Config* matched_with = nullptr;  // the config the rule was matched in
     std::vector<StreamId> subscribers;
@@ -202,8 +210,9 @@ class QuotaServer {
   // Hands `out` to the sinks. Called without mu_.
   void Deliver(Outbox out) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Unambiguous whatever bytes the domain holds: its length first.
   static std::string BucketsKey(const std::string& domain, const std::string& key) {
-    return domain + '\0' + key;
+    return absl::StrCat(domain.size(), ":", domain, key);
   }
 
   const ConfigStore& config_;

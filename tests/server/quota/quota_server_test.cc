@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config/config_loader.h"
@@ -207,6 +208,23 @@ TEST_F(QuotaServerTest, BadReportsAndBoundsEndTheStream) {
   EXPECT_THAT(status_of(empty_bucket).message(), HasSubstr("bucket_id must have at least one pair"));
   EXPECT_THAT(status_of(Usage("", 1)).message(), HasSubstr("must not be empty"));
   EXPECT_THAT(status_of(Usage("r", 1, 0)).message(), HasSubstr("time_elapsed must be more than 0"));
+  EXPECT_THAT(status_of(Usage("r", 1, kSecond, std::string(2000, 'd'))).message(),
+              HasSubstr("domain is 2000 bytes (at most 1024)"));
+  EXPECT_THAT(status_of(Usage(std::string(1025, 'v'), 1)).message(),
+              HasSubstr("longer than 1024 bytes"));
+  Reports many_pairs = Usage("r", 1);
+  for (int i = 0; i < 40; ++i) {
+    (*many_pairs.mutable_bucket_quota_usages(0)->mutable_bucket_id()->mutable_bucket())[
+        absl::StrCat("k", i)] = "v";
+  }
+  EXPECT_THAT(status_of(many_pairs).message(), HasSubstr("pairs (at most 32)"));
+  // A domain with any bytes, a NUL among them, is one domain (the fuzzer found a split on NUL).
+  Client& odd = Open();
+  const std::string nul_domain("a\0b", 3);
+  ASSERT_TRUE(Send(odd, Usage("r", 1, kSecond, nul_domain)).ok());
+  server_->Tick(now_);
+  server_->Tick(now_ + kSecond);
+  EXPECT_EQ(server_->TotalUsage().buckets, 1u);
   Reports none;
   none.set_domain("q");
   EXPECT_THAT(status_of(none).message(), HasSubstr("bucket_quota_usages must not be empty"));
