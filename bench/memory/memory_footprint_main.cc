@@ -1,11 +1,14 @@
 // What the in-process stores cost per key: fills a MemoryBackend and an OverLimitCache with
 // keys built as Sluice builds storage keys (one descriptor entry whose value is --value_bytes
 // long) and prints, per key, the heap actually in use (glibc mallinfo2) and what the store
-// counts against its byte bound (BytesUsed). Both bounds are set out of the way.
+// counts against its byte bound (BytesUsed). Both bounds are set out of the way. Then the quota
+// server (RLQS) holding --rlqs_streams streams of --rlqs_buckets buckets each: heap per (stream,
+// bucket), and how long a rebalance holds its lock.
 //
 //   build/bin/sluice-memory-footprint --keys=20000 --value_bytes=1024
 #include <malloc.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -18,11 +21,15 @@
 #include "server/backend/memory_backend.h"
 #include "server/common/clock.h"
 #include "server/key/storage_key.h"
+#include "server/config/config_loader.h"
+#include "server/quota/quota_server.h"
 #include "server/service/over_limit_cache.h"
 
 ABSL_FLAG(int64_t, keys, 20000, "keys to store");
 ABSL_FLAG(int64_t, value_bytes, 1024, "length of the descriptor value in each key");
 ABSL_FLAG(int64_t, log_hits, 100, "sliding_window_log: admissions per key");
+ABSL_FLAG(int64_t, rlqs_buckets, 10000, "quota server: buckets each stream reports");
+ABSL_FLAG(int64_t, rlqs_streams, 50, "quota server: streams (Envoys)");
 
 namespace sluice {
 namespace {
@@ -99,6 +106,75 @@ void MeasureCache(const std::vector<std::string>& keys) {
 }  // namespace
 }  // namespace sluice
 
+namespace sluice {
+namespace {
+
+// The quota server holding `streams` streams that each report the same `buckets` buckets (two
+// pairs each, a 100/s rule), after a rebalance: heap per (stream, bucket) and in all.
+void MeasureQuota(size_t streams, size_t buckets) {
+  auto config = LoadConfigText("bench.yaml", R"(domain: bench
+descriptors:
+  - key: route
+    descriptors:
+      - key: tenant
+        rate_limit: {unit: second, requests_per_unit: 100}
+)");
+  if (!config.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
+    return;
+  }
+  ConfigStore store(std::shared_ptr<const Config>(std::move(*config)));
+  const int64_t before = HeapInUse();
+  {
+    quota::QuotaOptions options;
+    options.max_subscriptions = streams * buckets;
+    options.max_buckets_per_stream = buckets;
+    quota::QuotaServer server(store, options);
+    int64_t now_us = 1'000'000'000;
+    for (size_t s = 0; s < streams; ++s) {
+      auto id = server.Open([](quota::QuotaResponse) {});
+      for (size_t first = 0; first < buckets; first += 1000) {
+        quota::Reports reports;
+        reports.set_domain("bench");
+        for (size_t b = first; b < std::min(buckets, first + 1000); ++b) {
+          auto* usage = reports.add_bucket_quota_usages();
+          auto& pairs = *usage->mutable_bucket_id()->mutable_bucket();
+          pairs["route"] = "api";
+          pairs["tenant"] = absl::StrCat("tenant-", b);
+          usage->mutable_time_elapsed()->set_seconds(1);
+          usage->set_num_requests_allowed(10);
+        }
+        if (!server.Report(*id, reports, now_us).ok()) {
+          std::fprintf(stderr, "report refused\n");
+          return;
+        }
+      }
+    }
+    now_us += 1'000'000;
+    const auto start = std::chrono::steady_clock::now();
+    server.Tick(now_us);
+    const double tick_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count();
+    // A steady rebalance: the shares moved at the first, so nothing is sent now.
+    now_us += 1'000'000;
+    const auto steady_start = std::chrono::steady_clock::now();
+    server.Tick(now_us);
+    const double steady_ms = std::chrono::duration<double, std::milli>(
+                                 std::chrono::steady_clock::now() - steady_start)
+                                 .count();
+    const int64_t heap = HeapInUse() - before;
+    const size_t held = server.TotalUsage().subscriptions;
+    std::printf("%-40s %9zu %9s %14.0f %14s   (%zu streams x %zu buckets: %.1f MiB; a "
+                "rebalance sending every share %.0f ms, a steady one %.0f ms)\n",
+                "quota server (RLQS)", held, "-", static_cast<double>(heap) / held, "-", streams,
+                buckets, static_cast<double>(heap) / (1 << 20), tick_ms, steady_ms);
+  }
+}
+
+}  // namespace
+}  // namespace sluice
+
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   using sluice::Algorithm;
@@ -116,5 +192,7 @@ int main(int argc, char** argv) {
   sluice::MeasureBackend(log_row.c_str(), Algorithm::kSlidingWindowLog, 1000000, log_hits,
                          keys);
   sluice::MeasureCache(keys);
+  sluice::MeasureQuota(static_cast<size_t>(absl::GetFlag(FLAGS_rlqs_streams)),
+                       static_cast<size_t>(absl::GetFlag(FLAGS_rlqs_buckets)));
   return 0;
 }

@@ -14,8 +14,6 @@ namespace {
 using BucketId = envoy::service::rate_limit_quota::v3::BucketId;
 using BucketAction = QuotaResponse::BucketAction;
 
-// Reports a bucket's demand is measured over.
-constexpr size_t kReportsKept = 3;
 // How far from what they should sum to the shares a bucket's subscribers hold may drift before
 // the ones that moved the other way are sent, whatever the hysteresis.
 constexpr double kOverTolerance = 0.02;
@@ -49,12 +47,25 @@ std::string BucketKey(const BucketId& bucket) {
 double QuotaServer::Subscription::Demand() const {
   uint64_t requests = 0;
   int64_t elapsed_us = 0;
-  for (const auto& [count, us] : reports) {
-    requests += count;
-    elapsed_us += us;
+  for (size_t i = 0; i < report_count; ++i) {
+    requests += reports[i].first;
+    elapsed_us += reports[i].second;
   }
   return elapsed_us > 0 ? static_cast<double>(requests) * 1e6 / static_cast<double>(elapsed_us)
                         : 0.0;
+}
+
+void QuotaServer::Subscription::AddReport(uint64_t requests, int64_t elapsed_us) {
+  if (report_count == reports.size()) {
+    std::rotate(reports.begin(), reports.begin() + 1, reports.end());
+    --report_count;
+  }
+  reports[report_count++] = {requests, elapsed_us};
+}
+
+const envoy::service::rate_limit_quota::v3::BucketId& QuotaServer::IdOf(
+    const std::string& domain, const std::string& key) const {
+  return buckets_.at(BucketsKey(domain, key)).id;
 }
 
 QuotaServer::QuotaServer(const ConfigStore& config, QuotaOptions options, RemoteDemand* remote)
@@ -122,14 +133,14 @@ std::vector<double> QuotaServer::Shares(const std::string& domain, const std::st
   return shares;
 }
 
-void QuotaServer::Assign(StreamId stream, Subscription& sub, const Rule& rule, double share,
-                         int64_t now_us, Outbox& out) {
+void QuotaServer::Assign(StreamId stream, Subscription& sub, const BucketId& id,
+                         const Rule& rule, double share, int64_t now_us, Outbox& out) {
   auto& [sink, response] = out[stream];
   if (sink == nullptr) {
     sink = streams_.at(stream)->sink;
   }
   BucketAction* action = response.add_bucket_action();
-  *action->mutable_bucket_id() = sub.id;
+  *action->mutable_bucket_id() = id;
   auto* assignment = action->mutable_quota_assignment_action();
   const int64_t ttl_us =
       std::max(absl::ToInt64Microseconds(options_.min_ttl),
@@ -247,34 +258,34 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
     Subscription& sub = sub_it->second;
     // The first report of a bucket is Envoy's immediate one, sent at its first request: no
     // measure of its rate, so the next report replaces it.
-    if (sub.reports.size() == 1 && !sub.measured) {
-      sub.reports.clear();
+    if (sub.report_count == 1 && !sub.measured) {
+      sub.report_count = 0;
     }
     sub.measured = !fresh;
-    sub.reports.emplace_back(usage.num_requests_allowed() + usage.num_requests_denied(),
-                             elapsed_us);
-    while (sub.reports.size() > kReportsKept) {
-      sub.reports.pop_front();
-    }
+    sub.AddReport(usage.num_requests_allowed() + usage.num_requests_denied(), elapsed_us);
     sub.interval_us = elapsed_us;
     sub.last_report_us = now_us;
     Bucket& bucket = buckets_[BucketsKey(stream.domain, key)];
     if (fresh) {
-      sub.id = usage.bucket_id();
-      bucket.domain = stream.domain;
-      bucket.key = key;
+      if (bucket.subscribers.empty()) {
+        bucket.domain = stream.domain;
+        bucket.key = key;
+        bucket.id = usage.bucket_id();
+      }
       bucket.subscribers.push_back(id);
       if (bucket.matched_with != config.get() || bucket.subscribers.size() == 1) {
-        bucket.rule = MatchRule(config.get(), stream.domain, sub.id);
+        bucket.rule = MatchRule(config.get(), stream.domain, bucket.id);
         bucket.matched_with = config.get();
       }
       // A new subscriber is answered at once (Envoy allows everything until then); the
       // others move at the next rebalance.
       const std::vector<double> shares = Shares(stream.domain, key, bucket);
-      Assign(id, sub, Effective(config.get(), stream.domain, bucket), shares.back(), now_us, out);
+      Assign(id, sub, bucket.id, Effective(config.get(), stream.domain, bucket), shares.back(),
+             now_us, out);
     } else if (sub.assigned && now_us - sub.sent_us >= sub.ttl_us / 2) {
       // Half its life gone: renewed with the share it has (the rebalance may move it).
-      Assign(id, sub, Effective(config.get(), stream.domain, bucket), sub.sent_share, now_us, out);
+      Assign(id, sub, bucket.id, Effective(config.get(), stream.domain, bucket), sub.sent_share,
+             now_us, out);
     }
   }
   return absl::OkStatus();
@@ -341,7 +352,7 @@ void QuotaServer::AbandonQuiet(int64_t now_us, Outbox& out) {
         sink = stream->sink;
       }
       BucketAction* action = response.add_bucket_action();
-      *action->mutable_bucket_id() = sub.id;
+      *action->mutable_bucket_id() = IdOf(stream->domain, it->first);
       action->mutable_abandon_action();
       ++usage_.abandons;
       Unsubscribe(id, stream->domain, it->first);
@@ -401,8 +412,7 @@ void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
     const std::string& key = bucket.key;
     bool rule_changed = false;
     if (bucket.matched_with != config.get()) {
-      const Rule rule =
-          MatchRule(config.get(), domain, streams_.at(bucket.subscribers[0])->buckets.at(key).id);
+      const Rule rule = MatchRule(config.get(), domain, bucket.id);
       rule_changed = rule.kind != bucket.rule.kind || rule.rate != bucket.rule.rate ||
                      rule.burst != bucket.rule.burst;
       bucket.rule = rule;
@@ -432,7 +442,7 @@ void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
       const bool expiring = now_us - sub.sent_us >= sub.ttl_us / 2;
       if (!sub.assigned || rule_changed || kind_changed || moved || expiring) {
         const bool fresh_share = !sub.assigned || rule_changed || kind_changed || moved;
-        Assign(id, sub, rule, fresh_share ? shares[i] : sub.sent_share, now_us, out);
+        Assign(id, sub, bucket.id, rule, fresh_share ? shares[i] : sub.sent_share, now_us, out);
       }
     }
   }
@@ -450,7 +460,7 @@ void QuotaServer::ExpireAll() {
       sink = stream->sink;
       for (auto& [key, sub] : stream->buckets) {
         BucketAction* action = response.add_bucket_action();
-        *action->mutable_bucket_id() = sub.id;
+        *action->mutable_bucket_id() = IdOf(stream->domain, key);
         // TTL 0 and no strategy: the assignment is expired at once.
         action->mutable_quota_assignment_action()->mutable_assignment_time_to_live();
       }

@@ -15,7 +15,7 @@
 //     in force: no rule, or an unlimited or shadow-mode one, is a blanket ALLOW_ALL; a limit of 0
 //     DENY_ALL; otherwise the rule's limit per period is the global rate L (requests per second:
 //     limit / period; a node with several rules takes the slowest).
-//   - Demand: (allowed + denied) / time_elapsed over the bucket's last kReportsKept reports from
+//   - Demand: (allowed + denied) / time_elapsed over the bucket's last three reports from
 //     that stream (Envoy reports whole seconds: one report is a coarse measure).
 //   - The first report of a bucket on a stream is answered at once with its share of the demands
 //     known then. Every rebalance (Tick) recomputes every bucket's shares and sends a stream an
@@ -40,9 +40,9 @@
 // sinks after it is released.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -150,11 +150,12 @@ class QuotaServer {
     double burst = 0;  // the rule's capacity (kShare)
   };
 
-  // One stream's view of one bucket.
+  // One stream's view of one bucket. Small: a replica holds one per (Envoy, bucket); the
+  // bucket's id lives once, in its Bucket.
   struct Subscription {
-    envoy::service::rate_limit_quota::v3::BucketId id;
-    // The last reports: requests counted and microseconds elapsed.
-    std::deque<std::pair<uint64_t, int64_t>> reports;
+    // The last reports, oldest first: requests counted and microseconds elapsed.
+    std::array<std::pair<uint64_t, int64_t>, 3> reports{};
+    uint8_t report_count = 0;
     int64_t interval_us = 1'000'000;  // the stream's report interval for it, as last seen
     bool measured = false;             // a report after the first has been kept
     int64_t last_report_us = 0;
@@ -166,6 +167,7 @@ class QuotaServer {
     int64_t ttl_us = 0;
 
     double Demand() const;
+    void AddReport(uint64_t requests, int64_t elapsed_us);
   };
 
   struct Stream {
@@ -177,6 +179,7 @@ class QuotaServer {
   struct Bucket {
     std::string domain;
     std::string key;  // BucketKey
+    envoy::service::rate_limit_quota::v3::BucketId id;
     Rule rule;
     const Config* matched_with = nullptr;  // the config the rule was matched in
     std::vector<StreamId> subscribers;
@@ -194,9 +197,15 @@ class QuotaServer {
   // demands and the remote ones.
   std::vector<double> Shares(const std::string& domain, const std::string& key,
                              const Bucket& bucket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds to `out` an assignment of `kind`/`share` for subscription `sub` of `stream`.
-  void Assign(StreamId stream, Subscription& sub, const Rule& rule, double share, int64_t now_us,
-              Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds to `out` an assignment of `kind`/`share` for subscription `sub` of `stream` to bucket
+  // `id`.
+  void Assign(StreamId stream, Subscription& sub,
+              const envoy::service::rate_limit_quota::v3::BucketId& id, const Rule& rule,
+              double share, int64_t now_us, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The id of bucket `key` of `domain`, which some stream holds.
+  const envoy::service::rate_limit_quota::v3::BucketId& IdOf(const std::string& domain,
+                                                             const std::string& key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unsubscribe(StreamId stream, const std::string& domain, const std::string& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ReportLocked(StreamId id, const Reports& reports, int64_t now_us, Outbox& out)
