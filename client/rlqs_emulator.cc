@@ -192,14 +192,22 @@ absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions&
     envoys.push_back(std::make_unique<EmulatedEnvoy>(server, options, options.demands[i]));
   }
   const Clock::time_point start = Clock::now();
+  const auto after = [](double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  const auto leave_at = start + after(options.warmup_s);
   const auto measure_from =
-      start + std::chrono::duration_cast<Clock::duration>(
-                  std::chrono::duration<double>(options.warmup_s));
-  const auto end = measure_from + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(options.duration_s));
+      options.leave >= 0
+          ? leave_at + after(static_cast<double>(options.settle_intervals *
+                                                 options.report_interval_s))
+          : leave_at;
+  const auto end = measure_from + after(options.duration_s);
   std::vector<std::thread> threads;
-  for (auto& envoy : envoys) {
-    threads.emplace_back([&envoy, measure_from, end] { envoy->Run(measure_from, end); });
+  for (size_t i = 0; i < envoys.size(); ++i) {
+    const bool leaves = static_cast<int>(i) == options.leave;
+    threads.emplace_back([&envoy = envoys[i], measure_from, end, leaves, leave_at] {
+      envoy->Run(measure_from, leaves ? leave_at : end);
+    });
   }
   for (std::thread& t : threads) {
     t.join();

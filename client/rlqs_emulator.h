@@ -27,6 +27,10 @@ struct RlqsEmulationOptions {
   double warmup_s = 6;    // run first, left out of the measure
   double duration_s = 10;
   bool verbose = false;  // every assignment on stderr
+  // >= 0: that Envoy leaves (closes its stream) when the warmup ends, and the measure starts
+  // `settle_intervals` report intervals later: how soon the others hold their new shares.
+  int leave = -1;
+  int settle_intervals = 3;
 };
 
 struct RlqsEnvoyResult {

@@ -58,6 +58,9 @@ ABSL_FLAG(double, rlqs_limit, 100,
           "--rlqs: the bucket's configured limit, requests a second, that shares are judged by");
 ABSL_FLAG(int64_t, rlqs_report_interval, 2, "--rlqs: seconds between an Envoy's reports");
 ABSL_FLAG(bool, rlqs_verbose, false, "--rlqs: print every assignment received on stderr");
+ABSL_FLAG(int32_t, rlqs_leave, -1,
+          "--rlqs: this Envoy (0-based) leaves when the warmup ends; the measure starts three "
+          "report intervals later and judges the others against their new shares");
 ABSL_FLAG(bool, print_phases, false,
           "print 'sluice-bench: measuring' and 'sluice-bench: measured' on stderr when the "
           "measured interval begins and ends (for scripts that sample the server meanwhile)");
@@ -237,13 +240,19 @@ int RunRlqs() {
   options.warmup_s = absl::GetFlag(FLAGS_warmup);
   options.duration_s = absl::GetFlag(FLAGS_duration);
   options.verbose = absl::GetFlag(FLAGS_rlqs_verbose);
+  options.leave = absl::GetFlag(FLAGS_rlqs_leave);
   auto result = RunRlqsEmulation(options);
   if (!result.ok()) {
     std::fprintf(stderr, "sluice-bench: %s\n", std::string(result.status().message()).c_str());
     return 1;
   }
   const double limit = absl::GetFlag(FLAGS_rlqs_limit);
-  const std::vector<double> shares = MaxMinFairShares(limit, options.demands);
+  // The shares the Envoys that stay are judged by: the one that leaves asks nothing.
+  std::vector<double> staying = options.demands;
+  if (options.leave >= 0 && options.leave < static_cast<int>(staying.size())) {
+    staying[static_cast<size_t>(options.leave)] = 0;
+  }
+  const std::vector<double> shares = MaxMinFairShares(limit, staying);
   double total = 0;
   std::vector<double> ratios;
   std::printf("%-6s %10s %12s %12s %8s %12s\n", "envoy", "demand/s", "admitted/s", "share/s",
@@ -252,7 +261,9 @@ int RunRlqs() {
     const RlqsEnvoyResult& e = result->envoys[i];
     total += e.admitted_per_s;
     const double ratio = shares[i] > 0 ? e.admitted_per_s / shares[i] : 0;
-    ratios.push_back(ratio);
+    if (static_cast<int>(i) != options.leave) {
+      ratios.push_back(ratio);
+    }
     std::printf("%-6zu %10.1f %12.1f %12.1f %8.3f %12llu%s%s\n", i, e.demand, e.admitted_per_s,
                 shares[i], ratio, static_cast<unsigned long long>(e.assignments),
                 e.error.empty() ? "" : "  stream ended: ", e.error.c_str());

@@ -1,8 +1,15 @@
-// sluicectl: asks an RLS v3 server for a decision and prints it as a table.
+// sluicectl: asks an RLS v3 server for a decision and prints it as a table; or, with `quota`,
+// reports a steady demand on one bucket of the Rate Limit Quota Service, as an Envoy would, and
+// prints every assignment as it arrives.
 //   sluicectl --server=HOST:PORT [--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM]]
 //             check DOMAIN key=value[,key=value...] [...] [--hits=N] [--refund]
-// Exit status: 0 all OK, 2 OVER_LIMIT, 1 any error.
+//   sluicectl ... quota DOMAIN key=value [key=value...] [--rate=N] [--interval=1s]
+//             [--duration=10s]
+// Exit status: 0 all OK, 2 OVER_LIMIT, 1 any error (quota: 0 when the duration ran out, 1 when
+// the stream ended first).
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,7 +19,9 @@
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 #include "client/rls_client.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -69,12 +78,89 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() {
 
 }  // namespace
 
+ABSL_FLAG(double, rate, 10, "quota: requests a second the bucket is reported to see");
+ABSL_FLAG(absl::Duration, interval, absl::Seconds(1), "quota: time between reports (whole seconds)");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "quota: how long to report");
+
+namespace {
+
+// sluicectl quota: one stream, a first report at once and then one per --interval of --rate
+// requests a second (all counted as allowed), every assignment printed as it arrives.
+int Quota(const std::string& domain, const std::vector<std::string>& pairs,
+          std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  namespace rlqs = envoy::service::rate_limit_quota::v3;
+  rlqs::RateLimitQuotaUsageReports reports;
+  reports.set_domain(domain);
+  auto* usage = reports.add_bucket_quota_usages();
+  for (const std::string& pair : pairs) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size()) {
+      std::fprintf(stderr, "sluicectl quota: '%s' is not key=value\n", pair.c_str());
+      return 1;
+    }
+    (*usage->mutable_bucket_id()->mutable_bucket())[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
+  const int64_t seconds = std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_interval)));
+  const double rate = absl::GetFlag(FLAGS_rate);
+  auto stub = rlqs::RateLimitQuotaService::NewStub(
+      grpc::CreateChannel(absl::GetFlag(FLAGS_server), credentials));
+  grpc::ClientContext context;
+  auto stream = stub->StreamRateLimitQuotas(&context);
+  std::thread reader([&stream] {
+    rlqs::RateLimitQuotaResponse response;
+    while (stream->Read(&response)) {
+      for (const auto& action : response.bucket_action()) {
+        std::printf("%s  %s\n", absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone()).c_str(),
+                    action.ShortDebugString().c_str());
+        std::fflush(stdout);
+      }
+    }
+  });
+  const absl::Time end = absl::Now() + absl::GetFlag(FLAGS_duration);
+  bool first = true;
+  while (absl::Now() < end) {
+    usage->mutable_time_elapsed()->set_seconds(first ? 1 : seconds);
+    usage->set_num_requests_allowed(static_cast<uint64_t>(rate * (first ? 1 : seconds)));
+    first = false;
+    if (!stream->Write(reports)) {
+      break;
+    }
+    absl::SleepFor(std::min(absl::Seconds(seconds), end - absl::Now()));
+  }
+  const bool ran_out = absl::Now() >= end;
+  stream->WritesDone();
+  if (ran_out) {
+    context.TryCancel();  // else the server ended it: Finish says why
+  }
+  reader.join();
+  const grpc::Status status = stream->Finish();
+  if (!ran_out) {
+    std::fprintf(stderr, "sluicectl quota: the stream ended: %s\n", status.error_message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "sluicectl --server=HOST:PORT [--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM]]\n"
       "          check DOMAIN key=value[,key=value...] [...] [--hits=N] [--refund]\n"
-      "Each key=value list is one descriptor. Exit status: 0 OK, 2 OVER_LIMIT, 1 error.");
+      "          quota DOMAIN key=value [key=value...] [--rate=N] [--interval=1s] "
+      "[--duration=10s]\n"
+      "Each key=value list is one descriptor. Exit status: 0 OK, 2 OVER_LIMIT, 1 error.\n"
+      "quota reports --rate requests a second on one bucket of the quota service (RLQS) and "
+      "prints every assignment.");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() >= 4 && std::string(args[1]) == "quota") {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = Credentials();
+    if (!credentials.ok()) {
+      std::fprintf(stderr, "sluicectl: %s\n", std::string(credentials.status().message()).c_str());
+      return 1;
+    }
+    return Quota(args[2], std::vector<std::string>(args.begin() + 3, args.end()), *credentials);
+  }
   if (args.size() < 4 || std::string(args[1]) != "check") {
     std::fprintf(stderr, "usage: %s\n", absl::ProgramUsageMessage().data());
     return 1;

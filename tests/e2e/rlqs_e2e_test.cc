@@ -243,6 +243,21 @@ TEST_F(RlqsE2eTest, ShutdownExpiresAssignmentsAndTheFlagTurnsItOff) {
   EXPECT_EQ(off.Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
 }
 
+// Verifies sluicectl quota: it reports on one bucket and prints the assignments (exit 0 when
+// its duration runs out), and says why when the server ends the stream (exit 1).
+TEST_F(RlqsE2eTest, SluicectlQuotaPrintsAssignments) {
+  Start();
+  const std::string base = absl::StrCat(SluiceServer::BinaryPath("sluicectl"),
+                                        " --server=", sluice_->grpc_address(), " quota ");
+  auto [status, out] = testing::RunCommand(base + "edge route=checkout --rate=40 --duration=1500ms");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("token_bucket { max_tokens: 100 tokens_per_fill { value: 100 }"));
+  auto [bad_status, bad_out] = testing::RunCommand(
+      base + "edge " + std::string(2000, 'k') + "=v --duration=3s 2>&1");
+  EXPECT_EQ(bad_status, 1) << bad_out;
+  EXPECT_THAT(bad_out, HasSubstr("longer than 1024 bytes"));
+}
+
 // Verifies the division across two replicas sharing a standalone Redis.
 TEST_F(RlqsE2eTest, ReplicasOnRedisShareOneLimit) {
   auto redis = RedisServer::Start();
