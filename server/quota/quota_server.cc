@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "server/quota/bucket_match.h"
 #include "server/quota/fair_share.h"
 
@@ -488,6 +490,83 @@ QuotaServer::Usage QuotaServer::TotalUsage() const {
     usage.subscriptions += stream->buckets.size();
   }
   return usage;
+}
+
+std::string QuotaServer::Describe(size_t max_buckets) const {
+  MutexLock lock(mu_);
+  size_t subscriptions = 0;
+  for (const auto& [id, stream] : streams_) {
+    subscriptions += stream->buckets.size();
+  }
+  std::string out = absl::StrCat("rlqs: ", streams_.size(), " streams, ", buckets_.size(),
+                                 " buckets, ", subscriptions, " subscriptions",
+                                 exchange_failed_ ? "; the last exchange with other replicas "
+                                                    "failed (the failure mode answers)"
+                                                  : "",
+                                 "\n");
+  struct Line {
+    double demand;
+    const Bucket* bucket;
+  };
+  std::vector<Line> lines;
+  lines.reserve(buckets_.size());
+  for (const auto& [unused_key, bucket] : buckets_) {
+    double demand = 0;
+    for (StreamId id : bucket.subscribers) {
+      demand += streams_.at(id)->buckets.at(bucket.key).Demand();
+    }
+    for (double d : bucket.remote) {
+      demand += d;
+    }
+    lines.push_back({demand, &bucket});
+  }
+  const size_t shown = std::min(max_buckets, lines.size());
+  std::partial_sort(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(shown), lines.end(),
+                    [](const Line& a, const Line& b) { return a.demand > b.demand; });
+  const auto number = [](double x) { return absl::StrFormat("%.1f", x); };
+  for (size_t i = 0; i < shown; ++i) {
+    const Bucket& bucket = *lines[i].bucket;
+    std::vector<std::pair<std::string, std::string>> pairs(bucket.id.bucket().begin(),
+                                                           bucket.id.bucket().end());
+    std::sort(pairs.begin(), pairs.end());
+    absl::StrAppend(&out, bucket.domain);
+    for (const auto& [k, v] : pairs) {
+      absl::StrAppend(&out, " ", k, "=", v);
+    }
+    switch (bucket.rule.kind) {
+      case Kind::kAllowAll:
+        absl::StrAppend(&out, ": allow_all");
+        break;
+      case Kind::kDenyAll:
+        absl::StrAppend(&out, ": deny_all");
+        break;
+      case Kind::kShare:
+        absl::StrAppend(&out, ": ", number(bucket.rule.rate), "/s");
+        break;
+    }
+    std::vector<std::string> demands;
+    std::vector<std::string> sent;
+    for (StreamId id : bucket.subscribers) {
+      const Subscription& sub = streams_.at(id)->buckets.at(bucket.key);
+      demands.push_back(number(sub.Demand()));
+      sent.push_back(number(sub.sent_share));
+    }
+    absl::StrAppend(&out, "; here ", bucket.subscribers.size(), " (demand ",
+                    absl::StrJoin(demands, ", "), "; sent ", absl::StrJoin(sent, ", "), ")");
+    if (!bucket.remote.empty()) {
+      std::vector<std::string> remote;
+      for (double d : bucket.remote) {
+        remote.push_back(number(d));
+      }
+      absl::StrAppend(&out, "; other replicas ", bucket.remote.size(), " (",
+                      absl::StrJoin(remote, ", "), ")");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  if (shown < lines.size()) {
+    absl::StrAppend(&out, "... and ", lines.size() - shown, " buckets less demanded\n");
+  }
+  return out;
 }
 
 void QuotaServer::AppendMetrics(std::string* out) const {

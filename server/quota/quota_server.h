@@ -140,6 +140,13 @@ class QuotaServer {
   Usage TotalUsage() const;
   // sluice_rlqs_* in the Prometheus text format.
   void AppendMetrics(std::string* out) const;
+  // The live buckets for people (GET /rlqs): a summary line, then one line per bucket, the most
+  // demanded first, at most `max_buckets` of them: domain and pairs, the answer (rule), this
+  // replica's streams with their demands and the shares last sent, and the other replicas'
+  // demands, e.g.
+  //   "edge route=api tenant=t1: 100/s; here 2 (demand 20.0, 300.0; sent 20.0, 80.0); other
+  //    replicas 1 (150.0)"
+  std::string Describe(size_t max_buckets) const;
 
  private:
   enum class Kind : uint8_t { kAllowAll = 0, kDenyAll = 1, kShare = 2 };

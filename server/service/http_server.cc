@@ -133,7 +133,10 @@ void FinishJson(evutil_socket_t, short, void* arg) {
         json + "\n");
 }
 
-enum class Endpoint { kJson, kHealthz, kHealthcheck, kReadyz, kConfig, kMetrics };
+enum class Endpoint { kJson, kHealthz, kHealthcheck, kReadyz, kConfig, kMetrics, kQuota };
+
+// Buckets GET /rlqs lists at most, the most demanded first.
+constexpr size_t kQuotaBucketsShown = 1000;
 
 struct Route {
   absl::string_view path;
@@ -144,7 +147,7 @@ constexpr Route kRoutes[] = {
     {"/json", Endpoint::kJson},       {"/healthz", Endpoint::kHealthz},
     {"/healthcheck", Endpoint::kHealthcheck}, {"/readyz", Endpoint::kReadyz},
     {"/config", Endpoint::kConfig},   {"/rlconfig", Endpoint::kConfig},
-    {"/metrics", Endpoint::kMetrics},
+    {"/metrics", Endpoint::kMetrics}, {"/rlqs", Endpoint::kQuota},
 };
 
 }  // namespace
@@ -240,8 +243,8 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
   }
   if (route == nullptr) {
     Reply(req, 404, "Not Found", "text/plain",
-          "not found; try POST /json, /healthz, /healthcheck, /readyz, /config, /rlconfig or "
-          "/metrics\n");
+          "not found; try POST /json, /healthz, /healthcheck, /readyz, /config, /rlconfig, "
+          "/metrics or /rlqs\n");
     return;
   }
   const evhttp_cmd_type method = evhttp_request_get_command(req);
@@ -290,6 +293,13 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       return;
     case Endpoint::kMetrics:
       self->HandleMetrics(req);
+      return;
+    case Endpoint::kQuota:
+      if (self->options_.quota == nullptr) {
+        Reply(req, 404, "Not Found", "text/plain", "the quota service is off (--rlqs=false)\n");
+      } else {
+        Reply(req, 200, "OK", "text/plain", self->options_.quota->Describe(kQuotaBucketsShown));
+      }
       return;
   }
 }

@@ -202,6 +202,10 @@ TEST_F(RlqsE2eTest, EnvoysShareABucketsLimit) {
             serving);
   const std::string metrics = HttpGet(sluice_->http_port(), "/metrics");
   EXPECT_THAT(metrics, HasSubstr("sluice_rlqs_streams 2"));
+  // The live buckets, for people.
+  const std::string live = HttpGet(sluice_->http_port(), "/rlqs");
+  EXPECT_THAT(live, HasSubstr("rlqs: 2 streams, 1 buckets, 2 subscriptions"));
+  EXPECT_THAT(live, HasSubstr("edge route=checkout: 100.0/s; here 2 (demand 300.0, 300.0; sent"));
   EXPECT_THAT(metrics, HasSubstr("sluice_rlqs_assignments_total{strategy=\"token_bucket\"}"));
 }
 
@@ -241,6 +245,7 @@ TEST_F(RlqsE2eTest, ShutdownExpiresAssignmentsAndTheFlagTurnsItOff) {
   Envoy off(sluice_->grpc_address());
   off.Report("x", 1);
   EXPECT_EQ(off.Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(HttpGet(sluice_->http_port(), "/rlqs"), HasSubstr("the quota service is off"));
 }
 
 // Verifies sluicectl quota: it reports on one bucket and prints the assignments (exit 0 when
