@@ -177,8 +177,8 @@ absl::Status Assembly::BuildServers() {
           std::max(settings_.backend.shared.timeout, std::min(interval, absl::Seconds(1))));
     }
     quota_ = std::make_unique<quota::QuotaServer>(store_, quota_options, quota_exchange_.get());
-    rlqs_service_ =
-        std::make_unique<RlqsGrpcService>(*quota_, settings_.grpc.rlqs_rebalance_interval);
+    rlqs_service_ = std::make_unique<RlqsGrpcService>(
+        *quota_, settings_.grpc.rlqs_rebalance_interval, tracer_.get());
   }
   grpc::EnableDefaultHealthCheckService(true);
   ASSIGN_OR_RETURN(credentials_, GrpcServerCredentials(GrpcTlsSettingsFrom(settings_.grpc)));

@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -31,6 +32,23 @@ int64_t DurationMicros(const google::protobuf::Duration& d) {
 void SetDuration(int64_t us, google::protobuf::Duration* out) {
   out->set_seconds(us / 1'000'000);
   out->set_nanos(static_cast<int32_t>(us % 1'000'000) * 1000);
+}
+
+// `value` escaped for a label of the Prometheus text format.
+std::string EscapeLabel(absl::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -98,8 +116,12 @@ QuotaServer::Rule QuotaServer::MatchRule(const Config* config, const std::string
   const std::vector<std::pair<std::string, std::string>> pairs(id.bucket().begin(),
                                                                id.bucket().end());
   const BucketMatch match = MatchBucket(*configured, pairs);
-  if (match.node == nullptr || match.node->shadow_mode) {
+  if (match.node == nullptr) {
     return rule;
+  }
+  rule.stat_key = match.node->full_key;
+  if (match.node->shadow_mode) {
+    return rule;  // allowed all the same; its demand and shares still shown per rule
   }
   bool limited = false;
   for (const RateLimitRule& r : match.node->rules) {
@@ -571,6 +593,39 @@ std::string QuotaServer::Describe(size_t max_buckets) const {
 
 void QuotaServer::AppendMetrics(std::string* out) const {
   const Usage usage = TotalUsage();
+  // Per rule (the config's stat keys, so as many series as rules with buckets): what this
+  // replica's Envoys ask of its buckets and the shares last sent them, requests a second.
+  absl::btree_map<std::string, std::pair<double, double>> per_rule;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [unused_key, bucket] : buckets_) {
+      if (bucket.rule.stat_key.empty()) {
+        continue;
+      }
+      auto& [demand, share] = per_rule[bucket.rule.stat_key];
+      for (StreamId id : bucket.subscribers) {
+        const Subscription& sub = streams_.at(id)->buckets.at(bucket.key);
+        demand += sub.Demand();
+        share += sub.sent_kind == Kind::kShare ? sub.sent_share : 0;
+      }
+    }
+  }
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_rule_demand Requests a second this replica's Envoys report "
+                  "for the buckets of a rule, by stat key\n"
+                  "# TYPE sluice_rlqs_rule_demand gauge\n");
+  for (const auto& [key, values] : per_rule) {
+    absl::StrAppend(out, "sluice_rlqs_rule_demand{key=\"", EscapeLabel(key), "\"} ",
+                    values.first, "\n");
+  }
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_rule_share Requests a second assigned to this replica's "
+                  "Envoys for the buckets of a rule (token buckets), by stat key\n"
+                  "# TYPE sluice_rlqs_rule_share gauge\n");
+  for (const auto& [key, values] : per_rule) {
+    absl::StrAppend(out, "sluice_rlqs_rule_share{key=\"", EscapeLabel(key), "\"} ",
+                    values.second, "\n");
+  }
   absl::StrAppend(out,
                   "# HELP sluice_rlqs_streams Open RLQS streams (one per Envoy)\n"
                   "# TYPE sluice_rlqs_streams gauge\nsluice_rlqs_streams ",

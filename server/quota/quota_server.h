@@ -155,6 +155,8 @@ class QuotaServer {
     Kind kind = Kind::kAllowAll;
     double rate = 0;   // requests per second (kShare)
     double burst = 0;  // the rule's capacity (kShare)
+    // The matched node's stat key (its full_key), for the per-rule gauges; empty without a rule.
+    std::string stat_key;
   };
 
   // One stream's view of one bucket. Small: a replica holds one per (Envoy, bucket); the

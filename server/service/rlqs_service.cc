@@ -22,8 +22,8 @@ using quota::Reports;
 class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>,
                           public RlqsGrpcService::Stream {
  public:
-  QuotaStream(RlqsGrpcService& service, QuotaServer& quota)
-      : service_(service), quota_(quota), outbox_(std::make_shared<Outbox>()) {
+  QuotaStream(RlqsGrpcService& service, QuotaServer& quota, Tracer* tracer)
+      : service_(service), quota_(quota), tracer_(tracer), outbox_(std::make_shared<Outbox>()) {
     outbox_->stream = this;
     if (!service_.Register(this)) {
       registered_ = false;
@@ -50,7 +50,21 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
       outbox_->FinishWhenWritten(grpc::Status::OK);
       return;
     }
+    Span span;
+    if (tracer_ != nullptr) {
+      span = tracer_->StartCall("rlqs.report", std::nullopt);
+      span.Add("rpc.system", "grpc");
+      span.Add("rpc.service", "envoy.service.rate_limit_quota.v3.RateLimitQuotaService");
+      span.Add("ratelimit.domain", report_.domain());
+      span.Add("rlqs.buckets", static_cast<int64_t>(report_.bucket_quota_usages_size()));
+    }
     const absl::Status status = quota_.Report(id_, report_, RealClock::Get().MonotonicMicros());
+    if (span.active()) {
+      if (!status.ok()) {
+        span.SetError(status.message());
+      }
+      span.End();
+    }
     if (!status.ok()) {
       outbox_->FinishWhenWritten(ToGrpcStatus(status));
       return;
@@ -130,6 +144,7 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
 
   RlqsGrpcService& service_;
   QuotaServer& quota_;
+  Tracer* const tracer_;
   std::shared_ptr<Outbox> outbox_;
   QuotaServer::StreamId id_ = 0;
   bool registered_ = true;
@@ -137,8 +152,12 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
   Reports report_;
 };
 
-RlqsGrpcService::RlqsGrpcService(quota::QuotaServer& quota, absl::Duration rebalance_interval)
-    : quota_(quota), interval_(rebalance_interval), ticker_([this] { RunTicks(); }) {}
+RlqsGrpcService::RlqsGrpcService(quota::QuotaServer& quota, absl::Duration rebalance_interval,
+                                 Tracer* tracer)
+    : quota_(quota),
+      interval_(rebalance_interval),
+      tracer_(tracer),
+      ticker_([this] { RunTicks(); }) {}
 
 RlqsGrpcService::~RlqsGrpcService() {
   {
@@ -153,7 +172,7 @@ RlqsGrpcService::~RlqsGrpcService() {
 
 grpc::ServerBidiReactor<Reports, QuotaResponse>* RlqsGrpcService::StreamRateLimitQuotas(
     grpc::CallbackServerContext* /*context*/) {
-  return new QuotaStream(*this, quota_);
+  return new QuotaStream(*this, quota_, tracer_);
 }
 
 bool RlqsGrpcService::Register(Stream* stream) {

@@ -14,6 +14,7 @@
 #include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 #include "server/common/mutex.h"
 #include "server/quota/quota_server.h"
+#include "server/trace/tracer.h"
 
 namespace sluice {
 
@@ -21,7 +22,10 @@ class RlqsGrpcService final
     : public envoy::service::rate_limit_quota::v3::RateLimitQuotaService::CallbackService {
  public:
   // `quota` must outlive the service and every stream (the gRPC server is shut down first).
-  RlqsGrpcService(quota::QuotaServer& quota, absl::Duration rebalance_interval);
+  // `tracer`: with --tracing, a span per report message (rlqs.report: domain, buckets, the
+  // status when refused); may be null.
+  RlqsGrpcService(quota::QuotaServer& quota, absl::Duration rebalance_interval,
+                  Tracer* tracer = nullptr);
   ~RlqsGrpcService() override;
   RlqsGrpcService(const RlqsGrpcService&) = delete;
   RlqsGrpcService& operator=(const RlqsGrpcService&) = delete;
@@ -52,6 +56,7 @@ class RlqsGrpcService final
 
   quota::QuotaServer& quota_;
   const absl::Duration interval_;
+  Tracer* const tracer_;
   Mutex mu_;
   CondVar wake_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -207,6 +207,8 @@ TEST_F(RlqsE2eTest, EnvoysShareABucketsLimit) {
   EXPECT_THAT(live, HasSubstr("rlqs: 2 streams, 1 buckets, 2 subscriptions"));
   EXPECT_THAT(live, HasSubstr("edge route=checkout: 100.0/s; here 2 (demand 300.0, 300.0; sent"));
   EXPECT_THAT(metrics, HasSubstr("sluice_rlqs_assignments_total{strategy=\"token_bucket\"}"));
+  EXPECT_THAT(metrics, HasSubstr("sluice_rlqs_rule_demand{key=\"edge.route\"} 600"));
+  EXPECT_THAT(metrics, HasSubstr("sluice_rlqs_rule_share{key=\"edge.route\"} 100"));
 }
 
 // Verifies a bad report ends its stream with INVALID_ARGUMENT saying what is wrong, and a stream

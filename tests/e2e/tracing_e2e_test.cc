@@ -11,6 +11,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -180,6 +181,38 @@ TEST_F(TracingE2eTest, DecisionSpanContinuesTheCallersTrace) {
   EXPECT_EQ(StringAttribute(json[0].attributes(), "http.response.status_code"), "200");
   // The unsampled call made nothing.
   EXPECT_EQ(Named(kMethodSpan).size(), 1u);
+}
+
+// Verifies a quota stream's report gets a span of its own (rlqs.report: domain, buckets), and a
+// refused one says why.
+TEST_F(TracingE2eTest, QuotaReportsAreTraced) {
+  StartSluice({"--tracing", absl::StrCat("--tracing_endpoint=", collector_->http_endpoint())});
+  namespace rlqs = envoy::service::rate_limit_quota::v3;
+  auto stub = rlqs::RateLimitQuotaService::NewStub(
+      grpc::CreateChannel(sluice_->grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = stub->StreamRateLimitQuotas(&context);
+  rlqs::RateLimitQuotaUsageReports reports;
+  reports.set_domain("traced");
+  auto* usage = reports.add_bucket_quota_usages();
+  (*usage->mutable_bucket_id()->mutable_bucket())["user"] = "erin";
+  usage->mutable_time_elapsed()->set_seconds(1);
+  ASSERT_TRUE(stream->Write(reports));
+  rlqs::RateLimitQuotaResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  reports.set_domain("elsewhere");  // refused: a stream reports one domain
+  stream->Write(reports);
+  stream->WritesDone();
+  while (stream->Read(&response)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(WaitForNamed("rlqs.report", 2)) << sluice_->ReadLog();
+  const std::vector<OtlpSpan> spans = Named("rlqs.report");
+  EXPECT_EQ(StringAttribute(spans[0].attributes(), "ratelimit.domain"), "traced");
+  EXPECT_EQ(StringAttribute(spans[0].attributes(), "rlqs.buckets"), "1");
+  EXPECT_EQ(spans[1].status().code(), opentelemetry::proto::trace::v1::Status::STATUS_CODE_ERROR);
+  EXPECT_THAT(spans[1].status().message(), HasSubstr("a stream reports one domain"));
 }
 
 // Verifies OTLP/gRPC export and B3 context: a call with B3 headers continues the caller's trace;
