@@ -443,7 +443,9 @@ void RedisBackend::ExchangeQuotaDemand(const std::string& replica, std::vector<s
                                        absl::Duration timeout, QuotaExchangeCallback done) {
   const auto pack = [](absl::Span<const double> values) {
     std::string out(values.size() * sizeof(double), '\0');
-    std::memcpy(out.data(), values.data(), out.size());
+    if (!out.empty()) {  // memcpy from an empty span's null data is undefined
+      std::memcpy(out.data(), values.data(), out.size());
+    }
     return out;
   };
   const double header[2] = {static_cast<double>(NowMicros() / 1000),
@@ -495,7 +497,9 @@ void RedisBackend::ExchangeQuotaDemand(const std::string& replica, std::vector<s
           for (const RedisReply& element : reply.elements()) {
             const std::string& bytes = element.str();
             std::vector<double> values(bytes.size() / sizeof(double));
-            std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
+            if (!values.empty()) {  // an empty vector's data() may be null
+              std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
+            }
             others.push_back(std::move(values));
           }
         }

@@ -1531,7 +1531,9 @@ TEST_F(LuaScriptsTest, RlqsExchangeSharesDemandsAndForgetsSilentReplicas) {
   };
   const auto unpack = [](const redisReply* element) {
     std::vector<double> values(element->len / sizeof(double));
-    std::memcpy(values.data(), element->str, element->len);
+    if (!values.empty()) {
+      std::memcpy(values.data(), element->str, values.size() * sizeof(double));
+    }
     return values;
   };
   const std::string k1 = "{rlqs|d}a";
