@@ -120,9 +120,6 @@ QuotaServer::Rule QuotaServer::MatchRule(const Config* config, const std::string
     return rule;
   }
   rule.stat_key = match.node->full_key;
-  if (match.node->shadow_mode) {
-    return rule;  // allowed all the same; its demand and shares still shown per rule
-  }
   bool limited = false;
   for (const RateLimitRule& r : match.node->rules) {
     if (r.unlimited) {
@@ -138,6 +135,12 @@ QuotaServer::Rule QuotaServer::MatchRule(const Config* config, const std::string
   }
   if (limited) {
     rule.kind = rule.rate > 0 ? Kind::kShare : Kind::kDenyAll;
+  }
+  if (match.node->shadow_mode) {
+    // Answered ALLOW_ALL; the rate stays, so that the per-rule gauges show the shares and the
+    // demand above them as if the rule were enforced.
+    rule.shadow = true;
+    rule.kind = Kind::kAllowAll;
   }
   return rule;
 }
@@ -595,18 +598,44 @@ void QuotaServer::AppendMetrics(std::string* out) const {
   const Usage usage = TotalUsage();
   // Per rule (the config's stat keys, so as many series as rules with buckets): what this
   // replica's Envoys ask of its buckets and the shares last sent them, requests a second.
-  absl::btree_map<std::string, std::pair<double, double>> per_rule;
+  struct RuleGauges {
+    double demand = 0;
+    double share = 0;
+    double over = 0;  // demand above the share: what the Envoys would deny
+  };
+  absl::btree_map<std::string, RuleGauges> per_rule;
   {
     MutexLock lock(mu_);
     for (const auto& [unused_key, bucket] : buckets_) {
       if (bucket.rule.stat_key.empty()) {
         continue;
       }
-      auto& [demand, share] = per_rule[bucket.rule.stat_key];
-      for (StreamId id : bucket.subscribers) {
-        const Subscription& sub = streams_.at(id)->buckets.at(bucket.key);
-        demand += sub.Demand();
-        share += sub.sent_kind == Kind::kShare ? sub.sent_share : 0;
+      RuleGauges& gauges = per_rule[bucket.rule.stat_key];
+      // A shadow-mode rule is answered ALLOW_ALL: its shares are what enforcing it would give.
+      const std::vector<double> as_if = bucket.rule.shadow && bucket.rule.rate > 0
+                                            ? MaxMinShares(bucket.rule.rate, [&] {
+                                                std::vector<double> d;
+                                                for (StreamId id : bucket.subscribers) {
+                                                  d.push_back(streams_.at(id)
+                                                                  ->buckets.at(bucket.key)
+                                                                  .Demand());
+                                                }
+                                                d.insert(d.end(), bucket.remote.begin(),
+                                                         bucket.remote.end());
+                                                return d;
+                                              }())
+                                            : std::vector<double>();
+      for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
+        const Subscription& sub = streams_.at(bucket.subscribers[i])->buckets.at(bucket.key);
+        const double demand = sub.Demand();
+        const double share = bucket.rule.shadow
+                                 ? (as_if.empty() ? 0.0 : as_if[i])
+                                 : (sub.sent_kind == Kind::kShare ? sub.sent_share : 0.0);
+        gauges.demand += demand;
+        gauges.share += share;
+        if (bucket.rule.shadow || sub.sent_kind != Kind::kAllowAll) {
+          gauges.over += std::max(0.0, demand - share);
+        }
       }
     }
   }
@@ -614,17 +643,27 @@ void QuotaServer::AppendMetrics(std::string* out) const {
                   "# HELP sluice_rlqs_rule_demand Requests a second this replica's Envoys report "
                   "for the buckets of a rule, by stat key\n"
                   "# TYPE sluice_rlqs_rule_demand gauge\n");
-  for (const auto& [key, values] : per_rule) {
+  for (const auto& [key, gauges] : per_rule) {
     absl::StrAppend(out, "sluice_rlqs_rule_demand{key=\"", EscapeLabel(key), "\"} ",
-                    values.first, "\n");
+                    gauges.demand, "\n");
   }
   absl::StrAppend(out,
                   "# HELP sluice_rlqs_rule_share Requests a second assigned to this replica's "
-                  "Envoys for the buckets of a rule (token buckets), by stat key\n"
+                  "Envoys for the buckets of a rule (token buckets; for a shadow-mode rule, what "
+                  "enforcing it would assign), by stat key\n"
                   "# TYPE sluice_rlqs_rule_share gauge\n");
-  for (const auto& [key, values] : per_rule) {
+  for (const auto& [key, gauges] : per_rule) {
     absl::StrAppend(out, "sluice_rlqs_rule_share{key=\"", EscapeLabel(key), "\"} ",
-                    values.second, "\n");
+                    gauges.share, "\n");
+  }
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_rule_over_share Requests a second this replica's Envoys ask "
+                  "beyond their shares of a rule's buckets: what they deny, or for a shadow-mode "
+                  "rule would deny, by stat key\n"
+                  "# TYPE sluice_rlqs_rule_over_share gauge\n");
+  for (const auto& [key, gauges] : per_rule) {
+    absl::StrAppend(out, "sluice_rlqs_rule_over_share{key=\"", EscapeLabel(key), "\"} ",
+                    gauges.over, "\n");
   }
   absl::StrAppend(out,
                   "# HELP sluice_rlqs_streams Open RLQS streams (one per Envoy)\n"

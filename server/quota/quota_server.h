@@ -157,6 +157,8 @@ class QuotaServer {
     double burst = 0;  // the rule's capacity (kShare)
     // The matched node's stat key (its full_key), for the per-rule gauges; empty without a rule.
     std::string stat_key;
+    // A shadow-mode rule: answered ALLOW_ALL, `rate` kept for the gauges.
+    bool shadow = false;
   };
 
   // One stream's view of one bucket. Small: a replica holds one per (Envoy, bucket); the

@@ -360,6 +360,34 @@ TEST_F(QuotaServerTest, SharesCountTheOtherReplicasAndFollowTheFailureModeWithou
   }
 }
 
+// Verifies the per-rule gauges: demand, the shares sent and the demand above them; for a
+// shadow-mode rule (answered ALLOW_ALL) the shares enforcing it would give and what that would
+// deny.
+TEST_F(QuotaServerTest, PerRuleGaugesCountShadowRulesAsIfEnforced) {
+  Client& a = Open();
+  Client& b = Open();
+  for (int round = 0; round < 3; ++round) {
+    now_ += kSecond;
+    ASSERT_TRUE(Send(a, Usage("trial", 30)).ok());
+    ASSERT_TRUE(Send(b, Usage("trial", 10)).ok());
+    ASSERT_TRUE(Send(a, Usage("r6", 150)).ok());
+    ASSERT_TRUE(Send(b, Usage("r6", 150)).ok());
+    server_->Tick(now_);
+  }
+  EXPECT_EQ(a.Last("trial")->quota_assignment_action().rate_limit_strategy().blanket_rule(),
+            envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
+  std::string text;
+  server_->AppendMetrics(&text);
+  // The shadow rule allows 1 a second: shares 0.5 and 0.5 of demands 30 and 10.
+  EXPECT_THAT(text, HasSubstr("sluice_rlqs_rule_demand{key=\"q.route_trial\"} 40\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_rlqs_rule_share{key=\"q.route_trial\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_rlqs_rule_over_share{key=\"q.route_trial\"} 39\n"));
+  // The enforced 100/s rule: 50 and 50 of 150 and 150.
+  EXPECT_THAT(text, HasSubstr("sluice_rlqs_rule_demand{key=\"q.route\"} 300\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_rlqs_rule_share{key=\"q.route\"} 100\n"));
+  EXPECT_THAT(text, HasSubstr("sluice_rlqs_rule_over_share{key=\"q.route\"} 200\n"));
+}
+
 // Verifies ExpireAll (shutdown) sends every subscribed bucket an assignment with TTL 0.
 TEST_F(QuotaServerTest, ExpireAllSendsTtlZero) {
   Client& a = Open();
