@@ -355,9 +355,11 @@ QuotaServer::Rule QuotaServer::Effective(const Config* config, const std::string
                                : options_.failure_mode;
   switch (mode) {
     case FailureMode::kAllow:
-      return Rule{Kind::kAllowAll};
-    case FailureMode::kDeny:
-      return Rule{Kind::kDenyAll};
+    case FailureMode::kDeny: {
+      Rule blanket;
+      blanket.kind = mode == FailureMode::kAllow ? Kind::kAllowAll : Kind::kDenyAll;
+      return blanket;
+    }
     case FailureMode::kLocal:
       break;  // the other replicas' demands as last known
   }
@@ -612,19 +614,15 @@ void QuotaServer::AppendMetrics(std::string* out) const {
       }
       RuleGauges& gauges = per_rule[bucket.rule.stat_key];
       // A shadow-mode rule is answered ALLOW_ALL: its shares are what enforcing it would give.
-      const std::vector<double> as_if = bucket.rule.shadow && bucket.rule.rate > 0
-                                            ? MaxMinShares(bucket.rule.rate, [&] {
-                                                std::vector<double> d;
-                                                for (StreamId id : bucket.subscribers) {
-                                                  d.push_back(streams_.at(id)
-                                                                  ->buckets.at(bucket.key)
-                                                                  .Demand());
-                                                }
-                                                d.insert(d.end(), bucket.remote.begin(),
-                                                         bucket.remote.end());
-                                                return d;
-                                              }())
-                                            : std::vector<double>();
+      std::vector<double> as_if;
+      if (bucket.rule.shadow && bucket.rule.rate > 0) {
+        std::vector<double> demands;
+        for (StreamId id : bucket.subscribers) {
+          demands.push_back(streams_.at(id)->buckets.at(bucket.key).Demand());
+        }
+        demands.insert(demands.end(), bucket.remote.begin(), bucket.remote.end());
+        as_if = MaxMinShares(bucket.rule.rate, demands);
+      }
       for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
         const Subscription& sub = streams_.at(bucket.subscribers[i])->buckets.at(bucket.key);
         const double demand = sub.Demand();
