@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -441,16 +440,9 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, LaneCall call) {
 void RedisBackend::ExchangeQuotaDemand(const std::string& replica, std::vector<std::string> keys,
                                        std::vector<std::vector<double>> demands, int64_t ttl_ms,
                                        absl::Duration timeout, QuotaExchangeCallback done) {
-  const auto pack = [](absl::Span<const double> values) {
-    std::string out(values.size() * sizeof(double), '\0');
-    if (!out.empty()) {  // memcpy from an empty span's null data is undefined
-      std::memcpy(out.data(), values.data(), out.size());
-    }
-    return out;
-  };
-  const double header[2] = {static_cast<double>(NowMicros() / 1000),
-                            static_cast<double>(ttl_ms)};
-  const std::string clock = pack(header);
+  std::string clock;
+  AppendPackedDoubles({static_cast<double>(NowMicros() / 1000), static_cast<double>(ttl_ms)},
+                      &clock);
   CommandBatch batch;
   // Calls of consecutive keys sharing a hash tag (one slot), at most kQuotaExchangeBatch each.
   std::vector<size_t> call_sizes;
@@ -467,7 +459,7 @@ void RedisBackend::ExchangeQuotaDemand(const std::string& replica, std::vector<s
     packed.push_back(clock);
     for (size_t k = i; k < end; ++k) {
       call_keys.push_back(keys[k]);
-      packed.push_back(pack(demands[k]));
+      AppendPackedDoubles(demands[k], &packed.emplace_back());
     }
     std::vector<std::string_view> args(packed.begin(), packed.end());
     batch.AddEvalSha(scripts_.rlqs_exchange(), call_keys, args);
@@ -495,12 +487,7 @@ void RedisBackend::ExchangeQuotaDemand(const std::string& replica, std::vector<s
             return;
           }
           for (const RedisReply& element : reply.elements()) {
-            const std::string& bytes = element.str();
-            std::vector<double> values(bytes.size() / sizeof(double));
-            if (!values.empty()) {  // an empty vector's data() may be null
-              std::memcpy(values.data(), bytes.data(), values.size() * sizeof(double));
-            }
-            others.push_back(std::move(values));
+            others.push_back(ReadPackedDoubles(element.str()));
           }
         }
         std::move(done)(std::move(others));

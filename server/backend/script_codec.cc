@@ -121,6 +121,20 @@ absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
   return absl::OkStatus();
 }
 
+void AppendPackedDoubles(absl::Span<const double> values, std::string* out) {
+  for (double value : values) {
+    AppendDouble(value, out);
+  }
+}
+
+std::vector<double> ReadPackedDoubles(absl::string_view packed) {
+  std::vector<double> values(packed.size() / sizeof(double));
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = ReadDouble(packed.data() + i * sizeof(double));
+  }
+  return values;
+}
+
 int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us) {
   const int64_t rest = algorithm_internal::WindowStart(now_us, period_us) + period_us - now_us;
   return std::max<int64_t>(1, (rest + 999) / 1000);

@@ -23,6 +23,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "server/algorithm/algorithm.h"
 
 namespace sluice {
@@ -66,6 +67,12 @@ absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
 // The same, appending the decisions to *decisions.
 absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
                                    std::vector<Decision>* decisions);
+
+// The rlqs_exchange script's values (lua/rlqs_exchange.lua): doubles packed little-endian, as
+// every script argument. AppendPackedDoubles appends them to *out; ReadPackedDoubles reads whole
+// doubles from `packed` (a trailing partial one is ignored).
+void AppendPackedDoubles(absl::Span<const double> values, std::string* out);
+std::vector<double> ReadPackedDoubles(absl::string_view packed);
 
 // The TTL of a window key written at `now_us`: the rest of the window in whole milliseconds,
 // rounded up (at least 1). REQUIRES: period_us > 0.

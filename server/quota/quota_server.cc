@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "server/common/prometheus_label.h"
 #include "server/quota/bucket_match.h"
 #include "server/quota/fair_share.h"
 
@@ -32,23 +33,6 @@ int64_t DurationMicros(const google::protobuf::Duration& d) {
 void SetDuration(int64_t us, google::protobuf::Duration* out) {
   out->set_seconds(us / 1'000'000);
   out->set_nanos(static_cast<int32_t>(us % 1'000'000) * 1000);
-}
-
-// `value` escaped for a label of the Prometheus text format.
-std::string EscapeLabel(absl::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c == '\n') {
-      out.append("\\n");
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -145,13 +129,11 @@ QuotaServer::Rule QuotaServer::MatchRule(const Config* config, const std::string
   return rule;
 }
 
-std::vector<double> QuotaServer::Shares(const std::string& domain, const std::string& key,
-                                        const Bucket& bucket) {
+std::vector<double> QuotaServer::Shares(const Bucket& bucket) const {
   std::vector<double> demands;
-  demands.reserve(bucket.subscribers.size());
+  demands.reserve(bucket.subscribers.size() + bucket.remote.size());
   for (StreamId id : bucket.subscribers) {
-    const Stream& stream = *streams_.at(id);
-    demands.push_back(stream.buckets.at(key).Demand());
+    demands.push_back(streams_.at(id)->buckets.at(bucket.key).Demand());
   }
   const size_t local = demands.size();
   demands.insert(demands.end(), bucket.remote.begin(), bucket.remote.end());
@@ -306,7 +288,7 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
       }
       // A new subscriber is answered at once (Envoy allows everything until then); the
       // others move at the next rebalance.
-      const std::vector<double> shares = Shares(stream.domain, key, bucket);
+      const std::vector<double> shares = Shares(bucket);
       Assign(id, sub, bucket.id, Effective(config.get(), stream.domain, bucket), shares.back(),
              now_us, out);
     } else if (sub.assigned && now_us - sub.sent_us >= sub.ttl_us / 2) {
@@ -448,7 +430,7 @@ void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
       bucket.matched_with = config.get();
     }
     const Rule rule = Effective(config.get(), domain, bucket);
-    const std::vector<double> shares = Shares(domain, key, bucket);
+    const std::vector<double> shares = Shares(bucket);
     // Shares that each moved by less than the hysteresis can still add up to more (or less)
     // than the limit: past kOverTolerance of what they should sum to, every share that went
     // down (up) is sent.
@@ -513,20 +495,14 @@ QuotaServer::Usage QuotaServer::TotalUsage() const {
   Usage usage = usage_;
   usage.streams = streams_.size();
   usage.buckets = buckets_.size();
-  for (const auto& [id, stream] : streams_) {
-    usage.subscriptions += stream->buckets.size();
-  }
+  usage.subscriptions = subscriptions_;
   return usage;
 }
 
 std::string QuotaServer::Describe(size_t max_buckets) const {
   MutexLock lock(mu_);
-  size_t subscriptions = 0;
-  for (const auto& [id, stream] : streams_) {
-    subscriptions += stream->buckets.size();
-  }
   std::string out = absl::StrCat("rlqs: ", streams_.size(), " streams, ", buckets_.size(),
-                                 " buckets, ", subscriptions, " subscriptions",
+                                 " buckets, ", subscriptions_, " subscriptions",
                                  exchange_failed_ ? "; the last exchange with other replicas "
                                                     "failed (the failure mode answers)"
                                                   : "",
@@ -614,21 +590,14 @@ void QuotaServer::AppendMetrics(std::string* out) const {
       }
       RuleGauges& gauges = per_rule[bucket.rule.stat_key];
       // A shadow-mode rule is answered ALLOW_ALL: its shares are what enforcing it would give.
-      std::vector<double> as_if;
-      if (bucket.rule.shadow && bucket.rule.rate > 0) {
-        std::vector<double> demands;
-        for (StreamId id : bucket.subscribers) {
-          demands.push_back(streams_.at(id)->buckets.at(bucket.key).Demand());
-        }
-        demands.insert(demands.end(), bucket.remote.begin(), bucket.remote.end());
-        as_if = MaxMinShares(bucket.rule.rate, demands);
-      }
+      const std::vector<double> as_if =
+          bucket.rule.shadow ? Shares(bucket) : std::vector<double>();
       for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
         const Subscription& sub = streams_.at(bucket.subscribers[i])->buckets.at(bucket.key);
         const double demand = sub.Demand();
-        const double share = bucket.rule.shadow
-                                 ? (as_if.empty() ? 0.0 : as_if[i])
-                                 : (sub.sent_kind == Kind::kShare ? sub.sent_share : 0.0);
+        const double share = bucket.rule.shadow ? as_if[i]
+                             : sub.sent_kind == Kind::kShare ? sub.sent_share
+                                                             : 0.0;
         gauges.demand += demand;
         gauges.share += share;
         if (bucket.rule.shadow || sub.sent_kind != Kind::kAllowAll) {
@@ -637,31 +606,31 @@ void QuotaServer::AppendMetrics(std::string* out) const {
       }
     }
   }
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_rule_demand Requests a second this replica's Envoys report "
-                  "for the buckets of a rule, by stat key\n"
-                  "# TYPE sluice_rlqs_rule_demand gauge\n");
-  for (const auto& [key, gauges] : per_rule) {
-    absl::StrAppend(out, "sluice_rlqs_rule_demand{key=\"", EscapeLabel(key), "\"} ",
-                    gauges.demand, "\n");
-  }
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_rule_share Requests a second assigned to this replica's "
-                  "Envoys for the buckets of a rule (token buckets; for a shadow-mode rule, what "
-                  "enforcing it would assign), by stat key\n"
-                  "# TYPE sluice_rlqs_rule_share gauge\n");
-  for (const auto& [key, gauges] : per_rule) {
-    absl::StrAppend(out, "sluice_rlqs_rule_share{key=\"", EscapeLabel(key), "\"} ",
-                    gauges.share, "\n");
-  }
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_rule_over_share Requests a second this replica's Envoys ask "
-                  "beyond their shares of a rule's buckets: what they deny, or for a shadow-mode "
-                  "rule would deny, by stat key\n"
-                  "# TYPE sluice_rlqs_rule_over_share gauge\n");
-  for (const auto& [key, gauges] : per_rule) {
-    absl::StrAppend(out, "sluice_rlqs_rule_over_share{key=\"", EscapeLabel(key), "\"} ",
-                    gauges.over, "\n");
+  const struct {
+    absl::string_view name;
+    absl::string_view help;
+    double RuleGauges::*value;
+  } families[] = {
+      {"sluice_rlqs_rule_demand",
+       "Requests a second this replica's Envoys report for the buckets of a rule, by stat key",
+       &RuleGauges::demand},
+      {"sluice_rlqs_rule_share",
+       "Requests a second assigned to this replica's Envoys for the buckets of a rule (token "
+       "buckets; for a shadow-mode rule, what enforcing it would assign), by stat key",
+       &RuleGauges::share},
+      {"sluice_rlqs_rule_over_share",
+       "Requests a second this replica's Envoys ask beyond their shares of a rule's buckets: what "
+       "they deny, or for a shadow-mode rule would deny, by stat key",
+       &RuleGauges::over},
+  };
+  for (const auto& family : families) {
+    absl::StrAppend(out, "# HELP ", family.name, " ", family.help, "\n# TYPE ", family.name,
+                    " gauge\n");
+    for (const auto& [key, gauges] : per_rule) {
+      absl::StrAppend(out, family.name, "{key=\"");
+      AppendLabelValue(key, out);
+      absl::StrAppend(out, "\"} ", gauges.*family.value, "\n");
+    }
   }
   absl::StrAppend(out,
                   "# HELP sluice_rlqs_streams Open RLQS streams (one per Envoy)\n"

@@ -204,10 +204,9 @@ class QuotaServer {
   // The rule of bucket `id` of `domain` in `config`.
   static Rule MatchRule(const Config* config, const std::string& domain,
                         const envoy::service::rate_limit_quota::v3::BucketId& id);
-  // Shares of bucket `key` among its subscribers (in Bucket::subscribers order), over their
+  // Shares of `bucket` among its subscribers (in Bucket::subscribers order), over their
   // demands and the remote ones.
-  std::vector<double> Shares(const std::string& domain, const std::string& key,
-                             const Bucket& bucket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<double> Shares(const Bucket& bucket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds to `out` an assignment of `kind`/`share` for subscription `sub` of `stream` to bucket
   // `id`.
   void Assign(StreamId stream, Subscription& sub,

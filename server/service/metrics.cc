@@ -8,6 +8,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
+#include "server/common/prometheus_label.h"
 
 namespace sluice {
 namespace {
@@ -43,34 +44,12 @@ constexpr RuleFamily kRuleFamilies[RuleSeries::kCounters] = {
     {"sluice_rule_total_negative_hits", "Hits given back to a rule by refunds, by stat key"},
 };
 
-// Bytes a label value takes once escaped for the text format.
-size_t EscapedSize(absl::string_view value) {
-  size_t size = value.size();
-  for (char c : value) {
-    size += (c == '\\' || c == '"' || c == '\n') ? 1 : 0;
-  }
-  return size;
-}
-
-void AppendEscaped(absl::string_view value, std::string* out) {
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (c == '\n') {
-      out->append("\\n");
-    } else {
-      out->push_back(c);
-    }
-  }
-}
-
 // The bytes one series takes on the page: a line in each rule family.
 size_t SeriesPageBytes(const RuleSeries& series) {
   size_t bytes = 0;
   for (int c = 0; c < RuleSeries::kCounters; ++c) {
     // name{key="..."} value\n, the value at most 20 digits.
-    bytes += kRuleFamilies[c].name.size() + EscapedSize(series.key()) + 10 + 20;
+    bytes += kRuleFamilies[c].name.size() + EscapedLabelValueSize(series.key()) + 10 + 20;
   }
   return bytes;
 }
@@ -312,7 +291,7 @@ void Metrics::AppendRuleSeries(size_t max_bytes, std::string* out) const {
     const auto counter = static_cast<RuleSeries::Counter>(c);
     const auto append = [&](const RuleSeries& one) {
       absl::StrAppend(out, family.name, "{key=\"");
-      AppendEscaped(one.key(), out);
+      AppendLabelValue(one.key(), out);
       absl::StrAppend(out, "\"} ", one.value(counter), "\n");
     };
     append(rule_series_.folded());

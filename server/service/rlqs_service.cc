@@ -159,15 +159,19 @@ RlqsGrpcService::RlqsGrpcService(quota::QuotaServer& quota, absl::Duration rebal
       tracer_(tracer),
       ticker_([this] { RunTicks(); }) {}
 
-RlqsGrpcService::~RlqsGrpcService() {
+RlqsGrpcService::~RlqsGrpcService() { StopTicks(); }
+
+bool RlqsGrpcService::StopTicks() {
   {
     MutexLock lock(mu_);
+    if (stopping_) {
+      return false;
+    }
     stopping_ = true;
   }
   wake_.NotifyAll();
-  if (ticker_.joinable()) {
-    ticker_.join();
-  }
+  ticker_.join();
+  return true;
 }
 
 grpc::ServerBidiReactor<Reports, QuotaResponse>* RlqsGrpcService::StreamRateLimitQuotas(
@@ -190,16 +194,8 @@ void RlqsGrpcService::Unregister(Stream* stream) {
 }
 
 void RlqsGrpcService::Drain() {
-  {
-    MutexLock lock(mu_);
-    if (stopping_) {
-      return;
-    }
-    stopping_ = true;
-  }
-  wake_.NotifyAll();
-  if (ticker_.joinable()) {
-    ticker_.join();
+  if (!StopTicks()) {
+    return;
   }
   quota_.ExpireAll();
   MutexLock lock(streams_mu_);

@@ -49,6 +49,8 @@ class RlqsGrpcService final
 
  private:
   void RunTicks() ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops the rebalancing and joins its thread; false if it was stopped already.
+  bool StopTicks() ABSL_LOCKS_EXCLUDED(mu_);
   friend class QuotaStream;
   // False once draining: the stream is refused.
   bool Register(Stream* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/metric_histogram.h"
+#include "server/common/prometheus_label.h"
 
 namespace sluice {
 namespace {
@@ -33,17 +34,7 @@ struct Family {
 std::string EscapeLabelValue(absl::string_view value) {
   std::string out;
   out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out.push_back(c);
-    }
-  }
+  AppendLabelValue(value, &out);
   return out;
 }
 

@@ -156,4 +156,18 @@ TEST(ScriptCodecTest, FixedWindowDecisionMatchesTheAlgorithm) {
 }
 
 }  // namespace
+// Verifies the rlqs_exchange values: doubles round-trip exactly, none packs to nothing, and a
+// trailing partial double is ignored.
+TEST(ScriptCodecTest, PackedDoublesRoundTrip) {
+  std::string packed;
+  AppendPackedDoubles({}, &packed);
+  EXPECT_TRUE(packed.empty());
+  EXPECT_TRUE(ReadPackedDoubles(packed).empty());
+  const std::vector<double> values = {20, 26.666666666666668, 0, 1e15};
+  AppendPackedDoubles(values, &packed);
+  EXPECT_EQ(packed.size(), 32u);
+  EXPECT_EQ(ReadPackedDoubles(packed), values);
+  EXPECT_EQ(ReadPackedDoubles(packed + "abc"), values);
+}
+
 }  // namespace sluice
