@@ -2,182 +2,345 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <atomic>
-#include <chrono>
-#include <memory>
-#include <mutex>
 #include <numeric>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace sluice {
 namespace {
 
 namespace rlqs = envoy::service::rate_limit_quota::v3;
-using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// One emulated Envoy.
-class EmulatedEnvoy {
- public:
-  EmulatedEnvoy(const std::string& server, const RlqsEmulationOptions& options, double demand)
-      : options_(options),
-        demand_(demand),
-        stub_(rlqs::RateLimitQuotaService::NewStub(
-            grpc::CreateChannel(server, grpc::InsecureChannelCredentials()))) {}
-
-  ~EmulatedEnvoy() {
-    if (reader_.joinable()) {
-      context_.TryCancel();
-      reader_.join();
-    }
+EnvoyQuotaRules RulesOf(const RlqsEmulatedEnvoy::Options& options) {
+  EnvoyQuotaRules rules = EnvoyQuotaRules::For(options.profile);
+  if (options.report_interval > absl::ZeroDuration()) {
+    rules.report_interval = options.report_interval;
   }
+  return rules;
+}
 
-  // Runs until `end`; counts admissions between `measure_from` and `end`.
-  void Run(Clock::time_point measure_from, Clock::time_point end) {
-    stream_ = stub_->StreamRateLimitQuotas(&context_);
-    reader_ = std::thread([this] { Read(); });
-    const auto step = std::chrono::milliseconds(5);
-    Clock::time_point now = Clock::now();
-    Clock::time_point last_report = now;
-    double arrivals = 0;  // fractional requests carried to the next step
-    uint64_t allowed = 0;
-    uint64_t denied = 0;
-    bool first = true;
-    while (now < end) {
-      std::this_thread::sleep_for(step);
-      const Clock::time_point t = Clock::now();
-      arrivals += demand_ * Seconds(t - now);
-      now = t;
-      for (; arrivals >= 1; arrivals -= 1) {
-        const bool admit = Admit(now);
-        (admit ? allowed : denied) += 1;
-        if (admit && now >= measure_from) {
-          ++admitted_;
-        }
-        if (first) {  // a new bucket: Envoy reports it at once
-          Report(allowed, denied, 1);
-          allowed = denied = 0;
-          last_report = now;
-          first = false;
-        }
-      }
-      if (Seconds(now - last_report) >= static_cast<double>(options_.report_interval_s)) {
-        Report(allowed, denied, options_.report_interval_s);
-        allowed = denied = 0;
-        last_report = now;
-      }
-    }
-    stream_->WritesDone();
-    context_.TryCancel();
-    reader_.join();
+EnvoyBucketSettings SettingsOf(const RlqsEmulatedEnvoy::Options& options) {
+  EnvoyBucketSettings settings = options.settings;
+  if (options.report_interval > absl::ZeroDuration()) {
+    settings.reporting_interval = options.report_interval;
   }
+  return settings;
+}
 
-  uint64_t admitted() const { return admitted_; }
-  uint64_t assignments() const { return assignments_.load(); }
-  std::string error() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return error_;
-  }
+// Each Envoy on a connection of its own, as separate Envoys are (gRPC would otherwise share one
+// subchannel between channels to the same target).
+std::shared_ptr<grpc::Channel> OwnChannel(const std::string& server) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
+}
 
- private:
-  void Report(uint64_t allowed, uint64_t denied, int64_t seconds) {
-    rlqs::RateLimitQuotaUsageReports reports;
-    reports.set_domain(options_.domain);
-    auto* usage = reports.add_bucket_quota_usages();
-    for (const auto& [k, v] : options_.bucket) {
-      (*usage->mutable_bucket_id()->mutable_bucket())[k] = v;
-    }
-    usage->mutable_time_elapsed()->set_seconds(seconds);
-    usage->set_num_requests_allowed(allowed);
-    usage->set_num_requests_denied(denied);
-    stream_->Write(reports);
-  }
+}  // namespace
 
-  void Read() {
-    rlqs::RateLimitQuotaResponse response;
-    while (stream_->Read(&response)) {
-      for (const auto& action : response.bucket_action()) {
-        if (!action.has_quota_assignment_action()) {
-          continue;  // an abandon: keep the last assignment, as reuse_last_assignment would
-        }
-        const auto& strategy = action.quota_assignment_action().rate_limit_strategy();
-        std::lock_guard<std::mutex> lock(mu_);
-        ++assignments_;
-        if (options_.verbose) {
-          std::fprintf(stderr, "%.3f envoy %.0f/s: %s\n", Seconds(Clock::now().time_since_epoch()),
-                       demand_, action.ShortDebugString().c_str());
-        }
-        if (strategy.has_token_bucket()) {
-          const auto& b = strategy.token_bucket();
-          const double rate = static_cast<double>(b.tokens_per_fill().value()) /
-                              static_cast<double>(std::max<int64_t>(1, b.fill_interval().seconds()));
-          const double capacity = b.max_tokens();
-          if (mode_ != Mode::kBucket || rate != rate_ || capacity != capacity_) {
-            mode_ = Mode::kBucket;
-            rate_ = rate;
-            capacity_ = capacity;
-            tokens_ = capacity;  // rebuilt full
-            last_ = Clock::now();
-          }
-        } else if (action.quota_assignment_action().has_assignment_time_to_live() &&
-                   action.quota_assignment_action().assignment_time_to_live().seconds() == 0 &&
-                   !strategy.has_blanket_rule()) {
-          // Expired at once (the server restarts): keep the last assignment.
-        } else {
-          mode_ = strategy.blanket_rule() == envoy::type::v3::RateLimitStrategy::DENY_ALL
-                      ? Mode::kDenyAll
-                      : Mode::kAllowAll;
-        }
-      }
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    error_ = stream_->Finish().error_message();
-  }
-
-  bool Admit(Clock::time_point now) {
-    std::lock_guard<std::mutex> lock(mu_);
-    switch (mode_) {
-      case Mode::kAllowAll:
-        return true;
-      case Mode::kDenyAll:
-        return false;
-      case Mode::kBucket:
-        tokens_ = std::min(capacity_, tokens_ + rate_ * Seconds(now - last_));
-        last_ = now;
-        if (tokens_ >= 1) {
-          tokens_ -= 1;
-          return true;
-        }
-        return false;
-    }
-    return true;
-  }
-
-  enum class Mode { kAllowAll, kDenyAll, kBucket };
-
-  const RlqsEmulationOptions& options_;
-  const double demand_;
-  std::unique_ptr<rlqs::RateLimitQuotaService::Stub> stub_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<rlqs::RateLimitQuotaUsageReports,
-                                           rlqs::RateLimitQuotaResponse>>
-      stream_;
-  std::thread reader_;
-  mutable std::mutex mu_;
-  Mode mode_ = Mode::kAllowAll;  // no assignment yet: allow all
-  double rate_ = 0;
-  double capacity_ = 0;
-  double tokens_ = 0;
-  Clock::time_point last_;
-  std::atomic<uint64_t> assignments_{0};
-  uint64_t admitted_ = 0;
-  std::string error_;
+struct RlqsEmulatedEnvoy::Stream {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<Reports, Response>> rw;
+  std::thread reader;
+  bool closing = false;  // guarded by the envoy's mu_: this side ends it
 };
+
+RlqsEmulatedEnvoy::RlqsEmulatedEnvoy(Options options)
+    : options_(std::move(options)),
+      stub_(rlqs::RateLimitQuotaService::NewStub(OwnChannel(options_.server))),
+      model_(RulesOf(options_), options_.domain, SettingsOf(options_)) {}
+
+RlqsEmulatedEnvoy::~RlqsEmulatedEnvoy() {
+  Leave();
+  JoinStreams();
+}
+
+bool RlqsEmulatedEnvoy::Request(const RlqsBucket& bucket) {
+  const EnvoyQuotaModel::BucketId id = EnvoyQuotaModel::MakeBucketId(bucket);
+  absl::MutexLock lock(&mu_);
+  return RequestLocked(id, absl::Now());
+}
+
+bool RlqsEmulatedEnvoy::RequestLocked(const EnvoyQuotaModel::BucketId& bucket, absl::Time at) {
+  EnvoyQuotaModel::Decision decision = model_.OnRequest(bucket, at);
+  PerformLocked(decision.output);
+  if (decision.allowed) {
+    ++admitted_;
+    if (at >= window_from_ && at < window_to_) {
+      ++admitted_in_window_;
+    }
+  } else {
+    ++denied_;
+  }
+  return decision.allowed;
+}
+
+void RlqsEmulatedEnvoy::Tick() {
+  absl::MutexLock lock(&mu_);
+  PerformLocked(model_.Tick(absl::Now()));
+}
+
+void RlqsEmulatedEnvoy::PerformLocked(const EnvoyQuotaModel::Output& output) {
+  if (left_) {
+    return;
+  }
+  if (output.new_stream) {
+    OpenStreamLocked();
+  }
+  if (output.report && current_ != nullptr) {
+    // A write to a broken stream fails; the reader sees the end and tells the model.
+    if (current_->rw->Write(*output.report)) {
+      ++reports_sent_;
+    }
+  }
+}
+
+void RlqsEmulatedEnvoy::OpenStreamLocked() {
+  auto stream = std::make_unique<Stream>();
+  stream->rw = stub_->StreamRateLimitQuotas(&stream->context);
+  Stream* s = stream.get();
+  current_ = s;
+  streams_.push_back(std::move(stream));
+  s->reader = std::thread([this, s] { ReadLoop(s); });
+}
+
+void RlqsEmulatedEnvoy::ReadLoop(Stream* stream) {
+  Response response;
+  while (stream->rw->Read(&response)) {
+    absl::MutexLock lock(&mu_);
+    if (stream != current_) {
+      continue;  // a stream already given up: Envoy holds one at a time
+    }
+    for (const auto& action : response.bucket_action()) {
+      if (action.has_abandon_action()) {
+        ++abandons_;
+      } else if (action.has_quota_assignment_action()) {
+        ++assignments_;
+      }
+      if (options_.verbose) {
+        std::fprintf(stderr, "%s %s: %s\n", absl::FormatTime(absl::Now()).c_str(),
+                     options_.name.c_str(), action.ShortDebugString().c_str());
+      }
+    }
+    model_.OnResponse(response, absl::Now());
+  }
+  const grpc::Status status = stream->rw->Finish();
+  absl::MutexLock lock(&mu_);
+  if (!stream->closing) {
+    server_ended_.push_back(StreamEnd{static_cast<int>(status.error_code()),
+                                      status.error_message(), absl::Now()});
+    if (options_.verbose) {
+      std::fprintf(stderr, "%s %s: stream ended by the server: %d %s\n",
+                   absl::FormatTime(absl::Now()).c_str(), options_.name.c_str(),
+                   static_cast<int>(status.error_code()), status.error_message().c_str());
+    }
+  }
+  if (stream == current_) {
+    current_ = nullptr;
+    model_.OnStreamClosed();
+  }
+}
+
+void RlqsEmulatedEnvoy::Start(const RlqsBucket& bucket, double rate) {
+  const EnvoyQuotaModel::BucketId id = EnvoyQuotaModel::MakeBucketId(bucket);
+  absl::MutexLock lock(&mu_);
+  if (running_) {
+    return;
+  }
+  running_ = true;
+  stop_ = false;
+  traffic_ = id;
+  rate_ = rate;
+  next_arrival_ = rate > 0 ? absl::Now() : absl::InfiniteFuture();
+  driver_ = std::thread([this] { DriveLoop(); });
+}
+
+void RlqsEmulatedEnvoy::SetTraffic(const RlqsBucket& bucket, double rate) {
+  const EnvoyQuotaModel::BucketId id = EnvoyQuotaModel::MakeBucketId(bucket);
+  absl::MutexLock lock(&mu_);
+  traffic_ = id;
+  if (rate != rate_) {
+    rate_ = rate;
+    next_arrival_ = rate > 0 ? absl::Now() : absl::InfiniteFuture();
+  }
+}
+
+void RlqsEmulatedEnvoy::DriveLoop() {
+  mu_.Lock();
+  while (!stop_) {
+    const absl::Time now = absl::Now();
+    // Arrivals at their own times (evenly spaced), decided in order.
+    while (next_arrival_ <= now) {
+      RequestLocked(traffic_, next_arrival_);
+      next_arrival_ += absl::Seconds(1 / rate_);
+    }
+    if (model_.NextReportAt() <= now) {
+      PerformLocked(model_.Tick(now));
+    }
+    // Wake for the next report, or in 5 ms steps for arrivals (decided at their own times, so
+    // batching them loses nothing), or at least every 100 ms.
+    const absl::Time wake = std::min({model_.NextReportAt(),
+                                      std::max(next_arrival_, now + absl::Milliseconds(5)),
+                                      now + absl::Milliseconds(100)});
+    mu_.AwaitWithDeadline(absl::Condition(&stop_), wake);
+  }
+  mu_.Unlock();
+}
+
+void RlqsEmulatedEnvoy::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!running_) {
+      return;
+    }
+    stop_ = true;
+  }
+  driver_.join();
+  absl::MutexLock lock(&mu_);
+  running_ = false;
+}
+
+void RlqsEmulatedEnvoy::Leave() {
+  Stop();
+  absl::MutexLock lock(&mu_);
+  if (left_) {
+    return;
+  }
+  left_ = true;
+  if (current_ != nullptr) {
+    current_->closing = true;
+    current_->rw->WritesDone();
+    current_->context.TryCancel();
+  }
+}
+
+void RlqsEmulatedEnvoy::JoinStreams() {
+  std::vector<Stream*> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& s : streams_) {
+      s->closing = true;
+      s->context.TryCancel();
+      streams.push_back(s.get());
+    }
+  }
+  for (Stream* s : streams) {
+    if (s->reader.joinable()) {
+      s->reader.join();
+    }
+  }
+}
+
+void RlqsEmulatedEnvoy::SetMeasureWindow(absl::Time from, absl::Time to) {
+  absl::MutexLock lock(&mu_);
+  window_from_ = from;
+  window_to_ = to;
+}
+
+bool RlqsEmulatedEnvoy::HasBucket(const RlqsBucket& bucket) {
+  const EnvoyQuotaModel::BucketId id = EnvoyQuotaModel::MakeBucketId(bucket);
+  absl::MutexLock lock(&mu_);
+  model_.AdvanceTo(absl::Now());
+  return model_.HasBucket(id);
+}
+
+std::optional<rlqs::RateLimitQuotaResponse::BucketAction> RlqsEmulatedEnvoy::LastAction(
+    const RlqsBucket& bucket) {
+  auto view = View(bucket);
+  if (!view) {
+    return std::nullopt;
+  }
+  return view->last_action;
+}
+
+std::optional<EnvoyBucketView> RlqsEmulatedEnvoy::View(const RlqsBucket& bucket) {
+  const EnvoyQuotaModel::BucketId id = EnvoyQuotaModel::MakeBucketId(bucket);
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  model_.AdvanceTo(now);
+  return model_.View(id, now);
+}
+
+std::vector<RlqsEmulatedEnvoy::StreamEnd> RlqsEmulatedEnvoy::ServerEndedStreams() const {
+  absl::MutexLock lock(&mu_);
+  return server_ended_;
+}
+
+uint64_t RlqsEmulatedEnvoy::streams_opened() const {
+  absl::MutexLock lock(&mu_);
+  return streams_.size();
+}
+
+uint64_t RlqsEmulatedEnvoy::assignments() const {
+  absl::MutexLock lock(&mu_);
+  return assignments_;
+}
+
+uint64_t RlqsEmulatedEnvoy::abandons() const {
+  absl::MutexLock lock(&mu_);
+  return abandons_;
+}
+
+uint64_t RlqsEmulatedEnvoy::admitted() const {
+  absl::MutexLock lock(&mu_);
+  return admitted_;
+}
+
+uint64_t RlqsEmulatedEnvoy::denied() const {
+  absl::MutexLock lock(&mu_);
+  return denied_;
+}
+
+uint64_t RlqsEmulatedEnvoy::admitted_in_window() const {
+  absl::MutexLock lock(&mu_);
+  return admitted_in_window_;
+}
+
+uint64_t RlqsEmulatedEnvoy::reports_sent() const {
+  absl::MutexLock lock(&mu_);
+  return reports_sent_;
+}
+
+uint64_t RlqsEmulatedEnvoy::reports_dropped() const {
+  absl::MutexLock lock(&mu_);
+  return model_.dropped_reports();
+}
+
+bool RlqsEmulatedEnvoy::stream_open() const {
+  absl::MutexLock lock(&mu_);
+  return current_ != nullptr;
+}
+
+bool RlqsEmulatedEnvoy::WaitUntil(const std::function<bool()>& condition,
+                                  absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() >= deadline) {
+      return false;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+// --- The bench's scenarios ---
+
+namespace {
+
+// One Envoy's place in the run: its demand and server, and every Envoy that held it (churn).
+struct Slot {
+  double demand = 0;
+  std::string server;
+  std::vector<std::unique_ptr<RlqsEmulatedEnvoy>> envoys;  // the last one is live
+};
+
+RlqsBucket BucketOfEpoch(const RlqsBucket& bucket, int64_t epoch) {
+  RlqsBucket b = bucket;
+  if (epoch > 0 && !b.empty()) {
+    absl::StrAppend(&b.back().second, "-", epoch);
+  }
+  return b;
+}
 
 }  // namespace
 
@@ -185,43 +348,119 @@ absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions&
   if (options.demands.empty()) {
     return absl::InvalidArgumentError("--rlqs: give at least one demand");
   }
-  std::vector<std::unique_ptr<EmulatedEnvoy>> envoys;
-  for (size_t i = 0; i < options.demands.size(); ++i) {
-    const std::string& server =
-        options.servers.empty() ? options.server : options.servers[i % options.servers.size()];
-    envoys.push_back(std::make_unique<EmulatedEnvoy>(server, options, options.demands[i]));
+  if (options.bucket.empty()) {
+    return absl::InvalidArgumentError("--rlqs: the bucket needs at least one key=value pair");
   }
-  const Clock::time_point start = Clock::now();
-  const auto after = [](double seconds) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  const size_t n = options.demands.size();
+  RlqsEmulatedEnvoy::Options base;
+  base.domain = options.domain;
+  base.profile = options.profile;
+  base.verbose = options.verbose;
+  if (options.report_interval_s > 0) {
+    base.report_interval = absl::Seconds(options.report_interval_s);
+  }
+  const double interval_s =
+      options.report_interval_s > 0
+          ? options.report_interval_s
+          : absl::ToDoubleSeconds(options.profile == EnvoyQuotaProfile::kEnvoy
+                                      ? EnvoyQuotaRules::For(options.profile).report_interval
+                                      : base.settings.reporting_interval);
+
+  const absl::Time start = absl::Now();
+  const absl::Time leave_at = start + absl::Seconds(options.warmup_s);
+  const absl::Time measure_from =
+      options.leave >= 0 ? leave_at + absl::Seconds(options.settle_intervals * interval_s)
+                         : leave_at;
+  const absl::Time end = measure_from + absl::Seconds(options.duration_s);
+
+  std::vector<Slot> slots(n);
+  int64_t epoch = 0;
+  auto launch = [&](size_t i) {
+    RlqsEmulatedEnvoy::Options o = base;
+    o.server = slots[i].server;
+    o.name = absl::StrCat("envoy ", i, ".", slots[i].envoys.size());
+    auto envoy = std::make_unique<RlqsEmulatedEnvoy>(o);
+    envoy->SetMeasureWindow(measure_from, end);
+    envoy->Start(BucketOfEpoch(options.bucket, epoch), slots[i].demand);
+    slots[i].envoys.push_back(std::move(envoy));
   };
-  const auto leave_at = start + after(options.warmup_s);
-  const auto measure_from =
-      options.leave >= 0
-          ? leave_at + after(static_cast<double>(options.settle_intervals *
-                                                 options.report_interval_s))
-          : leave_at;
-  const auto end = measure_from + after(options.duration_s);
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < envoys.size(); ++i) {
-    const bool leaves = static_cast<int>(i) == options.leave;
-    threads.emplace_back([&envoy = envoys[i], measure_from, end, leaves, leave_at] {
-      envoy->Run(measure_from, leaves ? leave_at : end);
-    });
+  for (size_t i = 0; i < n; ++i) {
+    slots[i].demand = options.demands[i];
+    slots[i].server =
+        options.servers.empty() ? options.server : options.servers[i % options.servers.size()];
+    launch(i);
   }
-  for (std::thread& t : threads) {
-    t.join();
+
+  bool left = options.leave < 0 || options.leave >= static_cast<int>(n);
+  int64_t churns = 0;
+  absl::Time next_churn = options.churn_every_s > 0
+                              ? start + absl::Seconds(options.churn_every_s)
+                              : absl::InfiniteFuture();
+  absl::Time next_epoch = options.new_bucket_every_s > 0
+                              ? start + absl::Seconds(options.new_bucket_every_s)
+                              : absl::InfiniteFuture();
+  while (true) {
+    const absl::Time now = absl::Now();
+    if (now >= end) {
+      break;
+    }
+    if (!left && now >= leave_at) {
+      slots[static_cast<size_t>(options.leave)].envoys.back()->Leave();
+      left = true;
+    }
+    if (now >= next_churn) {
+      const size_t i = static_cast<size_t>(churns % static_cast<int64_t>(n));
+      ++churns;
+      next_churn += absl::Seconds(options.churn_every_s);
+      if (static_cast<int>(i) != options.leave || !left) {
+        slots[i].envoys.back()->Leave();
+        launch(i);
+      }
+    }
+    if (now >= next_epoch) {
+      ++epoch;
+      next_epoch += absl::Seconds(options.new_bucket_every_s);
+      for (size_t i = 0; i < n; ++i) {
+        if (static_cast<int>(i) == options.leave && left) {
+          continue;
+        }
+        slots[i].envoys.back()->SetTraffic(BucketOfEpoch(options.bucket, epoch),
+                                           slots[i].demand);
+      }
+    }
+    const absl::Time wake = std::min({end, next_churn, next_epoch,
+                                      left ? absl::InfiniteFuture() : leave_at});
+    absl::SleepFor(std::max(absl::ZeroDuration(), wake - absl::Now()));
   }
+  for (Slot& slot : slots) {
+    slot.envoys.back()->Leave();
+  }
+
   RlqsEmulationResult result;
   result.measured_s = options.duration_s;
-  for (size_t i = 0; i < envoys.size(); ++i) {
+  result.report_interval_s = interval_s;
+  result.buckets_used = static_cast<uint64_t>(epoch) + 1;
+  for (size_t i = 0; i < n; ++i) {
     RlqsEnvoyResult r;
-    r.demand = options.demands[i];
-    r.admitted_per_s = static_cast<double>(envoys[i]->admitted()) / options.duration_s;
-    r.assignments = envoys[i]->assignments();
-    r.error = envoys[i]->error();
+    r.demand = slots[i].demand;
+    r.incarnations = slots[i].envoys.size();
+    uint64_t admitted = 0;
+    for (const auto& envoy : slots[i].envoys) {
+      admitted += envoy->admitted_in_window();
+      r.assignments += envoy->assignments();
+      r.abandons += envoy->abandons();
+      for (const auto& end_of_stream : envoy->ServerEndedStreams()) {
+        ++r.server_ended_streams;
+        result.server_ended.push_back(RlqsStreamEnd{i, end_of_stream.code, end_of_stream.message,
+                                                    absl::ToDoubleSeconds(end_of_stream.at - start)});
+      }
+    }
+    r.admitted_per_s = static_cast<double>(admitted) / options.duration_s;
+    result.abandons += r.abandons;
     result.envoys.push_back(r);
   }
+  std::sort(result.server_ended.begin(), result.server_ended.end(),
+            [](const RlqsStreamEnd& a, const RlqsStreamEnd& b) { return a.at_s < b.at_s; });
   return result;
 }
 

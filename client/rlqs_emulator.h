@@ -1,48 +1,210 @@
-// Emulated Envoys for a Rate Limit Quota Service (sluice-bench --rlqs): each one opens its own
-// stream, sees requests for one bucket at a steady rate of its own, admits or denies each with
-// the local token bucket the server assigned it (everything until the first assignment, as
-// Envoy's `no_assignment_behavior: ALLOW_ALL`; the last one kept once it expires, as
-// `reuse_last_assignment`), sends a first report at once and then one every report interval
-// (whole seconds, as Envoy), and counts what it admitted. A token bucket starts full whenever
-// its parameters change, and refills continuously at tokens_per_fill / fill_interval, as Envoy's.
-// The requests are arrivals on a clock, not calls: what is measured is the server's division.
+// Emulated Envoys on a Rate Limit Quota Service: each is Envoy's rate_limit_quota filter as
+// client/envoy_quota_model.h models it from Envoy's source (reports, decisions, assignments,
+// expiry), driven on real time over a real gRPC stream of its own.
+//
+// RlqsEmulatedEnvoy is one such Envoy on one server, for tests that drive it step by step or run
+// it in the background and look at what it holds. RunRlqsEmulation runs several on a bucket for
+// sluice-bench --rlqs: steady division, an Envoy leaving, Envoys replaced one by one (churn), and
+// traffic moving to new buckets; it measures what each admitted and counts every stream the
+// server ended and every abandon. The requests are arrivals on a clock, not calls: what is
+// measured is the server's division.
+//
+// Thread-safety: RlqsEmulatedEnvoy's methods may be called from any thread; its own threads (the
+// background driver, one reader per stream) share one mutex with them. RunRlqsEmulation blocks.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/envoy_quota_model.h"
+#include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 
 namespace sluice {
+
+using RlqsBucket = std::vector<std::pair<std::string, std::string>>;  // key=value pairs
+
+// One emulated Envoy (one rate_limit_quota filter, one domain) on one server.
+//
+// Its stream opens with the first request (Envoy's first bucket), and when the server ends it,
+// reopens at the next report tick, as Envoy does; Leave() closes it for good. Decisions follow
+// the model: the first request of a bucket by no_assignment_behavior and reported at once, then
+// the server's assignment (token bucket, blanket rule) until it expires.
+class RlqsEmulatedEnvoy {
+ public:
+  struct Options {
+    std::string server = "127.0.0.1:8081";
+    std::string domain = "bench";
+    EnvoyQuotaProfile profile = EnvoyQuotaProfile::kEnvoy;
+    // The bucket settings every bucket is created with (no_assignment_behavior, expiry).
+    EnvoyBucketSettings settings;
+    // > 0: the report period, instead of the profile's (kEnvoy: Envoy's hard-coded 5 s;
+    // kApiText: settings.reporting_interval). For quick tests; Envoy cannot be configured so.
+    absl::Duration report_interval = absl::ZeroDuration();
+    bool verbose = false;  // every action received, on stderr
+    std::string name;      // its name in verbose lines
+  };
+
+  // A stream the server ended (never one this side closed).
+  struct StreamEnd {
+    int code = 0;  // grpc::StatusCode
+    std::string message;
+    absl::Time at;
+  };
+
+  explicit RlqsEmulatedEnvoy(Options options);
+  // Leaves (closes the stream) and joins its threads.
+  ~RlqsEmulatedEnvoy();
+  RlqsEmulatedEnvoy(const RlqsEmulatedEnvoy&) = delete;
+  RlqsEmulatedEnvoy& operator=(const RlqsEmulatedEnvoy&) = delete;
+
+  // --- Step by step, at the real time of the call ---
+
+  // One request matched into `bucket`: true when admitted. The first request of a bucket is
+  // reported at once (and opens the stream if it is the first bucket ever).
+  bool Request(const RlqsBucket& bucket);
+  // The report timer firing now: every bucket reported (kEnvoy), the stream reopened if the
+  // server had ended it. Independent of the background timer.
+  void Tick();
+
+  // --- In the background ---
+
+  // Starts a thread that sends requests for `bucket` at `rate` a second (evenly spaced; 0: none)
+  // and fires the report timer when the model says it is due. REQUIRES: not running.
+  void Start(const RlqsBucket& bucket, double rate);
+  // Moves the background traffic to `bucket` at `rate` (the old bucket goes idle).
+  void SetTraffic(const RlqsBucket& bucket, double rate);
+  // Stops the background thread; the stream stays open.
+  void Stop();
+  // Stops, and closes the stream (WritesDone, then cancel): this Envoy leaves. Requests after it
+  // are still decided but nothing is sent and no stream is opened again.
+  void Leave();
+
+  // Admitted requests counted separately for arrivals in [from, to) (the bench's measure).
+  void SetMeasureWindow(absl::Time from, absl::Time to);
+
+  // --- What it holds ---
+
+  bool HasBucket(const RlqsBucket& bucket);  // false once abandoned (until the next request)
+  // The last action the server sent for the bucket (kept after it expires).
+  std::optional<envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse::BucketAction>
+  LastAction(const RlqsBucket& bucket);
+  // The bucket as Envoy holds it now: mode, the strategy in force, and the token bucket as
+  // Envoy built it (max tokens, fill rate in tokens a second, tokens now). Expiries due are run
+  // first. nullopt when the bucket is not held.
+  std::optional<EnvoyBucketView> View(const RlqsBucket& bucket);
+  std::vector<StreamEnd> ServerEndedStreams() const;
+  uint64_t streams_opened() const;
+  uint64_t assignments() const;  // quota assignments received
+  uint64_t abandons() const;     // abandon actions received
+  uint64_t admitted() const;
+  uint64_t denied() const;
+  uint64_t admitted_in_window() const;
+  uint64_t reports_sent() const;
+  uint64_t reports_dropped() const;  // built while the stream was down (Envoy drops them)
+  bool stream_open() const;
+
+  // Polls `condition` (which may call the accessors) every 10 ms until it holds or `timeout`
+  // passes; whether it held.
+  static bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout);
+
+ private:
+  using Reports = envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports;
+  using Response = envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse;
+  struct Stream;
+
+  bool RequestLocked(const EnvoyQuotaModel::BucketId& bucket, absl::Time at)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PerformLocked(const EnvoyQuotaModel::Output& output) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OpenStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReadLoop(Stream* stream);
+  void DriveLoop();
+  void JoinStreams();
+
+  const Options options_;
+  std::unique_ptr<envoy::service::rate_limit_quota::v3::RateLimitQuotaService::Stub> stub_;
+
+  mutable absl::Mutex mu_;
+  EnvoyQuotaModel model_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);  // every one opened
+  Stream* current_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool left_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<StreamEnd> server_ended_ ABSL_GUARDED_BY(mu_);
+  uint64_t assignments_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t abandons_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t denied_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t admitted_in_window_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reports_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time window_from_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Time window_to_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // Background traffic.
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  EnvoyQuotaModel::BucketId traffic_ ABSL_GUARDED_BY(mu_);
+  double rate_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_arrival_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::thread driver_;
+};
 
 struct RlqsEmulationOptions {
   std::string server = "127.0.0.1:8081";  // one replica; `servers` when set
   std::vector<std::string> servers;       // Envoy i talks to servers[i % size]
   std::string domain = "bench";
-  std::vector<std::pair<std::string, std::string>> bucket = {{"route", "bench"}};
+  RlqsBucket bucket = {{"route", "bench"}};
   std::vector<double> demands;  // requests per second, one per Envoy
-  int64_t report_interval_s = 2;
-  double warmup_s = 6;    // run first, left out of the measure
-  double duration_s = 10;
-  bool verbose = false;  // every assignment on stderr
-  // >= 0: that Envoy leaves (closes its stream) when the warmup ends, and the measure starts
+  EnvoyQuotaProfile profile = EnvoyQuotaProfile::kEnvoy;
+  // > 0: every Envoy reports at this period instead of its profile's (Envoy: 5 s). For quick
+  // runs; today's Envoy cannot be configured so.
+  double report_interval_s = 0;
+  double warmup_s = 20;  // run first, left out of the measure
+  double duration_s = 20;
+  bool verbose = false;  // every action on stderr
+  // (d) >= 0: that Envoy leaves (closes its stream) when the warmup ends, and the measure starts
   // `settle_intervals` report intervals later: how soon the others hold their new shares.
   int leave = -1;
   int settle_intervals = 3;
+  // (b) > 0: every this many seconds one Envoy (0, 1, 2, ... in turn) closes its stream and a
+  // new one with the same demand and server takes its place.
+  double churn_every_s = 0;
+  // (c) > 0: every this many seconds all Envoys move their traffic to a new bucket (the last
+  // pair's value with "-<n>" appended); the old buckets go idle, for the server to abandon.
+  double new_bucket_every_s = 0;
+};
+
+// A stream the server ended, and which Envoy's.
+struct RlqsStreamEnd {
+  size_t envoy = 0;
+  int code = 0;  // grpc::StatusCode
+  std::string message;
+  double at_s = 0;  // since the run started
 };
 
 struct RlqsEnvoyResult {
-  double demand = 0;        // requests per second asked
-  double admitted_per_s = 0;
-  uint64_t assignments = 0;  // assignments received
-  std::string error;         // the stream's end, if it ended early
+  double demand = 0;  // requests per second asked
+  double admitted_per_s = 0;  // in the measured interval (every incarnation, under churn)
+  uint64_t assignments = 0;
+  uint64_t abandons = 0;
+  uint64_t server_ended_streams = 0;
+  uint64_t incarnations = 1;  // > 1 under churn
 };
 
 struct RlqsEmulationResult {
   std::vector<RlqsEnvoyResult> envoys;
   double measured_s = 0;
+  double report_interval_s = 0;  // the period the Envoys reported at
+  std::vector<RlqsStreamEnd> server_ended;  // every stream the server ended, in time order
+  uint64_t abandons = 0;
+  uint64_t buckets_used = 1;  // (c): buckets the traffic went through
 };
 
 absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions& options);

@@ -6,10 +6,16 @@
 // use; with --json, exactly one JSON object on stdout. Exit status 0, or 1 when the load could
 // not run (bad flags, server unreachable). Call errors are reported, not fatal.
 // With --rlqs=D1,D2,...: emulates one Envoy per demand (requests a second) on the Rate Limit
-// Quota Service instead (client/rlqs_emulator.h), and prints what each admitted against its
-// max-min share of --rlqs_limit, the total, and Jain's index of admitted / share.
+// Quota Service instead (client/rlqs_emulator.h: Envoy's rate_limit_quota filter as modelled from
+// its source, or with --rlqs_profile=api a client that follows the API comments), and prints what
+// each admitted against its max-min share of --rlqs_limit, the total, Jain's index of
+// admitted / share, and every stream the server ended and every abandon received. Scenarios:
+// --rlqs_leave (an Envoy leaves), --rlqs_churn_every (Envoys replaced one by one),
+// --rlqs_new_bucket_every (traffic moves to new buckets).
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -56,7 +62,18 @@ ABSL_FLAG(std::string, rlqs_bucket, "route=bench",
           "--rlqs: the bucket every Envoy reports (key=value,key=value) in --domain");
 ABSL_FLAG(double, rlqs_limit, 100,
           "--rlqs: the bucket's configured limit, requests a second, that shares are judged by");
-ABSL_FLAG(int64_t, rlqs_report_interval, 2, "--rlqs: seconds between an Envoy's reports");
+ABSL_FLAG(double, rlqs_report_interval, 0,
+          "--rlqs: seconds between an Envoy's reports; 0: its profile's (Envoy: 5, hard-coded; "
+          "another period is for quick runs only, Envoy cannot be configured so)");
+ABSL_FLAG(std::string, rlqs_profile, "envoy",
+          "--rlqs: envoy (Envoy's rate_limit_quota as its source behaves) or api (a client that "
+          "follows the API comments: client/envoy_quota_model.h)");
+ABSL_FLAG(double, rlqs_churn_every, 0,
+          "--rlqs: every this many seconds one Envoy (in turn) closes its stream and a new one "
+          "with the same demand takes its place; 0: never");
+ABSL_FLAG(double, rlqs_new_bucket_every, 0,
+          "--rlqs: every this many seconds all Envoys move their traffic to a new bucket (the "
+          "last --rlqs_bucket value with -N appended); 0: never");
 ABSL_FLAG(bool, rlqs_verbose, false, "--rlqs: print every assignment received on stderr");
 ABSL_FLAG(int32_t, rlqs_leave, -1,
           "--rlqs: this Envoy (0-based) leaves when the warmup ends; the measure starts three "
@@ -236,11 +253,21 @@ int RunRlqs() {
     }
     options.demands.push_back(demand);
   }
-  options.report_interval_s = std::max<int64_t>(1, absl::GetFlag(FLAGS_rlqs_report_interval));
+  const std::optional<EnvoyQuotaProfile> profile =
+      ParseEnvoyQuotaProfile(absl::GetFlag(FLAGS_rlqs_profile));
+  if (!profile) {
+    std::fprintf(stderr, "sluice-bench: --rlqs_profile: '%s' is not envoy or api\n",
+                 absl::GetFlag(FLAGS_rlqs_profile).c_str());
+    return 1;
+  }
+  options.profile = *profile;
+  options.report_interval_s = std::max(0.0, absl::GetFlag(FLAGS_rlqs_report_interval));
   options.warmup_s = absl::GetFlag(FLAGS_warmup);
   options.duration_s = absl::GetFlag(FLAGS_duration);
   options.verbose = absl::GetFlag(FLAGS_rlqs_verbose);
   options.leave = absl::GetFlag(FLAGS_rlqs_leave);
+  options.churn_every_s = std::max(0.0, absl::GetFlag(FLAGS_rlqs_churn_every));
+  options.new_bucket_every_s = std::max(0.0, absl::GetFlag(FLAGS_rlqs_new_bucket_every));
   auto result = RunRlqsEmulation(options);
   if (!result.ok()) {
     std::fprintf(stderr, "sluice-bench: %s\n", std::string(result.status().message()).c_str());
@@ -255,8 +282,8 @@ int RunRlqs() {
   const std::vector<double> shares = MaxMinFairShares(limit, staying);
   double total = 0;
   std::vector<double> ratios;
-  std::printf("%-6s %10s %12s %12s %8s %12s\n", "envoy", "demand/s", "admitted/s", "share/s",
-              "ratio", "assignments");
+  std::printf("%-6s %10s %10s %12s %8s %12s %9s %7s %8s\n", "envoy", "demand/s", "share/s",
+              "admitted/s", "ratio", "assignments", "abandons", "ended", "replaced");
   for (size_t i = 0; i < result->envoys.size(); ++i) {
     const RlqsEnvoyResult& e = result->envoys[i];
     total += e.admitted_per_s;
@@ -264,14 +291,42 @@ int RunRlqs() {
     if (static_cast<int>(i) != options.leave) {
       ratios.push_back(ratio);
     }
-    std::printf("%-6zu %10.1f %12.1f %12.1f %8.3f %12llu%s%s\n", i, e.demand, e.admitted_per_s,
-                shares[i], ratio, static_cast<unsigned long long>(e.assignments),
-                e.error.empty() ? "" : "  stream ended: ", e.error.c_str());
+    std::printf("%-6zu %10.1f %10.1f %12.1f %8.3f %12llu %9llu %7llu %8llu\n", i, e.demand,
+                shares[i], e.admitted_per_s, ratio, static_cast<unsigned long long>(e.assignments),
+                static_cast<unsigned long long>(e.abandons),
+                static_cast<unsigned long long>(e.server_ended_streams),
+                static_cast<unsigned long long>(e.incarnations - 1));
   }
   std::printf("total admitted %.1f/s against a limit of %.1f/s: %.3fx; Jain's index of "
-              "admitted/share %.4f (%.0f s measured after %.0f s)\n",
+              "admitted/share %.4f (%.0f s measured after %.0f s; profile %s, reports every "
+              "%.3g s)\n",
               total, limit, total / limit, JainIndex(ratios), options.duration_s,
-              options.warmup_s);
+              options.warmup_s, EnvoyQuotaProfileName(options.profile),
+              result->report_interval_s);
+  if (options.new_bucket_every_s > 0) {
+    std::printf("buckets the traffic went through: %llu\n",
+                static_cast<unsigned long long>(result->buckets_used));
+  }
+  std::printf("abandons received: %llu\n", static_cast<unsigned long long>(result->abandons));
+  std::printf("streams ended by the server: %zu\n", result->server_ended.size());
+  // The same end (code and message) counted once, with the first time it happened.
+  std::vector<std::pair<std::string, int>> kinds;
+  for (const RlqsStreamEnd& end : result->server_ended) {
+    std::string kind = absl::StrFormat("code %d: %s", end.code, end.message);
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const auto& k) { return k.first == kind; });
+    if (it == kinds.end()) {
+      std::printf("  %s (first: envoy %zu at %.1f s)\n", kind.c_str(), end.envoy, end.at_s);
+      kinds.emplace_back(kind, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  for (const auto& [kind, count] : kinds) {
+    if (count > 1) {
+      std::printf("  %s: %d times\n", kind.c_str(), count);
+    }
+  }
   return 0;
 }
 
