@@ -65,6 +65,22 @@ ABSL_FLAG(int64_t, rlqs_max_buckets_per_stream, Defaults().grpc.rlqs_max_buckets
 ABSL_FLAG(int64_t, rlqs_max_subscriptions, Defaults().grpc.rlqs_max_subscriptions,
           "RLQS: most (stream, bucket) pairs held over all streams; a stream whose new bucket "
           "would pass it ends with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, rlqs_max_streams_per_peer, Defaults().grpc.rlqs_max_streams_per_peer,
+          "RLQS: most streams of one client address (IP); more are refused with "
+          "RESOURCE_EXHAUSTED, so that one peer cannot take every stream");
+ABSL_FLAG(int64_t, rlqs_max_mib, Defaults().grpc.rlqs_max_mib,
+          "RLQS: most MiB of quota-stream state (buckets, subscriptions) held in all; a stream "
+          "whose new bucket would pass it ends with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, rlqs_max_peer_mib, Defaults().grpc.rlqs_max_peer_mib,
+          "RLQS: most MiB of state the streams of one client address hold together");
+ABSL_FLAG(int64_t, rlqs_max_stream_mib, Defaults().grpc.rlqs_max_stream_mib,
+          "RLQS: most MiB of state one stream holds (its buckets' ids count in full)");
+ABSL_FLAG(int64_t, rlqs_max_pending_kib, Defaults().grpc.rlqs_max_pending_kib,
+          "RLQS: most KiB of responses waiting for a stream to read them (the newest per "
+          "bucket); past it the stream is cancelled");
+ABSL_FLAG(bool, rlqs_page_values, Defaults().grpc.rlqs_page_values,
+          "GET /rlqs shows buckets' descriptor values as sent (escaped); by default they are "
+          "redacted to their length and a hash");
 ABSL_FLAG(std::string, http_address, Defaults().http.address,
           "HTTP listen address for /json, /healthz, /healthcheck, /readyz, /config, /rlconfig, "
           "/metrics (HOST:PORT)");

@@ -437,58 +437,46 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, LaneCall call) {
       });
 }
 
-void RedisBackend::ExchangeQuotaDemand(const std::string& replica, std::vector<std::string> keys,
-                                       std::vector<std::vector<double>> demands, int64_t ttl_ms,
-                                       absl::Duration timeout, QuotaExchangeCallback done) {
-  std::string clock;
-  AppendPackedDoubles({static_cast<double>(NowMicros() / 1000), static_cast<double>(ttl_ms)},
-                      &clock);
-  CommandBatch batch;
-  // Calls of consecutive keys sharing a hash tag (one slot), at most kQuotaExchangeBatch each.
-  std::vector<size_t> call_sizes;
-  for (size_t i = 0; i < keys.size();) {
-    size_t end = i + 1;
-    while (end < keys.size() && end - i < kQuotaExchangeBatch &&
-           HashTagOf(keys[end]) == HashTagOf(keys[i])) {
-      ++end;
-    }
-    std::vector<std::string_view> call_keys;
-    std::vector<std::string> packed;
-    packed.reserve(end - i + 2);
-    packed.push_back(replica);
-    packed.push_back(clock);
-    for (size_t k = i; k < end; ++k) {
-      call_keys.push_back(keys[k]);
-      AppendPackedDoubles(demands[k], &packed.emplace_back());
-    }
-    std::vector<std::string_view> args(packed.begin(), packed.end());
-    batch.AddEvalSha(scripts_.rlqs_exchange(), call_keys, args);
-    call_sizes.push_back(end - i);
-    i = end;
+void RedisBackend::ExchangeQuotaDemand(const std::string& replica,
+                                       absl::Span<const std::string> keys,
+                                       absl::Span<const std::vector<double>> demands,
+                                       int64_t ttl_ms, absl::Duration timeout,
+                                       QuotaExchangeCallback done) {
+  std::string ttl;
+  AppendPackedDoubles({static_cast<double>(ttl_ms)}, &ttl);
+  std::vector<std::string_view> call_keys(keys.begin(), keys.end());
+  std::vector<std::string> packed;
+  packed.reserve(keys.size() + 2);
+  packed.push_back(replica);
+  packed.push_back(std::move(ttl));
+  for (const std::vector<double>& d : demands) {
+    AppendPackedDoubles(d, &packed.emplace_back());
   }
+  std::vector<std::string_view> args(packed.begin(), packed.end());
+  CommandBatch batch;
+  batch.AddEvalSha(scripts_.rlqs_exchange(), call_keys, args);
   client_->Execute(
       std::move(batch), clock_.MonotonicMicros() + absl::ToInt64Microseconds(timeout),
-      [call_sizes = std::move(call_sizes), done = std::move(done)](
-          absl::Status status, absl::Span<RedisReply> replies) mutable {
+      [expected = keys.size(), done = std::move(done)](absl::Status status,
+                                                       absl::Span<RedisReply> replies) mutable {
         if (!status.ok()) {
           std::move(done)(std::move(status));
           return;
         }
+        const RedisReply& reply = replies[0];
+        if (reply.is_error()) {
+          std::move(done)(ErrorReplyStatus(reply));
+          return;
+        }
+        if (!reply.is_array() || reply.elements().size() != expected) {
+          std::move(done)(absl::InternalError(
+              absl::StrCat("redis: unexpected rlqs_exchange reply ", reply.LogString())));
+          return;
+        }
         std::vector<std::vector<double>> others;
-        for (size_t c = 0; c < call_sizes.size(); ++c) {
-          const RedisReply& reply = replies[c];
-          if (reply.is_error()) {
-            std::move(done)(ErrorReplyStatus(reply));
-            return;
-          }
-          if (!reply.is_array() || reply.elements().size() != call_sizes[c]) {
-            std::move(done)(absl::InternalError(
-                absl::StrCat("redis: unexpected rlqs_exchange reply ", reply.LogString())));
-            return;
-          }
-          for (const RedisReply& element : reply.elements()) {
-            others.push_back(ReadPackedDoubles(element.str()));
-          }
+        others.reserve(expected);
+        for (const RedisReply& element : reply.elements()) {
+          others.push_back(ReadPackedDoubles(element.str()));
         }
         std::move(done)(std::move(others));
       });

@@ -94,15 +94,16 @@ class RedisBackend final : public Backend {
 
   // Quota streams across replicas (server/quota/): writes `replica`'s demands for each bucket
   // hash key in `keys` (demands[i] for keys[i], requests a second) and reads the other
-  // replicas' written within `ttl_ms` of now (Redis' clock), through the rlqs_exchange script:
-  // one call per run of at most kQuotaExchangeBatch keys of one hash tag, pipelined. `done` gets,
-  // per key, the other replicas' demands, or the first error; it runs once, on a Redis thread.
-  // REQUIRES: keys.size() == demands.size().
+  // replicas' written within `ttl_ms` of now (Redis' own clock, TIME), in one call of the
+  // rlqs_exchange script. `done` gets, per key, the other replicas' demands, or the error; it
+  // runs once, on a Redis thread. One call is one script run in Redis: keep it small
+  // (kQuotaExchangeBatch keys) so that decisions queued behind it wait little.
+  // REQUIRES: keys.size() == demands.size() >= 1, every key of one hash tag.
   static constexpr size_t kQuotaExchangeBatch = 100;
   using QuotaExchangeCallback =
       absl::AnyInvocable<void(absl::StatusOr<std::vector<std::vector<double>>>) &&>;
-  void ExchangeQuotaDemand(const std::string& replica, std::vector<std::string> keys,
-                           std::vector<std::vector<double>> demands, int64_t ttl_ms,
+  void ExchangeQuotaDemand(const std::string& replica, absl::Span<const std::string> keys,
+                           absl::Span<const std::vector<double>> demands, int64_t ttl_ms,
                            absl::Duration timeout, QuotaExchangeCallback done);
 
  private:

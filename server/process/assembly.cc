@@ -168,13 +168,21 @@ absl::Status Assembly::BuildServers() {
     quota_options.failure_mode = settings_.limiter.failure_mode;
     quota_options.max_key_bytes = static_cast<size_t>(settings_.limiter.max_key_bytes);
     quota_options.max_pairs = static_cast<size_t>(settings_.limiter.max_entries);
+    const GrpcSettings& grpc = settings_.grpc;
+    quota_options.max_streams_per_peer = static_cast<size_t>(grpc.rlqs_max_streams_per_peer);
+    quota_options.max_bytes = static_cast<size_t>(grpc.rlqs_max_mib) << 20;
+    quota_options.max_peer_bytes = static_cast<size_t>(grpc.rlqs_max_peer_mib) << 20;
+    quota_options.max_stream_bytes = static_cast<size_t>(grpc.rlqs_max_stream_mib) << 20;
+    quota_options.max_pending_bytes = static_cast<size_t>(grpc.rlqs_max_pending_kib) << 10;
+    quota_options.page_values = grpc.rlqs_page_values;
+    const absl::Duration interval = grpc.rlqs_rebalance_interval;
+    quota_options.remote_stale_after_us = absl::ToInt64Microseconds(interval * 2.5);
     if (!redis_backends_.empty()) {
       // Replicas share their Envoys' demand through the main Redis; an entry outlives two
-      // rebalances and a half, and a rebalance waits at most one interval for it.
-      const absl::Duration interval = settings_.grpc.rlqs_rebalance_interval;
+      // rebalances and a half, and a rebalance waits at most half an interval for it.
       quota_exchange_ = std::make_unique<RedisQuotaExchange>(
           *redis_backends_.front(), settings_.limiter.key_prefix, interval * 2.5,
-          std::max(settings_.backend.shared.timeout, std::min(interval, absl::Seconds(1))));
+          std::max(settings_.backend.shared.timeout, std::min(interval / 2, absl::Seconds(1))));
     }
     quota_ = std::make_unique<quota::QuotaServer>(store_, quota_options, quota_exchange_.get());
     rlqs_service_ = std::make_unique<RlqsGrpcService>(

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numeric>
 
 namespace sluice::quota {
@@ -52,28 +51,6 @@ bool ShareMoved(double assigned, double fresh, double tolerance) {
     return true;
   }
   return std::abs(fresh - assigned) > tolerance * std::max(assigned, fresh);
-}
-
-LocalBucket BucketForRate(double per_second, double burst) {
-  constexpr double kMaxTokens = std::numeric_limits<uint32_t>::max();
-  LocalBucket best;
-  double best_error = std::numeric_limits<double>::infinity();
-  for (int64_t interval = 1; interval <= kMaxFillIntervalS; ++interval) {
-    const double exact = per_second * static_cast<double>(interval);
-    const double tokens = std::min(kMaxTokens, std::max(1.0, std::round(exact)));
-    const double error = std::abs(tokens - exact) / exact;
-    if (error < best_error) {
-      best_error = error;
-      best.tokens_per_fill = static_cast<uint32_t>(tokens);
-      best.fill_interval_s = interval;
-    }
-    if (best_error <= 0.03) {
-      break;
-    }
-  }
-  const double most = std::min(kMaxTokens, std::max(1.0, std::round(burst)));
-  best.max_tokens = std::max(best.tokens_per_fill, static_cast<uint32_t>(most));
-  return best;
 }
 
 }  // namespace sluice::quota

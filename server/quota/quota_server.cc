@@ -1,81 +1,62 @@
 #include "server/quota/quota_server.h"
 
+#include <malloc.h>
+
 #include <algorithm>
-#include <optional>
+#include <limits>
 #include <utility>
 
-#include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "server/common/prometheus_label.h"
-#include "server/quota/bucket_match.h"
+#include "server/common/heap_bytes.h"
+#include "server/common/status_macros.h"
+#include "server/quota/envoy_assignment.h"
 #include "server/quota/fair_share.h"
 
 namespace sluice::quota {
 namespace {
 
-using BucketId = envoy::service::rate_limit_quota::v3::BucketId;
 using BucketAction = QuotaResponse::BucketAction;
 
 // How far from what they should sum to the shares a bucket's subscribers hold may drift before
 // the ones that moved the other way are sent, whatever the hysteresis.
 constexpr double kOverTolerance = 0.02;
 
+// Freed bytes past which a rebalance gives the heap's free pages back to the system: a flood
+// of streams that ended would otherwise leave its memory resident.
+constexpr size_t kTrimAfterBytes = size_t{16} << 20;
+
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("RateLimitQuotaUsageReports: ", what));
 }
 
-int64_t DurationMicros(const google::protobuf::Duration& d) {
-  return d.seconds() * 1'000'000 + d.nanos() / 1000;
-}
+std::string Mib(size_t bytes) { return absl::StrCat(bytes >> 20, " MiB"); }
 
-void SetDuration(int64_t us, google::protobuf::Duration* out) {
-  out->set_seconds(us / 1'000'000);
-  out->set_nanos(static_cast<int32_t>(us % 1'000'000) * 1000);
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
+                                                      : a + b;
 }
 
 }  // namespace
 
-std::string BucketKey(const BucketId& bucket) {
-  std::vector<std::pair<absl::string_view, absl::string_view>> pairs(bucket.bucket().begin(),
-                                                                     bucket.bucket().end());
-  std::sort(pairs.begin(), pairs.end());
-  std::string key;
-  for (const auto& [k, v] : pairs) {
-    absl::StrAppend(&key, k.size(), ":", k, v.size(), ":", v);
-  }
-  return key;
-}
-
-double QuotaServer::Subscription::Demand() const {
-  uint64_t requests = 0;
-  int64_t elapsed_us = 0;
-  for (size_t i = 0; i < report_count; ++i) {
-    requests += reports[i].first;
-    elapsed_us += reports[i].second;
-  }
-  return elapsed_us > 0 ? static_cast<double>(requests) * 1e6 / static_cast<double>(elapsed_us)
-                        : 0.0;
-}
-
-void QuotaServer::Subscription::AddReport(uint64_t requests, int64_t elapsed_us) {
-  if (report_count == reports.size()) {
-    std::rotate(reports.begin(), reports.begin() + 1, reports.end());
-    --report_count;
-  }
-  reports[report_count++] = {requests, elapsed_us};
-}
-
-const envoy::service::rate_limit_quota::v3::BucketId& QuotaServer::IdOf(
-    const std::string& domain, const std::string& key) const {
-  return buckets_.at(BucketsKey(domain, key)).id;
-}
-
 QuotaServer::QuotaServer(const ConfigStore& config, QuotaOptions options, RemoteDemand* remote)
-    : config_(config), options_(options), remote_(remote) {}
+    : config_(config), options_(options), remote_(remote) {
+  view_.Store(std::make_shared<const QuotaView>());
+}
 
-absl::StatusOr<QuotaServer::StreamId> QuotaServer::Open(Sink sink) {
+size_t QuotaServer::SubscriptionBytes() {
+  // Its node in the stream's map, that map's slot and control byte, and its place (twice, for a
+  // vector's growth) in the bucket's subscribers.
+  return HeapBlockBytes(sizeof(std::pair<Bucket* const, Subscription>)) + sizeof(void*) + 1 +
+         2 * sizeof(std::pair<StreamId, Subscription*>);
+}
+
+size_t QuotaServer::BucketBytes(absl::string_view domain, absl::string_view key) {
+  // The bucket, its two strings, and its slot in buckets_.
+  return HeapBlockBytes(sizeof(Bucket)) + HeapBlockBytes(domain.size() + 1) +
+         HeapBlockBytes(key.size() + 1) + sizeof(BucketName) + sizeof(void*) + 1;
+}
+
+absl::StatusOr<QuotaServer::StreamId> QuotaServer::Open(Sink sink, absl::string_view peer) {
   MutexLock lock(mu_);
   if (streams_.size() >= options_.max_streams) {
     ++usage_.refused;
@@ -83,107 +64,85 @@ absl::StatusOr<QuotaServer::StreamId> QuotaServer::Open(Sink sink) {
         absl::StrCat("this server holds its most RLQS streams (", options_.max_streams,
                      ", --rlqs_max_streams)"));
   }
+  auto [peer_it, unused] = peers_.try_emplace(std::string(peer));
+  if (peer_it->second.streams >= options_.max_streams_per_peer) {
+    ++usage_.refused;
+    if (peer_it->second.streams == 0) {
+      peers_.erase(peer_it);
+    }
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this server holds the most RLQS streams of one peer address (",
+                     options_.max_streams_per_peer, ", --rlqs_max_streams_per_peer)"));
+  }
+  ++peer_it->second.streams;
   const StreamId id = next_id_++;
   auto stream = std::make_unique<Stream>();
   stream->sink = std::make_shared<Sink>(std::move(sink));
+  stream->peer_name = std::string(peer);
+  stream->peer = &peer_it->second;
   streams_.emplace(id, std::move(stream));
   return id;
 }
 
-QuotaServer::Rule QuotaServer::MatchRule(const Config* config, const std::string& domain,
-                                         const BucketId& id) {
-  Rule rule;  // no config, domain or rule: allow all
-  const Domain* configured = config != nullptr ? config->FindDomain(domain) : nullptr;
-  if (configured == nullptr) {
-    return rule;
+std::shared_ptr<const Config> QuotaServer::CurrentConfig() {
+  std::shared_ptr<const Config> config = config_.Get();
+  if (config != config_seen_) {
+    config_seen_ = config;
+    ++generation_;
   }
-  const std::vector<std::pair<std::string, std::string>> pairs(id.bucket().begin(),
-                                                               id.bucket().end());
-  const BucketMatch match = MatchBucket(*configured, pairs);
-  if (match.node == nullptr) {
-    return rule;
-  }
-  rule.stat_key = match.node->full_key;
-  bool limited = false;
-  for (const RateLimitRule& r : match.node->rules) {
-    if (r.unlimited) {
-      continue;
-    }
-    const double rate = static_cast<double>(r.params.limit) * 1e6 /
-                        static_cast<double>(r.params.period_us);
-    if (!limited || rate < rule.rate) {
-      rule.rate = rate;
-      rule.burst = static_cast<double>(Capacity(r.params));
-    }
-    limited = true;
-  }
-  if (limited) {
-    rule.kind = rule.rate > 0 ? Kind::kShare : Kind::kDenyAll;
-  }
-  if (match.node->shadow_mode) {
-    // Answered ALLOW_ALL; the rate stays, so that the per-rule gauges show the shares and the
-    // demand above them as if the rule were enforced.
-    rule.shadow = true;
-    rule.kind = Kind::kAllowAll;
-  }
-  return rule;
+  return config;
 }
 
-std::vector<double> QuotaServer::Shares(const Bucket& bucket) const {
+std::vector<double> QuotaServer::Shares(const Bucket& bucket, double rate) {
   std::vector<double> demands;
   demands.reserve(bucket.subscribers.size() + bucket.remote.size());
-  for (StreamId id : bucket.subscribers) {
-    demands.push_back(streams_.at(id)->buckets.at(bucket.key).Demand());
+  for (const auto& [unused_id, sub] : bucket.subscribers) {
+    demands.push_back(sub->Demand());
   }
   const size_t local = demands.size();
   demands.insert(demands.end(), bucket.remote.begin(), bucket.remote.end());
-  std::vector<double> shares = MaxMinShares(bucket.rule.rate, demands);
+  std::vector<double> shares = MaxMinShares(rate, demands);
   shares.resize(local);
   return shares;
 }
 
-void QuotaServer::Assign(StreamId stream, Subscription& sub, const BucketId& id,
-                         const Rule& rule, double share, int64_t now_us, Outbox& out) {
+BucketAction* QuotaServer::AddAction(StreamId stream, const Bucket& bucket, Outbox& out) {
   auto& [sink, response] = out[stream];
   if (sink == nullptr) {
     sink = streams_.at(stream)->sink;
   }
   BucketAction* action = response.add_bucket_action();
-  *action->mutable_bucket_id() = id;
-  auto* assignment = action->mutable_quota_assignment_action();
-  const int64_t ttl_us =
-      std::max(absl::ToInt64Microseconds(options_.min_ttl),
-               sub.interval_us * options_.assignment_ttl_intervals);
-  SetDuration(ttl_us, assignment->mutable_assignment_time_to_live());
-  auto* strategy = assignment->mutable_rate_limit_strategy();
-  switch (rule.kind) {
-    case Kind::kAllowAll:
-      strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
-      break;
-    case Kind::kDenyAll:
-      strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::DENY_ALL);
-      break;
-    case Kind::kShare: {
-      // A share of 0 (nothing left) denies; the rest is a bucket of the share's rate with the
-      // same part of the rule's burst.
-      if (share <= 0) {
-        strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::DENY_ALL);
-        break;
-      }
-      const LocalBucket local = BucketForRate(share, rule.burst * share / rule.rate);
-      auto* bucket = strategy->mutable_token_bucket();
-      bucket->set_max_tokens(local.max_tokens);
-      bucket->mutable_tokens_per_fill()->set_value(local.tokens_per_fill);
-      bucket->mutable_fill_interval()->set_seconds(local.fill_interval_s);
-      break;
-    }
+  FillBucketId(bucket.key, action->mutable_bucket_id());
+  return action;
+}
+
+void QuotaServer::Assign(StreamId stream, Subscription& sub, const Bucket& bucket,
+                         const QuotaRule& rule, double share, int64_t now_us, Outbox& out) {
+  BucketAction* action = AddAction(stream, bucket, out);
+  const int64_t ttl_s = AssignmentTtlSeconds(sub.interval_us(), options_.assignment_ttl_intervals,
+                                             options_.min_ttl_seconds);
+  Subscription::Sent& sent = sub.sent;
+  sent.has_bucket = false;
+  if (rule.kind == QuotaRule::Kind::kShare && share > 0) {
+    // A bucket of the share's rate with the same part of the rule's burst.
+    const EnvoyTokenBucket bucket_sent = EncodeShare(
+        share, rule.burst * share / rule.rate, sent.assigned && sent.kind == rule.kind &&
+                                                   sent.share > 0
+                                                   ? &sent.bucket
+                                                   : nullptr);
+    FillAssignment(&bucket_sent, false, ttl_s, action);
+    sent.bucket = bucket_sent;
+    sent.has_bucket = true;
+  } else {
+    // A share of 0 (nothing left) denies.
+    FillAssignment(nullptr, rule.kind == QuotaRule::Kind::kAllowAll, ttl_s, action);
   }
   ++usage_.assignments[static_cast<size_t>(rule.kind)];
-  sub.assigned = true;
-  sub.sent_kind = rule.kind;
-  sub.sent_share = share;
-  sub.sent_us = now_us;
-  sub.ttl_us = ttl_us;
+  sent.assigned = true;
+  sent.kind = rule.kind;
+  sent.share = share;
+  sent.at_us = now_us;
+  sent.ttl_us = ttl_s * 1'000'000;
 }
 
 absl::Status QuotaServer::Report(StreamId id, const Reports& reports, int64_t now_us) {
@@ -200,32 +159,112 @@ absl::Status QuotaServer::Report(StreamId id, const Reports& reports, int64_t no
   return status;
 }
 
+absl::StatusOr<std::pair<QuotaServer::Bucket*, Subscription*>> QuotaServer::Subscribe(
+    StreamId id, Stream& stream, std::string key, int64_t now_us) {
+  if (stream.subscriptions.size() >= options_.max_buckets_per_stream) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "RLQS stream reports more than ", options_.max_buckets_per_stream,
+        " buckets (--rlqs_max_buckets_per_stream)"));
+  }
+  if (subscriptions_ >= options_.max_subscriptions) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this server holds its most RLQS stream buckets (", options_.max_subscriptions,
+        ", --rlqs_max_subscriptions)"));
+  }
+  auto found = buckets_.find(BucketName{stream.domain, key});
+  const bool new_bucket = found == buckets_.end();
+  const size_t bucket_bytes =
+      new_bucket ? BucketBytes(stream.domain, key) : found->second->bytes;
+  // The stream and its peer pay for the id they hold; the process pays for it once.
+  const size_t charged = SubscriptionBytes() + bucket_bytes;
+  const size_t added = SubscriptionBytes() + (new_bucket ? bucket_bytes : 0);
+  if (stream.bytes + charged > options_.max_stream_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "RLQS stream holds its most state (", Mib(options_.max_stream_bytes),
+        ", --rlqs_max_stream_mib): it reports too many or too large buckets"));
+  }
+  if (stream.peer->bytes + charged > options_.max_peer_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the RLQS streams of this peer address hold their most state (",
+        Mib(options_.max_peer_bytes), ", --rlqs_max_peer_mib)"));
+  }
+  if (bytes_ + added > options_.max_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this server holds its most RLQS state (", Mib(options_.max_bytes),
+                     ", --rlqs_max_mib)"));
+  }
+  Bucket* bucket;
+  if (new_bucket) {
+    auto owned = std::make_unique<Bucket>();
+    owned->domain = stream.domain;
+    owned->key = std::move(key);
+    owned->created_us = now_us;
+    owned->bytes = bucket_bytes;
+    const std::shared_ptr<const Config> config = CurrentConfig();
+    owned->rule = MatchQuotaRule(config.get(), owned->domain, owned->key);
+    owned->matched_generation = generation_;
+    bucket = owned.get();
+    buckets_.emplace(BucketName{bucket->domain, bucket->key}, std::move(owned));
+  } else {
+    bucket = found->second.get();
+  }
+  Subscription* sub = &stream.subscriptions[bucket];
+  bucket->subscribers.emplace_back(id, sub);
+  ++subscriptions_;
+  stream.bytes += charged;
+  stream.peer->bytes += charged;
+  bytes_ += added;
+  return std::make_pair(bucket, sub);
+}
+
+void QuotaServer::Unsubscribe(StreamId id, Stream& stream, Bucket* bucket) {
+  auto& subscribers = bucket->subscribers;
+  subscribers.erase(std::remove_if(subscribers.begin(), subscribers.end(),
+                                   [id](const auto& s) { return s.first == id; }),
+                    subscribers.end());
+  stream.subscriptions.erase(bucket);
+  const size_t charged = SubscriptionBytes() + bucket->bytes;
+  stream.bytes -= charged;
+  stream.peer->bytes -= charged;
+  --subscriptions_;
+  size_t freed = SubscriptionBytes();
+  if (subscribers.empty()) {
+    freed += bucket->bytes;
+    buckets_.erase(BucketName{bucket->domain, bucket->key});
+  }
+  bytes_ -= freed;
+  freed_ += freed;
+}
+
+void QuotaServer::Abandon(StreamId id, Stream& stream, Bucket* bucket, Outbox& out) {
+  AddAction(id, *bucket, out)->mutable_abandon_action();
+  ++usage_.abandons;
+  Unsubscribe(id, stream, bucket);
+}
+
 absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int64_t now_us,
-                                     Outbox& out) {
+                                       Outbox& out) {
   auto it = streams_.find(id);
   if (it == streams_.end()) {
     return absl::FailedPreconditionError("RLQS stream already closed");
   }
   Stream& stream = *it->second;
   ++usage_.reports;
-  if (reports.domain().empty()) {
-    return Invalid("domain must not be empty");
-  }
   if (reports.domain().size() > options_.max_key_bytes) {
     return Invalid(absl::StrCat("domain is ", reports.domain().size(), " bytes (at most ",
                                 options_.max_key_bytes, ")"));
   }
   if (stream.domain.empty()) {
+    if (reports.domain().empty()) {
+      return Invalid("domain must not be empty in a stream's first report");
+    }
     stream.domain = reports.domain();
-  } else if (reports.domain() != stream.domain) {
+  } else if (!reports.domain().empty() && reports.domain() != stream.domain) {
     return Invalid(absl::StrCat("domain '", reports.domain(),
                                 "' differs from the stream's first report ('", stream.domain,
                                 "'): a stream reports one domain"));
   }
-  if (reports.bucket_quota_usages().empty()) {
-    return Invalid("bucket_quota_usages must not be empty");
-  }
-  const std::shared_ptr<const Config> config = config_.Get();
+  const std::shared_ptr<const Config> config = CurrentConfig();
   for (int i = 0; i < reports.bucket_quota_usages_size(); ++i) {
     const auto& usage = reports.bucket_quota_usages(i);
     const auto where = [i] { return absl::StrCat("bucket_quota_usages[", i, "]"); };
@@ -245,73 +284,52 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
                                     options_.max_key_bytes, " bytes"));
       }
     }
-    const int64_t elapsed_us = DurationMicros(usage.time_elapsed());
-    if (!usage.has_time_elapsed() || elapsed_us <= 0) {
-      return Invalid(absl::StrCat(where(), ".time_elapsed must be more than 0"));
+    const auto& elapsed = usage.time_elapsed();
+    if (elapsed.seconds() < 0 || elapsed.nanos() < 0) {
+      return Invalid(absl::StrCat(where(), ".time_elapsed must not be negative"));
     }
-    const std::string key = BucketKey(usage.bucket_id());
-    auto [sub_it, fresh] = stream.buckets.try_emplace(key);
-    if (fresh && stream.buckets.size() > options_.max_buckets_per_stream) {
-      stream.buckets.erase(sub_it);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "RLQS stream reports more than ", options_.max_buckets_per_stream,
-          " buckets (--rlqs_max_buckets_per_stream)"));
+    // Held to the range before any arithmetic: no overflow whatever the client sends.
+    const int64_t max_s = options_.max_time_elapsed_us / 1'000'000;
+    const int64_t elapsed_us =
+        elapsed.seconds() >= max_s
+            ? options_.max_time_elapsed_us
+            : std::min(options_.max_time_elapsed_us,
+                       elapsed.seconds() * 1'000'000 + std::min(elapsed.nanos(), 999'999'999) / 1000);
+    const uint64_t requests = SaturatingAdd(usage.num_requests_allowed(),
+                                            usage.num_requests_denied());
+    std::string key = BucketKey(usage.bucket_id());
+    auto found = buckets_.find(BucketName{stream.domain, key});
+    Bucket* bucket = found != buckets_.end() ? found->second.get() : nullptr;
+    auto sub_it = bucket != nullptr ? stream.subscriptions.find(bucket)
+                                    : stream.subscriptions.end();
+    if (sub_it == stream.subscriptions.end()) {
+      ASSIGN_OR_RETURN(const auto subscribed, Subscribe(id, stream, std::move(key), now_us));
+      bucket = subscribed.first;
+      Subscription& sub = *subscribed.second;
+      sub.AddReport(requests, elapsed_us, now_us);
+      if (bucket->matched_generation != generation_) {
+        bucket->rule = MatchQuotaRule(config.get(), bucket->domain, bucket->key);
+        bucket->matched_generation = generation_;
+      }
+      // A new subscriber is answered at once (Envoy applies its no_assignment_behavior until
+      // then); the others move at the next rebalance.
+      const QuotaRule rule = Effective(config.get(), *bucket, now_us);
+      const std::vector<double> shares = Shares(*bucket, rule.rate);
+      Assign(id, sub, *bucket, rule, shares.back(), now_us, out);
+      continue;
     }
-    if (fresh && subscriptions_ >= options_.max_subscriptions) {
-      stream.buckets.erase(sub_it);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "this server holds its most RLQS stream buckets (", options_.max_subscriptions,
-          ", --rlqs_max_subscriptions)"));
-    }
-    subscriptions_ += fresh ? 1 : 0;
     Subscription& sub = sub_it->second;
-    // The first report of a bucket is Envoy's immediate one, sent at its first request: no
-    // measure of its rate, so the next report replaces it.
-    if (sub.report_count == 1 && !sub.measured) {
-      sub.report_count = 0;
-    }
-    sub.measured = !fresh;
-    sub.AddReport(usage.num_requests_allowed() + usage.num_requests_denied(), elapsed_us);
-    sub.interval_us = elapsed_us;
-    sub.last_report_us = now_us;
-    Bucket& bucket = buckets_[BucketsKey(stream.domain, key)];
-    if (fresh) {
-      if (bucket.subscribers.empty()) {
-        bucket.domain = stream.domain;
-        bucket.key = key;
-        bucket.id = usage.bucket_id();
-      }
-      bucket.subscribers.push_back(id);
-      if (bucket.matched_with != config.get() || bucket.subscribers.size() == 1) {
-        bucket.rule = MatchRule(config.get(), stream.domain, bucket.id);
-        bucket.matched_with = config.get();
-      }
-      // A new subscriber is answered at once (Envoy allows everything until then); the
-      // others move at the next rebalance.
-      const std::vector<double> shares = Shares(bucket);
-      Assign(id, sub, bucket.id, Effective(config.get(), stream.domain, bucket), shares.back(),
-             now_us, out);
-    } else if (sub.assigned && now_us - sub.sent_us >= sub.ttl_us / 2) {
+    sub.AddReport(requests, elapsed_us, now_us);
+    if (sub.idle_reports() >= options_.abandon_idle_reports) {
+      // Envoy keeps reporting a bucket it holds until told to let it go.
+      Abandon(id, stream, bucket, out);
+    } else if (sub.sent.assigned && now_us - sub.sent.at_us >= sub.sent.ttl_us / 2) {
       // Half its life gone: renewed with the share it has (the rebalance may move it).
-      Assign(id, sub, bucket.id, Effective(config.get(), stream.domain, bucket), sub.sent_share,
-             now_us, out);
+      Assign(id, sub, *bucket, Effective(config.get(), *bucket, now_us), sub.sent.share, now_us,
+             out);
     }
   }
   return absl::OkStatus();
-}
-
-void QuotaServer::Unsubscribe(StreamId stream, const std::string& domain, const std::string& key) {
-  auto it = buckets_.find(BucketsKey(domain, key));
-  if (it == buckets_.end()) {
-    return;
-  }
-  auto& subscribers = it->second.subscribers;
-  subscribers.erase(std::remove(subscribers.begin(), subscribers.end(), stream),
-                    subscribers.end());
-  --subscriptions_;
-  if (subscribers.empty()) {
-    buckets_.erase(it);
-  }
 }
 
 void QuotaServer::Close(StreamId id) {
@@ -320,26 +338,34 @@ void QuotaServer::Close(StreamId id) {
   if (it == streams_.end()) {
     return;
   }
-  for (const auto& [key, sub] : it->second->buckets) {
-    Unsubscribe(id, it->second->domain, key);
+  Stream& stream = *it->second;
+  while (!stream.subscriptions.empty()) {
+    Unsubscribe(id, stream, stream.subscriptions.begin()->first);
+  }
+  if (--stream.peer->streams == 0) {
+    peers_.erase(stream.peer_name);
   }
   streams_.erase(it);
 }
 
-QuotaServer::Rule QuotaServer::Effective(const Config* config, const std::string& domain,
-                                         const Bucket& bucket) const {
-  if (!exchange_failed_ || bucket.rule.kind != Kind::kShare) {
+QuotaRule QuotaServer::Effective(const Config* config, const Bucket& bucket,
+                                 int64_t now_us) const {
+  if (remote_ == nullptr || bucket.rule.kind != QuotaRule::Kind::kShare ||
+      now_us - std::max(bucket.remote_at_us, bucket.created_us) <=
+          options_.remote_stale_after_us) {
     return bucket.rule;
   }
-  const Domain* configured = config != nullptr ? config->FindDomain(domain) : nullptr;
+  const Domain* configured = config != nullptr ? config->FindDomain(bucket.domain) : nullptr;
   const FailureMode mode = configured != nullptr && configured->failure_mode.has_value()
                                ? *configured->failure_mode
                                : options_.failure_mode;
   switch (mode) {
     case FailureMode::kAllow:
     case FailureMode::kDeny: {
-      Rule blanket;
-      blanket.kind = mode == FailureMode::kAllow ? Kind::kAllowAll : Kind::kDenyAll;
+      QuotaRule blanket;
+      blanket.kind =
+          mode == FailureMode::kAllow ? QuotaRule::Kind::kAllowAll : QuotaRule::Kind::kDenyAll;
+      blanket.rate = bucket.rule.rate;
       return blanket;
     }
     case FailureMode::kLocal:
@@ -349,27 +375,57 @@ QuotaServer::Rule QuotaServer::Effective(const Config* config, const std::string
 }
 
 void QuotaServer::AbandonQuiet(int64_t now_us, Outbox& out) {
+  const int64_t min_quiet_us = options_.min_ttl_seconds * 1'000'000;
   for (auto& [id, stream] : streams_) {
-    for (auto it = stream->buckets.begin(); it != stream->buckets.end();) {
-      Subscription& sub = it->second;
-      const int64_t quiet = std::max(absl::ToInt64Microseconds(options_.min_ttl),
-                                     sub.interval_us * options_.abandon_after_intervals);
-      if (now_us - sub.last_report_us < quiet) {
-        ++it;
-        continue;
+    std::vector<Bucket*> quiet;
+    for (const auto& [bucket, sub] : stream->subscriptions) {
+      // The interval is the server's measure, held to a minute: a client cannot put this off.
+      if (now_us - sub.last_report_us() >=
+          std::max(min_quiet_us, sub.interval_us() * options_.abandon_after_intervals)) {
+        quiet.push_back(bucket);
       }
-      auto& [sink, response] = out[id];
-      if (sink == nullptr) {
-        sink = stream->sink;
-      }
-      BucketAction* action = response.add_bucket_action();
-      *action->mutable_bucket_id() = IdOf(stream->domain, it->first);
-      action->mutable_abandon_action();
-      ++usage_.abandons;
-      Unsubscribe(id, stream->domain, it->first);
-      stream->buckets.erase(it++);
+    }
+    for (Bucket* bucket : quiet) {
+      Abandon(id, *stream, bucket, out);
     }
   }
+}
+
+std::vector<RemoteDemand::Bucket> QuotaServer::ToExchange() const {
+  // Buckets with a rate only (no one needs the demand of an ALLOW_ALL bucket), by domain, the
+  // most demanded first, at most exchange_max_buckets_per_domain of a domain.
+  struct Entry {
+    const Bucket* bucket;
+    double demand;
+  };
+  absl::flat_hash_map<absl::string_view, std::vector<Entry>> by_domain;
+  for (const auto& [unused_name, bucket] : buckets_) {
+    if (!bucket->rule.Divided()) {
+      continue;
+    }
+    double demand = 0;
+    for (const auto& [unused_id, sub] : bucket->subscribers) {
+      demand += sub->Demand();
+    }
+    by_domain[bucket->domain].push_back({bucket.get(), demand});
+  }
+  std::vector<RemoteDemand::Bucket> out;
+  for (auto& [unused_domain, entries] : by_domain) {
+    const size_t kept = std::min(entries.size(), options_.exchange_max_buckets_per_domain);
+    std::partial_sort(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(kept),
+                      entries.end(),
+                      [](const Entry& a, const Entry& b) { return a.demand > b.demand; });
+    for (size_t i = 0; i < kept; ++i) {
+      const Bucket& bucket = *entries[i].bucket;
+      RemoteDemand::Bucket& published = out.emplace_back();
+      published.domain = bucket.domain;
+      published.key = bucket.key;
+      for (const auto& [unused_id, sub] : bucket.subscribers) {
+        published.local.push_back(sub->Demand());
+      }
+    }
+  }
+  return out;
 }
 
 void QuotaServer::Tick(int64_t now_us) {
@@ -380,104 +436,138 @@ void QuotaServer::Tick(int64_t now_us) {
     // Buckets not reported for too long are abandoned first: their demand leaves the pool.
     AbandonQuiet(now_us, out);
     if (remote_ != nullptr) {
-      published.reserve(buckets_.size());
-      for (const auto& [unused_key, bucket] : buckets_) {
-        RemoteDemand::Bucket& entry = published.emplace_back();
-        entry.domain = bucket.domain;
-        entry.key = bucket.key;
-        for (StreamId id : bucket.subscribers) {
-          entry.local.push_back(streams_.at(id)->buckets.at(entry.key).Demand());
-        }
-      }
+      published = ToExchange();
     }
   }
   // The exchange may wait on the backend: without the lock, so reports go on meanwhile.
-  std::optional<absl::StatusOr<std::vector<std::vector<double>>>> exchanged;
+  std::vector<std::optional<std::vector<double>>> exchanged;
   if (!published.empty()) {
     exchanged = remote_->Exchange(published);
   }
+  size_t trim = 0;
   {
     MutexLock lock(mu_);
-    if (exchanged.has_value()) {
-      exchange_failed_ = !exchanged->ok() || (*exchanged)->size() != published.size();
-      if (exchange_failed_) {
+    for (size_t i = 0; i < published.size(); ++i) {
+      const bool ok = i < exchanged.size() && exchanged[i].has_value();
+      if (!ok) {
         ++usage_.exchange_failures;
-      } else {
-        for (size_t i = 0; i < published.size(); ++i) {
-          auto it = buckets_.find(BucketsKey(published[i].domain, published[i].key));
-          if (it != buckets_.end()) {
-            it->second.remote = std::move((**exchanged)[i]);
-          }
-        }
+        continue;
+      }
+      auto it = buckets_.find(BucketName{published[i].domain, published[i].key});
+      if (it != buckets_.end()) {
+        it->second->remote = std::move(*exchanged[i]);
+        it->second->remote_at_us = now_us;
       }
     }
     Rebalance(now_us, out);
+    if (freed_ >= kTrimAfterBytes) {
+      trim = freed_;
+      freed_ = 0;
+    }
   }
   Deliver(std::move(out));
+  if (trim > 0) {
+    // Streams that held much have gone: give their pages back (glibc keeps them otherwise).
+    malloc_trim(0);
+  }
 }
 
 void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
-  const std::shared_ptr<const Config> config = config_.Get();
-  for (auto& [unused_key, bucket] : buckets_) {
-    const std::string& domain = bucket.domain;
-    const std::string& key = bucket.key;
+  const std::shared_ptr<const Config> config = CurrentConfig();
+  auto view = std::make_shared<QuotaView>();
+  struct Ranked {
+    double demand;
+    const Bucket* bucket;
+  };
+  std::vector<Ranked> ranked;
+  ranked.reserve(buckets_.size());
+  for (auto& [unused_name, owned] : buckets_) {
+    Bucket& bucket = *owned;
     bool rule_changed = false;
-    if (bucket.matched_with != config.get()) {
-      const Rule rule = MatchRule(config.get(), domain, bucket.id);
-      rule_changed = rule.kind != bucket.rule.kind || rule.rate != bucket.rule.rate ||
-                     rule.burst != bucket.rule.burst;
+    if (bucket.matched_generation != generation_) {
+      const QuotaRule rule = MatchQuotaRule(config.get(), bucket.domain, bucket.key);
+      rule_changed = !rule.SameAnswer(bucket.rule);
       bucket.rule = rule;
-      bucket.matched_with = config.get();
+      bucket.matched_generation = generation_;
     }
-    const Rule rule = Effective(config.get(), domain, bucket);
-    const std::vector<double> shares = Shares(bucket);
+    const QuotaRule rule = Effective(config.get(), bucket, now_us);
+    const std::vector<double> shares = Shares(bucket, rule.rate);
     // Shares that each moved by less than the hysteresis can still add up to more (or less)
     // than the limit: past kOverTolerance of what they should sum to, every share that went
     // down (up) is sent.
     double sent_total = 0;
     double fresh_total = 0;
+    double demand_total = 0;
     for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
-      sent_total += streams_.at(bucket.subscribers[i])->buckets.at(key).sent_share;
+      sent_total += bucket.subscribers[i].second->sent.share;
       fresh_total += shares[i];
     }
     const bool over = sent_total > fresh_total * (1 + kOverTolerance);
     const bool under = sent_total < fresh_total * (1 - kOverTolerance);
+    QuotaView::RuleGauges* gauges =
+        bucket.rule.stat_key.empty() ? nullptr : &view->per_rule[bucket.rule.stat_key];
     for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
-      const StreamId id = bucket.subscribers[i];
-      Subscription& sub = streams_.at(id)->buckets.at(key);
-      const bool kind_changed = sub.sent_kind != rule.kind;
-      const bool moved = rule.kind == Kind::kShare &&
-                         (ShareMoved(sub.sent_share, shares[i], options_.hysteresis) ||
-                          (over && shares[i] < sub.sent_share) ||
-                          (under && shares[i] > sub.sent_share));
-      const bool expiring = now_us - sub.sent_us >= sub.ttl_us / 2;
-      if (!sub.assigned || rule_changed || kind_changed || moved || expiring) {
-        const bool fresh_share = !sub.assigned || rule_changed || kind_changed || moved;
-        Assign(id, sub, bucket.id, rule, fresh_share ? shares[i] : sub.sent_share, now_us, out);
+      const auto [id, sub] = bucket.subscribers[i];
+      const Subscription::Sent& sent = sub->sent;
+      const bool kind_changed = sent.kind != rule.kind;
+      const bool moved = rule.kind == QuotaRule::Kind::kShare &&
+                         (ShareMoved(sent.share, shares[i], options_.hysteresis) ||
+                          (over && shares[i] < sent.share) ||
+                          (under && shares[i] > sent.share));
+      const bool expiring = now_us - sent.at_us >= sent.ttl_us / 2;
+      if (!sent.assigned || rule_changed || kind_changed || moved || expiring) {
+        const bool fresh_share = !sent.assigned || rule_changed || kind_changed || moved;
+        Assign(id, *sub, bucket, rule, fresh_share ? shares[i] : sent.share, now_us, out);
+      }
+      const double demand = sub->Demand();
+      demand_total += demand;
+      if (gauges != nullptr) {
+        // A shadow-mode rule is answered ALLOW_ALL: its shares are what enforcing it would give.
+        const double share = bucket.rule.shadow                             ? shares[i]
+                             : sub->sent.kind == QuotaRule::Kind::kShare ? sub->sent.share
+                                                                         : 0.0;
+        gauges->demand += demand;
+        gauges->share += share;
+        if (bucket.rule.shadow || sub->sent.kind != QuotaRule::Kind::kAllowAll) {
+          gauges->over += std::max(0.0, demand - share);
+        }
       }
     }
-  }
-}
-
-void QuotaServer::ExpireAll() {
-  Outbox out;
-  {
-    MutexLock lock(mu_);
-    for (auto& [id, stream] : streams_) {
-      if (stream->buckets.empty()) {
-        continue;
-      }
-      auto& [sink, response] = out[id];
-      sink = stream->sink;
-      for (auto& [key, sub] : stream->buckets) {
-        BucketAction* action = response.add_bucket_action();
-        *action->mutable_bucket_id() = IdOf(stream->domain, key);
-        // TTL 0 and no strategy: the assignment is expired at once.
-        action->mutable_quota_assignment_action()->mutable_assignment_time_to_live();
-      }
+    if (rule.kind != bucket.rule.kind) {
+      ++view->stale;
     }
+    for (double d : bucket.remote) {
+      demand_total += d;
+    }
+    ranked.push_back({demand_total, &bucket});
   }
-  Deliver(std::move(out));
+  // The page's lines: the most demanded buckets, copied so that the page needs no lock.
+  const size_t shown = std::min(options_.page_buckets, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(shown),
+                    ranked.end(),
+                    [](const Ranked& a, const Ranked& b) { return a.demand > b.demand; });
+  for (size_t i = 0; i < shown; ++i) {
+    const Bucket& bucket = *ranked[i].bucket;
+    QuotaView::Line& line = view->lines.emplace_back();
+    line.domain = bucket.domain;
+    line.bucket = bucket.key;
+    line.kind = bucket.rule.kind;
+    line.shadow = bucket.rule.shadow;
+    line.rate = bucket.rule.rate;
+    line.stale = Effective(config.get(), bucket, now_us).kind != bucket.rule.kind;
+    line.demand = ranked[i].demand;
+    for (const auto& [unused_id, sub] : bucket.subscribers) {
+      line.demands.push_back(sub->Demand());
+      line.sent.push_back(sub->sent.share);
+    }
+    line.remote = bucket.remote;
+  }
+  view->not_shown = ranked.size() - shown;
+  view->streams = streams_.size();
+  view->buckets = buckets_.size();
+  view->subscriptions = subscriptions_;
+  view->bytes = bytes_;
+  view_.Store(std::move(view));
 }
 
 void QuotaServer::Deliver(Outbox out) {
@@ -494,160 +584,54 @@ QuotaServer::Usage QuotaServer::TotalUsage() const {
   MutexLock lock(mu_);
   Usage usage = usage_;
   usage.streams = streams_.size();
+  usage.peers = peers_.size();
   usage.buckets = buckets_.size();
   usage.subscriptions = subscriptions_;
+  usage.bytes = bytes_;
   return usage;
 }
 
-std::string QuotaServer::Describe(size_t max_buckets) const {
-  MutexLock lock(mu_);
-  std::string out = absl::StrCat("rlqs: ", streams_.size(), " streams, ", buckets_.size(),
-                                 " buckets, ", subscriptions_, " subscriptions",
-                                 exchange_failed_ ? "; the last exchange with other replicas "
-                                                    "failed (the failure mode answers)"
-                                                  : "",
-                                 "\n");
-  struct Line {
-    double demand;
-    const Bucket* bucket;
-  };
-  std::vector<Line> lines;
-  lines.reserve(buckets_.size());
-  for (const auto& [unused_key, bucket] : buckets_) {
-    double demand = 0;
-    for (StreamId id : bucket.subscribers) {
-      demand += streams_.at(id)->buckets.at(bucket.key).Demand();
-    }
-    for (double d : bucket.remote) {
-      demand += d;
-    }
-    lines.push_back({demand, &bucket});
-  }
-  const size_t shown = std::min(max_buckets, lines.size());
-  std::partial_sort(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(shown), lines.end(),
-                    [](const Line& a, const Line& b) { return a.demand > b.demand; });
-  const auto number = [](double x) { return absl::StrFormat("%.1f", x); };
-  for (size_t i = 0; i < shown; ++i) {
-    const Bucket& bucket = *lines[i].bucket;
-    std::vector<std::pair<std::string, std::string>> pairs(bucket.id.bucket().begin(),
-                                                           bucket.id.bucket().end());
-    std::sort(pairs.begin(), pairs.end());
-    absl::StrAppend(&out, bucket.domain);
-    for (const auto& [k, v] : pairs) {
-      absl::StrAppend(&out, " ", k, "=", v);
-    }
-    switch (bucket.rule.kind) {
-      case Kind::kAllowAll:
-        absl::StrAppend(&out, ": allow_all");
-        break;
-      case Kind::kDenyAll:
-        absl::StrAppend(&out, ": deny_all");
-        break;
-      case Kind::kShare:
-        absl::StrAppend(&out, ": ", number(bucket.rule.rate), "/s");
-        break;
-    }
-    std::vector<std::string> demands;
-    std::vector<std::string> sent;
-    for (StreamId id : bucket.subscribers) {
-      const Subscription& sub = streams_.at(id)->buckets.at(bucket.key);
-      demands.push_back(number(sub.Demand()));
-      sent.push_back(number(sub.sent_share));
-    }
-    absl::StrAppend(&out, "; here ", bucket.subscribers.size(), " (demand ",
-                    absl::StrJoin(demands, ", "), "; sent ", absl::StrJoin(sent, ", "), ")");
-    if (!bucket.remote.empty()) {
-      std::vector<std::string> remote;
-      for (double d : bucket.remote) {
-        remote.push_back(number(d));
-      }
-      absl::StrAppend(&out, "; other replicas ", bucket.remote.size(), " (",
-                      absl::StrJoin(remote, ", "), ")");
-    }
-    absl::StrAppend(&out, "\n");
-  }
-  if (shown < lines.size()) {
-    absl::StrAppend(&out, "... and ", lines.size() - shown, " buckets less demanded\n");
-  }
-  return out;
+std::string QuotaServer::Describe() const {
+  return DescribeQuotaView(*view_.Load(), options_.page_values);
 }
 
 void QuotaServer::AppendMetrics(std::string* out) const {
   const Usage usage = TotalUsage();
-  // Per rule (the config's stat keys, so as many series as rules with buckets): what this
-  // replica's Envoys ask of its buckets and the shares last sent them, requests a second.
-  struct RuleGauges {
-    double demand = 0;
-    double share = 0;
-    double over = 0;  // demand above the share: what the Envoys would deny
-  };
-  absl::btree_map<std::string, RuleGauges> per_rule;
-  {
-    MutexLock lock(mu_);
-    for (const auto& [unused_key, bucket] : buckets_) {
-      if (bucket.rule.stat_key.empty()) {
-        continue;
-      }
-      RuleGauges& gauges = per_rule[bucket.rule.stat_key];
-      // A shadow-mode rule is answered ALLOW_ALL: its shares are what enforcing it would give.
-      const std::vector<double> as_if =
-          bucket.rule.shadow ? Shares(bucket) : std::vector<double>();
-      for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
-        const Subscription& sub = streams_.at(bucket.subscribers[i])->buckets.at(bucket.key);
-        const double demand = sub.Demand();
-        const double share = bucket.rule.shadow ? as_if[i]
-                             : sub.sent_kind == Kind::kShare ? sub.sent_share
-                                                             : 0.0;
-        gauges.demand += demand;
-        gauges.share += share;
-        if (bucket.rule.shadow || sub.sent_kind != Kind::kAllowAll) {
-          gauges.over += std::max(0.0, demand - share);
-        }
-      }
-    }
-  }
+  AppendRuleGauges(*view_.Load(), out);
   const struct {
     absl::string_view name;
     absl::string_view help;
-    double RuleGauges::*value;
-  } families[] = {
-      {"sluice_rlqs_rule_demand",
-       "Requests a second this replica's Envoys report for the buckets of a rule, by stat key",
-       &RuleGauges::demand},
-      {"sluice_rlqs_rule_share",
-       "Requests a second assigned to this replica's Envoys for the buckets of a rule (token "
-       "buckets; for a shadow-mode rule, what enforcing it would assign), by stat key",
-       &RuleGauges::share},
-      {"sluice_rlqs_rule_over_share",
-       "Requests a second this replica's Envoys ask beyond their shares of a rule's buckets: what "
-       "they deny, or for a shadow-mode rule would deny, by stat key",
-       &RuleGauges::over},
+    absl::string_view type;
+    uint64_t value;
+  } plain[] = {
+      {"sluice_rlqs_streams", "Open RLQS streams (one per Envoy)", "gauge",
+       static_cast<uint64_t>(usage.streams)},
+      {"sluice_rlqs_peers", "Peer addresses with an open RLQS stream", "gauge",
+       static_cast<uint64_t>(usage.peers)},
+      {"sluice_rlqs_buckets", "Distinct RLQS buckets with a subscriber", "gauge",
+       static_cast<uint64_t>(usage.buckets)},
+      {"sluice_rlqs_subscriptions", "(stream, bucket) pairs held", "gauge",
+       static_cast<uint64_t>(usage.subscriptions)},
+      {"sluice_rlqs_state_bytes",
+       "Bytes of RLQS state held (streams' buckets and subscriptions), as budgeted against "
+       "--rlqs_max_mib",
+       "gauge", static_cast<uint64_t>(usage.bytes)},
+      {"sluice_rlqs_reports_total", "RLQS usage report messages received", "counter",
+       static_cast<uint64_t>(usage.reports)},
+      {"sluice_rlqs_abandons_total",
+       "Buckets abandoned: idle (reported with no request) or no longer reported", "counter",
+       static_cast<uint64_t>(usage.abandons)},
+      {"sluice_rlqs_exchange_failures_total",
+       "Bucket demand exchanges with the other replicas that failed (past "
+       "--rlqs_rebalance_interval x 2.5 without one, the bucket's failure mode answers)",
+       "counter", static_cast<uint64_t>(usage.exchange_failures)},
+      {"sluice_rlqs_refused_total", "RLQS streams refused or ended for a bad report or a bound",
+       "counter", static_cast<uint64_t>(usage.refused)},
   };
-  for (const auto& family : families) {
-    absl::StrAppend(out, "# HELP ", family.name, " ", family.help, "\n# TYPE ", family.name,
-                    " gauge\n");
-    for (const auto& [key, gauges] : per_rule) {
-      absl::StrAppend(out, family.name, "{key=\"");
-      AppendLabelValue(key, out);
-      absl::StrAppend(out, "\"} ", gauges.*family.value, "\n");
-    }
+  for (const auto& metric : plain) {
+    absl::StrAppend(out, "# HELP ", metric.name, " ", metric.help, "\n# TYPE ", metric.name, " ",
+                    metric.type, "\n", metric.name, " ", metric.value, "\n");
   }
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_streams Open RLQS streams (one per Envoy)\n"
-                  "# TYPE sluice_rlqs_streams gauge\nsluice_rlqs_streams ",
-                  usage.streams, "\n");
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_buckets Distinct RLQS buckets with a subscriber\n"
-                  "# TYPE sluice_rlqs_buckets gauge\nsluice_rlqs_buckets ",
-                  usage.buckets, "\n");
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_subscriptions (stream, bucket) pairs held\n"
-                  "# TYPE sluice_rlqs_subscriptions gauge\nsluice_rlqs_subscriptions ",
-                  usage.subscriptions, "\n");
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_reports_total RLQS usage report messages received\n"
-                  "# TYPE sluice_rlqs_reports_total counter\nsluice_rlqs_reports_total ",
-                  usage.reports, "\n");
   absl::StrAppend(out,
                   "# HELP sluice_rlqs_assignments_total Bucket assignments sent, by strategy\n"
                   "# TYPE sluice_rlqs_assignments_total counter\n");
@@ -656,21 +640,6 @@ void QuotaServer::AppendMetrics(std::string* out) const {
     absl::StrAppend(out, "sluice_rlqs_assignments_total{strategy=\"", kStrategies[s], "\"} ",
                     usage.assignments[s], "\n");
   }
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_abandons_total Buckets abandoned for want of reports\n"
-                  "# TYPE sluice_rlqs_abandons_total counter\nsluice_rlqs_abandons_total ",
-                  usage.abandons, "\n");
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_exchange_failures_total Rebalances whose exchange of demand "
-                  "with the other replicas failed (the failure mode answered)\n"
-                  "# TYPE sluice_rlqs_exchange_failures_total counter\n"
-                  "sluice_rlqs_exchange_failures_total ",
-                  usage.exchange_failures, "\n");
-  absl::StrAppend(out,
-                  "# HELP sluice_rlqs_refused_total RLQS streams refused or ended for a bad "
-                  "report or a bound\n"
-                  "# TYPE sluice_rlqs_refused_total counter\nsluice_rlqs_refused_total ",
-                  usage.refused, "\n");
 }
 
 }  // namespace sluice::quota

@@ -3,60 +3,77 @@
 // limit the config sets for that bucket (fair_share.h), so that the Envoys sharing a bucket
 // admit the limit between them without asking anyone per request.
 //
-// The protocol, as this server plays it (one stream per Envoy; envoy/service/rate_limit_quota):
-//   - A stream is bound to the domain of its first report. A first report without a domain, a
-//     later one naming another, a BucketId with no pairs, more than max_pairs, an empty key or
-//     value, a domain, key or value longer than max_key_bytes, a time_elapsed of 0 or less, or
-//     a report without buckets end the stream with INVALID_ARGUMENT; a stream
-//     past max_buckets_per_stream, or one whose new bucket would pass max_subscriptions (all
-//     streams' buckets together), ends with RESOURCE_EXHAUSTED, and a stream past max_streams
-//     is refused with it.
-//   - A bucket is matched against the domain's descriptor tree (bucket_match.h) with the config
-//     in force: no rule, or an unlimited or shadow-mode one, is a blanket ALLOW_ALL; a limit of 0
-//     DENY_ALL; otherwise the rule's limit per period is the global rate L (requests per second:
-//     limit / period; a node with several rules takes the slowest).
-//   - Demand: (allowed + denied) / time_elapsed over the bucket's last three reports from
-//     that stream (Envoy reports whole seconds: one report is a coarse measure).
-//   - The first report of a bucket on a stream is answered at once with its share of the demands
-//     known then. Every rebalance (Tick) recomputes every bucket's shares and sends a stream an
-//     assignment only when its share moved past `hysteresis` (Envoy rebuilds its bucket full on
-//     every change), when it is about to expire, or when the rule changed; and, when the shares
-//     held add up to more than 2% over (under) what they should, every share that went down
-//     (up).
-//   - An assignment lives assignment_ttl_intervals report intervals of its stream (at least
-//     min_ttl); a bucket not reported for abandon_after_intervals intervals is abandoned
-//     (AbandonAction) and its demand leaves the pool; a closed stream's demand leaves at once.
-//   - Shutdown sends every subscribed bucket an assignment with TTL 0 (the protocol's "before
-//     restart": Envoy falls back to its expired-assignment behaviour).
+// The protocol, as Envoy's rate_limit_quota filter speaks it (its source is the specification:
+// envoyproxy/envoy source/extensions/filters/http/rate_limit_quota/, 2026; docs/rlqs.md):
+//   - A stream is bound to the domain of its first report, which must name one; later reports
+//     may repeat it (Envoy does, in every message) or leave it empty (the API asks it only in
+//     the first); another domain ends the stream with INVALID_ARGUMENT. A report with no bucket
+//     (Envoy's tick while it holds none) is accepted.
+//   - A bucket's first report on a stream subscribes the stream to it and is answered at once
+//     with its share of the demands known then. Envoy's first report of a new bucket has a
+//     time_elapsed of 0 s and measures nothing (subscription.h says how demand is measured: on
+//     this server's clock, since Envoy truncates time_elapsed to whole seconds).
+//   - Envoy reports every bucket it holds on every tick, forever, and forgets one only when told
+//     to (abandon_action). So a subscription is abandoned after abandon_idle_reports reports in
+//     a row with no request, or when not reported for abandon_after_intervals of its intervals
+//     (a client that stops reporting a bucket); when traffic returns, Envoy creates the bucket
+//     again and it is answered at once. A closed stream's demand leaves at once.
+//   - Every rebalance (Tick) recomputes every bucket's shares and sends a subscriber an
+//     assignment when its share moved past `hysteresis`, when it is about to expire, or when
+//     the rule changed; and, when the shares held add up to more than 2% over (under) what they
+//     should, every share that went down (up). A share is sent as Envoy applies it
+//     (envoy_assignment.h): a token bucket within 0.5% of the share, whose comparison fields
+//     change whenever it does, a TTL of whole seconds, never an action Envoy skips.
+//   - An assignment lives assignment_ttl_intervals of the subscriber's report intervals (at
+//     least min_ttl_seconds) and is renewed at half its life, so that it outlives a missed
+//     report and a reconnect: a replica that stops (a rolling restart) just ends its streams,
+//     and each Envoy keeps its assignment until it has reconnected elsewhere.
+//   - A report is bounded as an RLS request is (domain, key and value at most max_key_bytes,
+//     at most max_pairs pairs: INVALID_ARGUMENT), and time_elapsed is held to
+//     [0, max_time_elapsed_us] (a negative one is INVALID_ARGUMENT).
+// Bounds (RESOURCE_EXHAUSTED naming the flag, the stream ended or refused; never the process):
+// streams in all and per peer address, buckets per stream, subscriptions in all, and bytes of
+// state per stream, per peer and in all, each checked before the state is allocated. A bucket's
+// id is kept once, as its canonical key (bucket_key.h); each stream is charged for the ids it
+// holds, the process once per bucket.
+//
 // Demand beyond this replica (other replicas' streams) comes from a RemoteDemand, when given:
-// every rebalance publishes this replica's demands and reads the others' (outside the lock),
-// shares are computed over every demand, and this replica's subscribers get theirs (a new
-// subscriber between two rebalances is answered with the other replicas' demands of the last).
-// When the exchange fails, the bucket's failure mode (its domain's, else
-// QuotaOptions::failure_mode) answers until it works again: allow, ALLOW_ALL; deny, DENY_ALL;
-// local, shares over the other replicas' demands as last known.
+// every rebalance publishes this replica's demands of the buckets that have a rate and reads the
+// others' (outside the lock), and shares are computed over every demand. A bucket whose exchange
+// has not succeeded for remote_stale_after_us is answered by its failure mode (its domain's,
+// else QuotaOptions::failure_mode) until it does: allow, ALLOW_ALL; deny, DENY_ALL; local, shares
+// over the other replicas' demands as last known. Buckets fail alone: one domain's trouble
+// leaves another's shares in force.
 //
 // Thread-safe: one mutex over all streams and buckets; responses are handed to the streams'
-// sinks after it is released.
+// sinks after it is released; the page and the per-rule gauges come from a snapshot taken at
+// each rebalance (quota_view.h).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
+#include "absl/strings/string_view.h"
 #include "envoy/service/rate_limit_quota/v3/rlqs.pb.h"
 #include "server/common/mutex.h"
+#include "server/common/snapshot_publisher.h"
 #include "server/config/config_store.h"
 #include "server/config/failure_mode.h"
+#include "server/quota/bucket_key.h"
+#include "server/quota/quota_rule.h"
+#include "server/quota/quota_view.h"
+#include "server/quota/subscription.h"
 
 namespace sluice::quota {
 
@@ -66,22 +83,42 @@ using QuotaResponse = envoy::service::rate_limit_quota::v3::RateLimitQuotaRespon
 struct QuotaOptions {
   // A share is sent again only when it moved by more than this fraction.
   double hysteresis = 0.1;
-  // How many report intervals an assignment lives, and after how many without a report a
-  // bucket is abandoned.
-  int assignment_ttl_intervals = 3;
+  // How many of its report intervals an assignment lives (at least min_ttl_seconds).
+  int assignment_ttl_intervals = 4;
+  int64_t min_ttl_seconds = 3;
+  // Abandoned: a subscription reported this many times in a row with no request, or not
+  // reported for this many of its intervals.
+  uint32_t abandon_idle_reports = 3;
   int abandon_after_intervals = 3;
-  // The shortest TTL given, whatever the interval.
-  absl::Duration min_ttl = absl::Seconds(3);
-  size_t max_buckets_per_stream = 10000;
   size_t max_streams = 10000;
-  // (stream, bucket) pairs held in all: a flood of streams each at its bucket bound stops here.
+  size_t max_streams_per_peer = 100;
+  size_t max_buckets_per_stream = 10000;
+  // (stream, bucket) pairs held in all.
   size_t max_subscriptions = 1000000;
+  // Bytes of RLQS state in all, per peer address and per stream (see above).
+  size_t max_bytes = size_t{256} << 20;
+  size_t max_peer_bytes = size_t{64} << 20;
+  size_t max_stream_bytes = size_t{16} << 20;
+  // Bytes of responses waiting to be written on one stream (response_queue.h): past them the
+  // stream is ended. Read by the stream service.
+  size_t max_pending_bytes = size_t{4} << 20;
   // Longest domain, bucket key or value, and most pairs in one bucket (as RLS bounds a
-  // descriptor): what one subscription can make the server hold.
+  // descriptor).
   size_t max_key_bytes = 1024;
   size_t max_pairs = 32;
-  // What answers while the RemoteDemand fails, for domains without their own failure_mode.
+  // time_elapsed above this is taken as this.
+  int64_t max_time_elapsed_us = int64_t{3600} * 1'000'000;
+  // What answers a bucket whose exchange fails, for domains without their own failure_mode.
   FailureMode failure_mode = FailureMode::kAllow;
+  // With a RemoteDemand: how long a bucket may go without a successful exchange before its
+  // failure mode answers.
+  int64_t remote_stale_after_us = 2'500'000;
+  // With a RemoteDemand: the most buckets of one domain exchanged per rebalance, the most
+  // demanded first (the rest keep their last exchange, and go stale if left out too long).
+  size_t exchange_max_buckets_per_domain = 10000;
+  // Buckets on the page (the most demanded), and whether it shows descriptor values.
+  size_t page_buckets = 1000;
+  bool page_values = false;
 };
 
 // What other replicas' streams ask of a bucket, for the shares (multi-replica deployments).
@@ -93,15 +130,13 @@ class RemoteDemand {
     std::vector<double> local;  // this replica's streams' demands, requests a second
   };
   virtual ~RemoteDemand() = default;
-  // Publishes this replica's demands of `buckets` and returns, per bucket in order, the other
-  // replicas' streams' demands; an error when that could not be done (then the failure mode
-  // answers). Called on the rebalance thread, without the server's lock; may block briefly.
-  virtual absl::StatusOr<std::vector<std::vector<double>>> Exchange(
+  // Publishes this replica's demands of `buckets` (grouped by domain) and returns, per bucket in
+  // order, the other replicas' streams' demands, or nullopt for a bucket whose exchange failed
+  // (then its failure mode answers once it has failed long enough). Called on the rebalance
+  // thread, without the server's lock; may block up to its own deadline.
+  virtual std::vector<std::optional<std::vector<double>>> Exchange(
       const std::vector<Bucket>& buckets) = 0;
 };
-
-// The canonical key of a bucket: its pairs sorted by key, each as "<len>:<key><len>:<value>".
-std::string BucketKey(const envoy::service::rate_limit_quota::v3::BucketId& bucket);
 
 class QuotaServer {
  public:
@@ -114,125 +149,118 @@ class QuotaServer {
   QuotaServer(const QuotaServer&) = delete;
   QuotaServer& operator=(const QuotaServer&) = delete;
 
-  // A new stream, or RESOURCE_EXHAUSTED past max_streams.
-  absl::StatusOr<StreamId> Open(Sink sink);
+  const QuotaOptions& options() const { return options_; }
+
+  // A new stream from `peer` (the client's address without its port), or RESOURCE_EXHAUSTED
+  // past max_streams or max_streams_per_peer.
+  absl::StatusOr<StreamId> Open(Sink sink, absl::string_view peer = "");
   // One report of `stream` at now_us (monotonic microseconds). A non-OK status ends the stream
   // (the caller finishes it with that status and calls Close).
   absl::Status Report(StreamId stream, const Reports& reports, int64_t now_us);
-  // The stream is gone: its demand leaves every bucket at once.
+  // The stream is gone: its demand leaves every bucket at once, and its state is freed.
   void Close(StreamId stream);
-  // One rebalance at now_us: shares recomputed, moved or expiring assignments sent, stale
-  // buckets abandoned.
+  // One rebalance at now_us: quiet subscriptions abandoned, demands exchanged, shares
+  // recomputed, moved or expiring assignments sent, the view snapshot taken.
   void Tick(int64_t now_us);
-  // Every subscribed bucket of every stream gets an assignment with TTL 0.
-  void ExpireAll();
 
   struct Usage {
     size_t streams = 0;
+    size_t peers = 0;
     size_t buckets = 0;        // distinct buckets subscribed
     size_t subscriptions = 0;  // (stream, bucket) pairs
+    size_t bytes = 0;          // RLQS state, as budgeted
     uint64_t reports = 0;
     uint64_t assignments[3] = {};  // ALLOW_ALL, DENY_ALL, token bucket
     uint64_t abandons = 0;
     uint64_t refused = 0;  // streams ended or refused for a bad input or a bound
-    uint64_t exchange_failures = 0;  // rebalances whose exchange with other replicas failed
+    uint64_t exchange_failures = 0;  // bucket exchanges with other replicas that failed
   };
   Usage TotalUsage() const;
   // sluice_rlqs_* in the Prometheus text format.
   void AppendMetrics(std::string* out) const;
-  // The live buckets for people (GET /rlqs): a summary line, then one line per bucket, the most
-  // demanded first, at most `max_buckets` of them: domain and pairs, the answer (rule), this
-  // replica's streams with their demands and the shares last sent, and the other replicas'
-  // demands, e.g.
-  //   "edge route=api tenant=t1: 100/s; here 2 (demand 20.0, 300.0; sent 20.0, 80.0); other
-  //    replicas 1 (150.0)"
-  std::string Describe(size_t max_buckets) const;
+  // The live buckets for people (GET /rlqs), as of the last rebalance (quota_view.h).
+  std::string Describe() const;
 
  private:
-  enum class Kind : uint8_t { kAllowAll = 0, kDenyAll = 1, kShare = 2 };
+  struct Bucket;
 
-  struct Rule {
-    Kind kind = Kind::kAllowAll;
-    double rate = 0;   // requests per second (kShare)
-    double burst = 0;  // the rule's capacity (kShare)
-    // The matched node's stat key (its full_key), for the per-rule gauges; empty without a rule.
-    std::string stat_key;
-    // A shadow-mode rule: answered ALLOW_ALL, `rate` kept for the gauges.
-    bool shadow = false;
+  // A bucket's name: views into the Bucket itself (the map's key) or into a report (a lookup).
+  struct BucketName {
+    absl::string_view domain;
+    absl::string_view key;
+    bool operator==(const BucketName& o) const { return domain == o.domain && key == o.key; }
+    template <typename H>
+    friend H AbslHashValue(H h, const BucketName& n) {
+      return H::combine(std::move(h), n.domain, n.key);
+    }
   };
 
-  // One stream's view of one bucket. Small: a replica holds one per (Envoy, bucket); the
-  // bucket's id lives once, in its Bucket.
-  struct Subscription {
-    // The last reports, oldest first: requests counted and microseconds elapsed.
-    std::array<std::pair<uint64_t, int64_t>, 3> reports{};
-    uint8_t report_count = 0;
-    int64_t interval_us = 1'000'000;  // the stream's report interval for it, as last seen
-    bool measured = false;             // a report after the first has been kept
-    int64_t last_report_us = 0;
-    // What it was last sent: kind and share (requests per second), when, and its TTL.
-    bool assigned = false;
-    Kind sent_kind = Kind::kAllowAll;
-    double sent_share = 0;
-    int64_t sent_us = 0;
-    int64_t ttl_us = 0;
+  struct Bucket {
+    std::string domain;
+    std::string key;  // BucketKey: the id, once
+    QuotaRule rule;
+    uint64_t matched_generation = 0;  // the config (generation_) the rule was matched in
+    // The subscribers, each with its subscription (owned by its stream; stable).
+    std::vector<std::pair<StreamId, Subscription*>> subscribers;
+    // The other replicas' demands, as the last exchange that worked returned them, and when.
+    std::vector<double> remote;
+    int64_t remote_at_us = 0;
+    int64_t created_us = 0;
+    size_t bytes = 0;  // what the bucket costs, charged to each stream that holds it
+  };
 
-    double Demand() const;
-    void AddReport(uint64_t requests, int64_t elapsed_us);
+  struct Peer {
+    size_t streams = 0;
+    size_t bytes = 0;
   };
 
   struct Stream {
     std::shared_ptr<Sink> sink;
     std::string domain;  // empty until the first report
-    absl::flat_hash_map<std::string, Subscription> buckets;  // by BucketKey
-  };
-
-  struct Bucket {
-    std::string domain;
-    std::string key;  // BucketKey
-    envoy::service::rate_limit_quota::v3::BucketId id;
-    Rule rule;
-    const Config* matched_with = nullptr;  // the config the rule was matched in
-    std::vector<StreamId> subscribers;
-    // The other replicas' demands, as the last exchange that worked returned them.
-    std::vector<double> remote;
+    std::string peer_name;
+    Peer* peer = nullptr;  // in peers_ (node map: stable)
+    absl::node_hash_map<Bucket*, Subscription> subscriptions;
+    size_t bytes = 0;
   };
 
   // Responses to deliver once mu_ is released: each stream's, gathered into one response.
   using Outbox = absl::flat_hash_map<StreamId, std::pair<std::shared_ptr<Sink>, QuotaResponse>>;
 
-  // The rule of bucket `id` of `domain` in `config`.
-  static Rule MatchRule(const Config* config, const std::string& domain,
-                        const envoy::service::rate_limit_quota::v3::BucketId& id);
-  // Shares of `bucket` among its subscribers (in Bucket::subscribers order), over their
-  // demands and the remote ones.
-  std::vector<double> Shares(const Bucket& bucket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds to `out` an assignment of `kind`/`share` for subscription `sub` of `stream` to bucket
-  // `id`.
-  void Assign(StreamId stream, Subscription& sub,
-              const envoy::service::rate_limit_quota::v3::BucketId& id, const Rule& rule,
-              double share, int64_t now_us, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The id of bucket `key` of `domain`, which some stream holds.
-  const envoy::service::rate_limit_quota::v3::BucketId& IdOf(const std::string& domain,
-                                                             const std::string& key) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Unsubscribe(StreamId stream, const std::string& domain, const std::string& key)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ReportLocked(StreamId id, const Reports& reports, int64_t now_us, Outbox& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The rule a bucket is answered by now: its own, or while the exchange fails, what the
-  // failure mode says.
-  Rule Effective(const Config* config, const std::string& domain, const Bucket& bucket) const
+  // Subscribes `stream` to bucket `key` of its domain (created if new), or an error naming the
+  // bound that refuses it.
+  absl::StatusOr<std::pair<Bucket*, Subscription*>> Subscribe(StreamId id, Stream& stream,
+                                                              std::string key, int64_t now_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the subscription of `stream` to `bucket` (and the bucket with its last subscriber).
+  void Unsubscribe(StreamId id, Stream& stream, Bucket* bucket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends `stream` an abandon of `bucket` and unsubscribes it.
+  void Abandon(StreamId id, Stream& stream, Bucket* bucket, Outbox& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The config in force, advancing generation_ when it changed.
+  std::shared_ptr<const Config> CurrentConfig() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shares of `bucket` among its subscribers (in subscribers order), over their demands and the
+  // remote ones.
+  static std::vector<double> Shares(const Bucket& bucket, double rate);
+  // The rule a bucket is answered by at now_us: its own, or when its exchange is stale, what
+  // the failure mode says.
+  QuotaRule Effective(const Config* config, const Bucket& bucket, int64_t now_us) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds to `out` an assignment of `rule` (`share` when it divides) to subscription `sub` of
+  // `stream` to `bucket`.
+  void Assign(StreamId stream, Subscription& sub, const Bucket& bucket, const QuotaRule& rule,
+              double share, int64_t now_us, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  QuotaResponse::BucketAction* AddAction(StreamId stream, const Bucket& bucket, Outbox& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbandonQuiet(int64_t now_us, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<RemoteDemand::Bucket> ToExchange() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Rebalance(int64_t now_us, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands `out` to the sinks. Called without mu_.
   void Deliver(Outbox out) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Unambiguous whatever bytes the domain holds: its length first.
-  static std::string BucketsKey(const std::string& domain, const std::string& key) {
-    return absl::StrCat(domain.size(), ":", domain, key);
-  }
+  // What a subscription costs on the heap, besides its bucket's bytes.
+  static size_t SubscriptionBytes();
+  static size_t BucketBytes(absl::string_view domain, absl::string_view key);
 
   const ConfigStore& config_;
   const QuotaOptions options_;
@@ -243,12 +271,18 @@ class QuotaServer {
   Mutex deliver_mu_;
   StreamId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<StreamId, std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
-  // By BucketsKey(domain, bucket key).
-  absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
+  absl::node_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<BucketName, std::unique_ptr<Bucket>> buckets_ ABSL_GUARDED_BY(mu_);
   size_t subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
-  // The last exchange with the other replicas failed.
-  bool exchange_failed_ ABSL_GUARDED_BY(mu_) = false;
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes freed since the heap was last trimmed (Tick gives them back to the system).
+  size_t freed_ ABSL_GUARDED_BY(mu_) = 0;
+  // The config last seen, held so that its address cannot be reused by another, and its
+  // generation (buckets remember the one their rule was matched in).
+  std::shared_ptr<const Config> config_seen_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   Usage usage_ ABSL_GUARDED_BY(mu_);
+  SnapshotPublisher<QuotaView> view_;
 };
 
 }  // namespace sluice::quota

@@ -135,9 +135,6 @@ void FinishJson(evutil_socket_t, short, void* arg) {
 
 enum class Endpoint { kJson, kHealthz, kHealthcheck, kReadyz, kConfig, kMetrics, kQuota };
 
-// Buckets GET /rlqs lists at most, the most demanded first.
-constexpr size_t kQuotaBucketsShown = 1000;
-
 struct Route {
   absl::string_view path;
   Endpoint endpoint;
@@ -298,7 +295,7 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       if (self->options_.quota == nullptr) {
         Reply(req, 404, "Not Found", "text/plain", "the quota service is off (--rlqs=false)\n");
       } else {
-        Reply(req, 200, "OK", "text/plain", self->options_.quota->Describe(kQuotaBucketsShown));
+        Reply(req, 200, "OK", "text/plain", self->options_.quota->Describe());
       }
       return;
   }

@@ -1,10 +1,12 @@
 #include "server/service/rlqs_service.h"
 
-#include <deque>
 #include <memory>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "server/common/clock.h"
+#include "server/quota/response_queue.h"
 #include "server/service/grpc_service.h"
 
 namespace sluice {
@@ -14,16 +16,36 @@ using quota::QuotaResponse;
 using quota::QuotaServer;
 using quota::Reports;
 
+std::string PeerAddress(absl::string_view peer) {
+  // "ipv4:10.0.0.7:51234", "ipv6:[::1]:51234": the address without the port; other forms
+  // (unix sockets) as they are.
+  if (absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:")) {
+    const size_t colon = peer.rfind(':');
+    if (colon != absl::string_view::npos && colon > 5) {
+      return std::string(peer.substr(0, colon));
+    }
+  }
+  return std::string(peer);
+}
+
 }  // namespace
 
-// One stream. Its writes are queued here and sent one at a time (the callback API allows one
-// outstanding write); the queue outlives the reactor for the QuotaServer's sink, which may still
-// be called just after the stream is closed, and then drops what it gets.
+// One stream. Its responses wait in a bounded queue (the newest action per bucket, at most
+// --rlqs_max_pending_kib) and are written one at a time (the callback API allows one
+// outstanding write), all that waits in one message; the queue outlives the reactor for the
+// QuotaServer's sink, which may still be called just after the stream is closed, and then drops
+// what it gets. A peer that does not read past the bound has its call cancelled: what it was
+// sent is lost to it anyway, and its state goes with the call.
 class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>,
                           public RlqsGrpcService::Stream {
  public:
-  QuotaStream(RlqsGrpcService& service, QuotaServer& quota, Tracer* tracer)
-      : service_(service), quota_(quota), tracer_(tracer), outbox_(std::make_shared<Outbox>()) {
+  QuotaStream(RlqsGrpcService& service, QuotaServer& quota, Tracer* tracer,
+              grpc::CallbackServerContext* context)
+      : service_(service),
+        quota_(quota),
+        tracer_(tracer),
+        context_(context),
+        outbox_(std::make_shared<Outbox>(quota.options().max_pending_bytes)) {
     outbox_->stream = this;
     if (!service_.Register(this)) {
       registered_ = false;
@@ -31,10 +53,9 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
       Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this server is shutting down"));
       return;
     }
-    absl::StatusOr<QuotaServer::StreamId> id =
-        quota_.Open([outbox = outbox_](QuotaResponse response) {
-          outbox->Push(std::move(response));
-        });
+    absl::StatusOr<QuotaServer::StreamId> id = quota_.Open(
+        [outbox = outbox_](QuotaResponse response) { outbox->Push(std::move(response)); },
+        PeerAddress(context->peer()));
     if (!id.ok()) {
       opened_ = false;
       Finish(ToGrpcStatus(id.status()));
@@ -89,9 +110,12 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
 
  private:
   struct Outbox {
+    explicit Outbox(size_t max_bytes) : queue(max_bytes) {}
+
     Mutex mu;
     QuotaStream* stream ABSL_GUARDED_BY(mu) = nullptr;  // null once the stream is done
-    std::deque<QuotaResponse> queue ABSL_GUARDED_BY(mu);
+    quota::ResponseQueue queue ABSL_GUARDED_BY(mu);
+    QuotaResponse writing_message ABSL_GUARDED_BY(mu);  // what the write in flight sends
     bool writing ABSL_GUARDED_BY(mu) = false;
     bool finishing ABSL_GUARDED_BY(mu) = false;
     grpc::Status finish_status ABSL_GUARDED_BY(mu);
@@ -101,25 +125,47 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
       if (stream == nullptr || finishing) {
         return;
       }
-      queue.push_back(std::move(response));
-      if (!writing) {
-        writing = true;
-        stream->StartWrite(&queue.front());
+      if (!queue.Add(std::move(response))) {
+        // The peer is not reading: waiting any longer only grows what is held for it.
+        finishing = true;
+        finish_status = grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("RLQS responses waiting to be read passed ", queue.bytes() >> 10,
+                         " KiB (--rlqs_max_pending_kib): the stream does not read"));
+        (void)queue.Take();
+        if (writing) {
+          stream->context_->TryCancel();
+        } else {
+          stream->Finish(finish_status);
+        }
+        return;
       }
+      StartNextWrite();
+    }
+
+    void StartNextWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      if (writing || queue.empty()) {
+        return;
+      }
+      writing = true;
+      writing_message = queue.Take();
+      stream->StartWrite(&writing_message);
     }
 
     void WriteDone(bool ok) {
       MutexLock lock(mu);
-      queue.pop_front();
       writing = false;
+      writing_message.Clear();
       if (!ok) {
-        queue.clear();  // the call is broken: what is queued will not be read
+        (void)queue.Take();  // the call is broken: what waits will not be read
       }
-      if (!queue.empty()) {
-        writing = true;
-        stream->StartWrite(&queue.front());
-      } else if (finishing && stream != nullptr) {
+      if (stream == nullptr) {
+        return;
+      }
+      if (finishing && queue.empty()) {
         stream->Finish(finish_status);
+      } else {
+        StartNextWrite();
       }
     }
 
@@ -138,13 +184,14 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
     void Detach() {
       MutexLock lock(mu);
       stream = nullptr;
-      queue.clear();
+      (void)queue.Take();
     }
   };
 
   RlqsGrpcService& service_;
   QuotaServer& quota_;
   Tracer* const tracer_;
+  grpc::CallbackServerContext* const context_;
   std::shared_ptr<Outbox> outbox_;
   QuotaServer::StreamId id_ = 0;
   bool registered_ = true;
@@ -175,8 +222,8 @@ bool RlqsGrpcService::StopTicks() {
 }
 
 grpc::ServerBidiReactor<Reports, QuotaResponse>* RlqsGrpcService::StreamRateLimitQuotas(
-    grpc::CallbackServerContext* /*context*/) {
-  return new QuotaStream(*this, quota_, tracer_);
+    grpc::CallbackServerContext* context) {
+  return new QuotaStream(*this, quota_, tracer_, context);
 }
 
 bool RlqsGrpcService::Register(Stream* stream) {
@@ -197,7 +244,9 @@ void RlqsGrpcService::Drain() {
   if (!StopTicks()) {
     return;
   }
-  quota_.ExpireAll();
+  // The streams end, the assignments stay: each Envoy keeps enforcing what it holds until it has
+  // reconnected (at its next report, through the load balancer, to another replica) and been
+  // answered there; expiring them would drop it to its no_assignment_behavior meanwhile.
   MutexLock lock(streams_mu_);
   draining_ = true;
   for (Stream* stream : streams_) {

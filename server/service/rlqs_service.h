@@ -1,9 +1,12 @@
 // The Rate Limit Quota Service on the gRPC server (envoy.service.rate_limit_quota.v3): each
 // StreamRateLimitQuotas call is one Envoy's stream, bridged to the replica's QuotaServer
 // (server/quota/quota_server.h says what the protocol does). Reports are read one at a time; the
-// server's responses are queued per stream and written one at a time, in order; a report the
-// server refuses ends the stream with its status once the queue is written. A thread rebalances
-// every bucket every `rebalance_interval` (QuotaServer::Tick).
+// server's responses wait per stream in a bounded queue (server/quota/response_queue.h: the
+// newest action per bucket) and are written one message at a time; a report the server refuses
+// ends the stream with its status once the queue is written, and a peer that lets more than
+// QuotaOptions::max_pending_bytes wait has its call cancelled. A stream is counted against its
+// peer's address (the client's IP). A thread rebalances every bucket every `rebalance_interval`
+// (QuotaServer::Tick).
 // Thread-safe.
 #pragma once
 
@@ -33,10 +36,10 @@ class RlqsGrpcService final
   grpc::ServerBidiReactor<quota::Reports, quota::QuotaResponse>* StreamRateLimitQuotas(
       grpc::CallbackServerContext* context) override;
 
-  // Stops the rebalancing, sends every stream's buckets an assignment with TTL 0 (the
-  // protocol's "before restart") and ends every stream (OK) once that is written, so that the
+  // Stops the rebalancing and ends every stream (OK) once what waits is written, so that the
   // gRPC server's drain does not wait on them; streams opened later are refused (UNAVAILABLE).
-  // Idempotent.
+  // The assignments are left in force: each Envoy keeps its own until it reconnects to another
+  // replica at its next report. Idempotent.
   void Drain();
 
   // A stream's side of the service: each open stream is registered here until it is done.

@@ -115,6 +115,16 @@ void CheckListeners(const Settings& settings, Errors& errors) {
   errors.AtLeastOne("rlqs_max_streams", grpc.rlqs_max_streams);
   errors.AtLeastOne("rlqs_max_buckets_per_stream", grpc.rlqs_max_buckets_per_stream);
   errors.AtLeastOne("rlqs_max_subscriptions", grpc.rlqs_max_subscriptions);
+  errors.AtLeastOne("rlqs_max_streams_per_peer", grpc.rlqs_max_streams_per_peer);
+  errors.AtLeastOne("rlqs_max_mib", grpc.rlqs_max_mib);
+  errors.AtLeastOne("rlqs_max_peer_mib", grpc.rlqs_max_peer_mib);
+  errors.AtLeastOne("rlqs_max_stream_mib", grpc.rlqs_max_stream_mib);
+  errors.Check(grpc.rlqs_max_pending_kib >= 64, {"rlqs_max_pending_kib"},
+               "--rlqs_max_pending_kib must be at least 64");
+  errors.Check(grpc.rlqs_max_mib <= (int64_t{1} << 30) && grpc.rlqs_max_peer_mib <= (int64_t{1} << 30) &&
+                   grpc.rlqs_max_stream_mib <= (int64_t{1} << 30) &&
+                   grpc.rlqs_max_pending_kib <= (int64_t{1} << 40),
+               {"rlqs_max_mib"}, "the --rlqs_max_*_mib bounds must be at most 2^30 MiB");
   errors.AtLeastOne("http_max_connections", settings.http.max_connections);
   errors.Check(settings.http.request_timeout >= absl::Milliseconds(1), {"http_request_timeout"},
                "--http_request_timeout must be at least 1ms");

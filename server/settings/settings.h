@@ -143,6 +143,17 @@ struct GrpcSettings {
   int64_t rlqs_max_buckets_per_stream = 10000;
   // --rlqs_max_subscriptions: (stream, bucket) pairs held in all (at least 1).
   int64_t rlqs_max_subscriptions = 1000000;
+  // --rlqs_max_streams_per_peer: streams of one client address (at least 1).
+  int64_t rlqs_max_streams_per_peer = 100;
+  // --rlqs_max_mib, --rlqs_max_peer_mib, --rlqs_max_stream_mib: RLQS state in all, per client
+  // address and per stream (at least 1).
+  int64_t rlqs_max_mib = 256;
+  int64_t rlqs_max_peer_mib = 64;
+  int64_t rlqs_max_stream_mib = 16;
+  // --rlqs_max_pending_kib: responses waiting to be read on one stream (at least 64).
+  int64_t rlqs_max_pending_kib = 4096;
+  // --rlqs_page_values: GET /rlqs shows descriptor values as sent (else redacted).
+  bool rlqs_page_values = false;
 };
 
 struct HttpSettings {

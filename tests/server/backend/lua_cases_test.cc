@@ -1518,8 +1518,10 @@ TEST_F(LuaScriptsTest, GiveBackStopsAtZero) {
 }
 
 // Verifies rlqs_exchange: each replica writes its demands and reads the others' of each bucket;
-// a replica that stops calling drops out once its entry is older than the TTL (deleted when met);
-// the hash expires with the TTL; malformed calls are refused.
+// a replica that stops calling drops out once its entry is older than the TTL on Redis' own clock
+// (deleted when met); a field dated ahead of Redis' clock by more than the TTL (a replica whose
+// clock ran ahead, or a master whose clock is behind its predecessor's) is deleted too; the hash
+// expires with the TTL; malformed calls are refused.
 TEST_F(LuaScriptsTest, RlqsExchangeSharesDemandsAndForgetsSilentReplicas) {
   const std::string sha = Shared().sha["rlqs_exchange"];
   const auto pack = [](std::vector<double> values) {
@@ -1538,21 +1540,31 @@ TEST_F(LuaScriptsTest, RlqsExchangeSharesDemandsAndForgetsSilentReplicas) {
   };
   const std::string k1 = "{rlqs|d}a";
   const std::string k2 = "{rlqs|d}b";
-  ReplyPtr r = Redis().Command({"EVALSHA", sha, "2", k1, k2, "replica-1", pack({1000, 2500}),
-                                pack({20, 60}), pack({5})});
+  const std::string ttl = pack({300});  // ms
+  ReplyPtr r = Redis().Command(
+      {"EVALSHA", sha, "2", k1, k2, "replica-1", ttl, pack({20, 60}), pack({5})});
   ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
   EXPECT_EQ(r->element[0]->len, 0u);  // nobody else yet
-  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-2", pack({1500, 2500}), pack({150})});
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-2", ttl, pack({150})});
   ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
   EXPECT_EQ(unpack(r->element[0]), (std::vector<double>{20, 60}));
-  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", pack({2000, 2500}), pack({25})});
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", ttl, pack({25})});
   EXPECT_EQ(unpack(r->element[0]), (std::vector<double>{150}));
-  // replica-2 wrote at 1500: at 4001 it is older than the TTL, and deleted.
-  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", pack({4001, 2500}), pack({25})});
+  EXPECT_GT(Integer({"PTTL", k1}), 0);
+  // replica-2 stops; past the TTL its entry is deleted when met.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", pack({60000}), pack({25})});
   EXPECT_EQ(r->element[0]->len, 0u);
   EXPECT_EQ(Integer({"HEXISTS", k1, "replica-2"}), 0);
-  EXPECT_GT(Integer({"PTTL", k1}), 0);
-  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", pack({1, 2}), "abc"});
+  // A field dated an hour ahead of Redis' clock is stale, not forever young.
+  ReplyPtr time = Redis().Command({"TIME"});
+  ASSERT_TRUE(time != nullptr && time->type == REDIS_REPLY_ARRAY);
+  const double ahead = std::stod(time->element[0]->str) * 1000 + 3600e3;
+  ASSERT_TRUE(Redis().Command({"HSET", k1, "replica-3", pack({ahead, 999})}) != nullptr);
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", pack({60000}), pack({25})});
+  EXPECT_EQ(r->element[0]->len, 0u);
+  EXPECT_EQ(Integer({"HEXISTS", k1, "replica-3"}), 0);
+  r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", ttl, "abc"});
   ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ERROR);
   EXPECT_THAT(std::string(r->str), HasSubstr("not whole doubles"));
   r = Redis().Command({"EVALSHA", sha, "1", k1, "replica-1", "short", pack({25})});

@@ -67,29 +67,5 @@ TEST(ShareMovedTest, OnlyChangesPastTheToleranceCount) {
   EXPECT_FALSE(ShareMoved(0, 0, 0.1));
 }
 
-// Verifies the local buckets Envoy is sent: whole-second intervals, at least one token, the
-// shortest interval within 3% of the rate, a burst of at least one fill.
-TEST(BucketForRateTest, WholeSecondIntervalsCloseToTheRate) {
-  LocalBucket b = BucketForRate(25, 50);
-  EXPECT_EQ(b.tokens_per_fill, 25u);
-  EXPECT_EQ(b.fill_interval_s, 1);
-  EXPECT_EQ(b.max_tokens, 50u);
-  b = BucketForRate(1.5, 1);  // 3 every 2 s, not 2 every second
-  EXPECT_EQ(b.tokens_per_fill, 3u);
-  EXPECT_EQ(b.fill_interval_s, 2);
-  EXPECT_EQ(b.max_tokens, 3u);
-  b = BucketForRate(0.25, 4);  // one every 4 s
-  EXPECT_EQ(b.tokens_per_fill, 1u);
-  EXPECT_EQ(b.fill_interval_s, 4);
-  b = BucketForRate(0.001, 1);  // below one a minute: one a minute
-  EXPECT_EQ(b.tokens_per_fill, 1u);
-  EXPECT_EQ(b.fill_interval_s, kMaxFillIntervalS);
-  b = BucketForRate(26.6667, 26.6667);
-  EXPECT_NEAR(static_cast<double>(b.tokens_per_fill) / static_cast<double>(b.fill_interval_s),
-              26.6667, 0.03 * 26.6667);
-  b = BucketForRate(1e12, 1e12);
-  EXPECT_EQ(b.tokens_per_fill, 4294967295u);
-}
-
 }  // namespace
 }  // namespace sluice::quota

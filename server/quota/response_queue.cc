@@ -1,0 +1,62 @@
+#include "server/quota/response_queue.h"
+
+#include <utility>
+
+#include "server/quota/bucket_key.h"
+
+namespace sluice::quota {
+namespace {
+
+// A parsed message takes about twice its encoded size (a map's entries, strings' headers), and
+// a queued action its key and its slot too.
+size_t ActionBytes(const QuotaResponse::BucketAction& action, const std::string& bucket) {
+  return 2 * action.ByteSizeLong() + 2 * bucket.size() + 96;
+}
+
+}  // namespace
+
+bool ResponseQueue::Add(QuotaResponse response) {
+  struct Incoming {
+    std::string bucket;
+    size_t bytes;
+  };
+  std::vector<Incoming> incoming;
+  incoming.reserve(static_cast<size_t>(response.bucket_action_size()));
+  size_t after = bytes_;
+  for (const auto& action : response.bucket_action()) {
+    Incoming in{BucketKey(action.bucket_id()), 0};
+    in.bytes = ActionBytes(action, in.bucket);
+    auto it = index_.find(in.bucket);
+    after += in.bytes - (it != index_.end() ? waiting_[it->second].bytes : 0);
+    incoming.push_back(std::move(in));
+  }
+  if (after > max_bytes_) {
+    return false;
+  }
+  for (int i = 0; i < response.bucket_action_size(); ++i) {
+    Incoming& in = incoming[static_cast<size_t>(i)];
+    auto [it, fresh] = index_.try_emplace(in.bucket, waiting_.size());
+    if (fresh) {
+      waiting_.push_back(Waiting{std::move(in.bucket), {}, 0});
+    }
+    Waiting& waiting = waiting_[it->second];
+    bytes_ += in.bytes - waiting.bytes;
+    waiting.bytes = in.bytes;
+    waiting.action = std::move(*response.mutable_bucket_action(i));
+  }
+  return true;
+}
+
+QuotaResponse ResponseQueue::Take() {
+  QuotaResponse response;
+  for (Waiting& waiting : waiting_) {
+    *response.add_bucket_action() = std::move(waiting.action);
+  }
+  waiting_.clear();
+  waiting_.shrink_to_fit();
+  index_.clear();
+  bytes_ = 0;
+  return response;
+}
+
+}  // namespace sluice::quota
