@@ -119,8 +119,10 @@ int Quota(const std::string& domain, const std::vector<std::string>& pairs,
   const absl::Time end = absl::Now() + absl::GetFlag(FLAGS_duration);
   bool first = true;
   while (absl::Now() < end) {
-    usage->mutable_time_elapsed()->set_seconds(first ? 1 : seconds);
-    usage->set_num_requests_allowed(static_cast<uint64_t>(rate * (first ? 1 : seconds)));
+    // As Envoy: a new bucket's first report at once, 0 s and its first request; then one every
+    // interval, whole seconds.
+    usage->mutable_time_elapsed()->set_seconds(first ? 0 : seconds);
+    usage->set_num_requests_allowed(first ? 1 : static_cast<uint64_t>(rate * static_cast<double>(seconds)));
     first = false;
     if (!stream->Write(reports)) {
       break;
