@@ -50,6 +50,8 @@ enum class Algorithm : uint8_t {
   // In-flight limit: `limit` acquisitions held at once, each a lease that lapses one period
   // after it was taken unless given back first (a refund releases). It runs the sliding window
   // log (Engine): a lease is a log entry, the period its length; a release drops the newest.
+  // Its rules charge always unless they say otherwise (Resolve): a denied acquisition is a lease
+  // past the limit, which the release Envoy sends for the denied request gives back.
   kConcurrency = 6,
 };
 inline constexpr int kAlgorithmCount = 7;
@@ -67,7 +69,8 @@ std::optional<Algorithm> ParseAlgorithm(absl::string_view name);
 // Whether a request's hits are charged when it is denied.
 enum class Charge : uint8_t {
   // Only an admitted request consumes; a denied one leaves the state as it was. Sluice's
-  // default: a client that retries over the limit does not push its own limit further away.
+  // default (but for in-flight limits): a client that retries over the limit does not push its
+  // own limit further away.
   kIfAdmitted = 0,
   // Every hit asked is charged, admitted or not (envoyproxy/ratelimit's increment-first, and
   // what a usage report after the response needs: the usage happened). The state goes past the

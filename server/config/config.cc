@@ -146,10 +146,15 @@ void DumpRule(const DescriptorNode& node, const RateLimitRule& rule, std::string
         break;
       case Algorithm::kConcurrency:
         // requests_per_unit and unit read differently here: say how.
+        // A denied acquisition holds a lease (charge always, concurrency's default: Resolve)
+        // so that Envoy's release of it balances, unless the rule says `charge: if_admitted`.
         absl::StrAppend(&out, " (at most ", rule.requests_per_unit,
                         " in flight; a lease not released lapses after ",
                         rule.unit_multiplier == 1 ? "one" : absl::StrCat(rule.unit_multiplier),
-                        " ", UnitName(rule.unit), rule.unit_multiplier == 1 ? "" : "s", ")");
+                        " ", UnitName(rule.unit), rule.unit_multiplier == 1 ? "" : "s",
+                        rule.charge.value_or(Charge::kAlways) == Charge::kAlways
+                            ? "; a denied acquisition holds one until its release)"
+                            : "; a denied acquisition holds none)");
         break;
       default:
         break;

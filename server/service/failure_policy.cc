@@ -29,6 +29,16 @@ FailureMode FailurePolicy::Apply(const absl::Status& status, RequestPlan& plan,
   return mode;
 }
 
+void FailurePolicy::GiveBackLocally(const LimitCheck& check, std::optional<double> local_share,
+                                    uint64_t hits) {
+  LimitCheck release = check;
+  release.params = local_.Scale(check.params, local_share);
+  release.hits = hits;
+  release.group = 0;
+  Decision ignored;
+  local_.Decide(absl::MakeConstSpan(&release, 1), absl::MakeSpan(&ignored, 1));
+}
+
 void FailurePolicy::DecideLocally(RequestPlan& plan, CheckDecisions& decisions) {
   // Each undecided check, scaled to this replica's share of its rule, keeps its key and group.
   size_t undecided = 0;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -34,6 +35,12 @@ class FailurePolicy {
   // kAllow or kDeny they stay undecided and Respond answers them. Logs at most every 10 s.
   // REQUIRES: !status.ok().
   FailureMode Apply(const absl::Status& status, RequestPlan& plan, CheckDecisions& decisions);
+
+  // Gives `hits` back to the in-process store on `check`'s key (a refund of `check`, its params
+  // scaled to this replica's share as DecideLocally scales them): the release of acquisitions
+  // this store decided while the backend could not (UnbackedStep).
+  // REQUIRES: check.refund; `local_share` is the rule's.
+  void GiveBackLocally(const LimitCheck& check, std::optional<double> local_share, uint64_t hits);
 
   // The in-process store's metrics (sluice_local_fallback_*), once it exists.
   void AppendMetrics(std::string* out) const { local_.AppendMetrics(out); }

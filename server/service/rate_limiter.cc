@@ -110,13 +110,17 @@ RateLimiter::RateLimiter(const ConfigStore& config, Backend& backend, const Cloc
       resolve_options_(ResolveOptionsOf(options)),
       respond_options_(options.respond),
       over_limit_(cache),
-      failure_policy_(backend.Name(), clock, options.replicas_hint, LocalStoreOptions(options)) {}
+      failure_policy_(backend.Name(), clock, options.replicas_hint, LocalStoreOptions(options)),
+      unbacked_(clock, std::max<size_t>(1, options.unbacked_max_keys),
+                std::max<size_t>(1, options.unbacked_max_bytes)),
+      unbacked_step_(unbacked_, failure_policy_) {}
 
 void RateLimiter::AppendMetrics(std::string* out) const {
   failure_policy_.AppendMetrics(out);
   if (over_limit_.cache() != nullptr) {
     over_limit_.cache()->AppendMetrics(out);
   }
+  unbacked_.AppendMetrics(out);
 }
 
 void RateLimiter::ShouldRateLimit(const Request& request, Response* response, DoneCallback done,
@@ -165,6 +169,9 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
                                         start_us);
       cache.Add("sluice.checks_answered", static_cast<int64_t>(answered));
     }
+  }
+  if (call->plan.releases_leases && !unbacked_.Empty()) {
+    unbacked_step_.MatchReleases(call->plan, call->decisions);
   }
   Evaluate(std::move(call));
 }
@@ -223,6 +230,7 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
     metrics_.CountBackendFailure(FailureReasonOf(status));
     const int64_t start_us = call->span != nullptr ? call->span->tracer().NowMicros() : 0;
     policy = failure_policy_.Apply(status, call->plan, call->decisions);
+    unbacked_step_.Record(status, policy, call->plan, call->decisions);
     if (call->span != nullptr) {
       TraceFailure(status, policy, start_us, call->decisions, *call->span);
     }

@@ -3,12 +3,14 @@
 // into a plan of checks (resolve.h), decide what the rule alone decides (decide_by_rule.h), answer
 // what the over-limit cache knows (over_limit_step.h), ask the backend for the rest in one batch,
 // let the failure policy answer what it could not (failure_policy.h), and build the Envoy RLS v3
-// response (respond.h), whose account the metrics count. The gRPC service and the HTTP /json
-// endpoint both call it. docs/internals.md walks one decision through it.
+// response (respond.h), whose account the metrics count. A release of an in-flight limit first
+// takes back what this replica's failure policy answered without the backend (unbacked_step.h).
+// The gRPC service and the HTTP /json endpoint both call it. docs/internals.md walks one decision
+// through it.
 //
 // Thread-safe: one RateLimiter serves every concurrent call; it holds no per-call state (the
-// failure_mode local store and the over-limit cache are shared by all calls and safe for
-// concurrent use).
+// failure_mode local store, the over-limit cache and the unbacked acquisitions are shared by all
+// calls and safe for concurrent use).
 #pragma once
 
 #include <cstddef>
@@ -32,6 +34,8 @@
 #include "server/service/request_validation.h"
 #include "server/service/resolve.h"
 #include "server/service/respond.h"
+#include "server/service/unbacked_acquisitions.h"
+#include "server/service/unbacked_step.h"
 #include "server/trace/tracer.h"
 
 namespace sluice {
@@ -52,6 +56,11 @@ struct RateLimiterOptions {
   // failure_mode local: keys and heap bytes the in-process store keeps at most.
   size_t local_max_keys = 1000000;
   size_t local_max_bytes = size_t{1} << 30;
+
+  // Keys and heap bytes the store of acquisitions of in-flight limits answered without the
+  // backend keeps at most (UnbackedAcquisitions).
+  size_t unbacked_max_keys = UnbackedAcquisitions::kDefaultMaxKeys;
+  size_t unbacked_max_bytes = UnbackedAcquisitions::kDefaultMaxBytes;
 
   // What the response says beyond the decisions (near_limit ratio, shadow and quota modes,
   // dynamic metadata, rate-limit headers, retry-after): handed to Respond as it is.
@@ -91,8 +100,9 @@ class RateLimiter {
                        Span* span = nullptr);
 
   // Appends the metrics of the in-process stores it owns or uses, in the Prometheus text
-  // format: the failure_mode local store (sluice_local_fallback_*, once it exists) and the
-  // over-limit cache (sluice_over_limit_cache_*, if any).
+  // format: the failure_mode local store (sluice_local_fallback_*, once it exists), the
+  // over-limit cache (sluice_over_limit_cache_*, if any) and the unbacked acquisitions
+  // (sluice_unbacked_acquisitions_*).
   void AppendMetrics(std::string* out) const;
 
  private:
@@ -120,6 +130,8 @@ class RateLimiter {
   const RespondOptions respond_options_;
   OverLimitStep over_limit_;
   FailurePolicy failure_policy_;
+  UnbackedAcquisitions unbacked_;
+  UnbackedStep unbacked_step_;
 };
 
 }  // namespace sluice

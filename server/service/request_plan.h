@@ -79,6 +79,9 @@ struct RequestPlan {
   // Some check asks more hits than its rule can ever hold yet goes to the backend, to be charged
   // (Charge::kAlways): its denial is marked `never` once decided (RateLimiter).
   bool charges_never_admitted = false;
+  // Some check releases an in-flight limit (a refund of `algorithm: concurrency`): it may give
+  // back an acquisition this replica answered without the backend (UnbackedStep).
+  bool releases_leases = false;
   // The index of the first descriptor with is_negative_hits when --refuse_refunds refuses the
   // domain's refunds (the call is refused whole); -1 otherwise.
   int refused_refund = -1;

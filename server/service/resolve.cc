@@ -141,6 +141,22 @@ void MatchDescriptor(const Domain& configured, absl::string_view domain,
   }
 }
 
+// The charge of a rule without its own `charge:`. An in-flight limit charges always, whatever
+// --default_charge says: Envoy sends the release (apply_on_stream_done) when every request ends,
+// the denied ones included (envoyproxy/envoy, source/extensions/filters/http/ratelimit/
+// ratelimit.cc, Filter::onDestroy), so a denied acquisition must hold a lease for its release to
+// give back, or that release frees a lease another request holds.
+Charge DefaultCharge(Algorithm algorithm, const ResolveOptions& options) {
+  switch (algorithm) {
+    case Algorithm::kConcurrency:
+      return Charge::kAlways;
+    case Algorithm::kFixedWindow:
+      return options.default_charge_fixed_window.value_or(options.default_charge);
+    default:
+      return options.default_charge;
+  }
+}
+
 // Drops the replaced rules of `descriptor` and appends one check (and its storage key) per
 // remaining rule.
 void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions& options,
@@ -176,10 +192,10 @@ void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions&
     scratch.key_spans.emplace_back(static_cast<uint32_t>(offset),
                                    static_cast<uint32_t>(plan.key_bytes.size() - offset));
     LimitParams params = rule->params;
-    params.charge = rule->charge.value_or(
-        params.algorithm == Algorithm::kFixedWindow
-            ? options.default_charge_fixed_window.value_or(options.default_charge)
-            : options.default_charge);
+    params.charge = rule->charge.value_or(DefaultCharge(params.algorithm, options));
+    if (descriptor.refund && params.algorithm == Algorithm::kConcurrency) {
+      plan.releases_leases = true;
+    }
     plan.checks.push_back(LimitCheck{{}, params, descriptor.hits, index, descriptor.refund});
   }
 }

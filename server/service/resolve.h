@@ -24,7 +24,9 @@ struct ResolveOptions {
   std::string key_prefix;
   // What answers a descriptor the backend cannot decide, unless its domain sets its own.
   FailureMode failure_mode = FailureMode::kAllow;
-  // The LimitParams::charge of the checks of rules that do not set their own (`charge:`).
+  // The LimitParams::charge of the checks of rules that do not set their own (`charge:`),
+  // except in-flight limits (`algorithm: concurrency`), which charge always unless they say
+  // `charge: if_admitted` (a denied acquisition holds a lease until Envoy's release of it).
   Charge default_charge = Charge::kIfAdmitted;
   // The same for fixed-window rules (--default_charge_fixed_window); unset: default_charge.
   std::optional<Charge> default_charge_fixed_window;
@@ -37,9 +39,9 @@ struct ResolveOptions {
 
 // Fills *plan from `request` and `config`. An unknown domain, or a descriptor that matches
 // nothing, gets a DescriptorPlan without rules (and no checks). A descriptor with
-// is_negative_hits makes refund checks (LimitCheck::refund); when the options refuse the
-// domain's refunds, plan->refused_refund names the first such descriptor and nothing else is
-// planned.
+// is_negative_hits makes refund checks (LimitCheck::refund), and sets plan->releases_leases when
+// one releases an in-flight limit; when the options refuse the domain's refunds,
+// plan->refused_refund names the first such descriptor and nothing else is planned.
 // REQUIRES: `request` passed ValidateRequest; `config` is not null; *plan is empty (as
 // default-constructed). `request` need only live for the call: the plan holds no view into it.
 void Resolve(const envoy::service::ratelimit::v3::RateLimitRequest& request,

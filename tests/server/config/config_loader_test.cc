@@ -350,6 +350,8 @@ descriptors:
     rate_limit: {unlimited: true}
   - key: c
     rate_limit: {algorithm: concurrency, unit: minute, requests_per_unit: 4}
+  - key: d
+    rate_limit: {algorithm: concurrency, unit: second, requests_per_unit: 2, charge: if_admitted}
 )");
   EXPECT_EQ(config->Dump(),
             "dump.b: requests_per_unit=5 unit=minute algorithm=fixed_window key_suffix=fw:60 "
@@ -360,8 +362,11 @@ descriptors:
             "key_suffix=fw:7200 replaces=m shadow_mode=true (test.yaml:5)\n"
             "dump.u: unlimited shadow_mode=false (test.yaml:11)\n"
             "dump.c: requests_per_unit=4 unit=minute algorithm=concurrency (at most 4 in "
-            "flight; a lease not released lapses after one minute) key_suffix=cc:60 "
-            "shadow_mode=false (test.yaml:13)\n");
+            "flight; a lease not released lapses after one minute; a denied acquisition holds "
+            "one until its release) key_suffix=cc:60 shadow_mode=false (test.yaml:13)\n"
+            "dump.d: requests_per_unit=2 unit=second algorithm=concurrency (at most 2 in "
+            "flight; a lease not released lapses after one second; a denied acquisition holds "
+            "none) key_suffix=cc:1 charge=if_admitted shadow_mode=false (test.yaml:15)\n");
 }
 
 // Verifies several sources load into one Config, one domain each.

@@ -79,6 +79,17 @@ descriptors:
       algorithm: concurrency
       unit: minute
       requests_per_unit: 1
+  - key: streams
+    rate_limit:
+      algorithm: concurrency
+      unit: minute
+      requests_per_unit: 3
+  - key: streams_if_admitted
+    rate_limit:
+      algorithm: concurrency
+      unit: minute
+      requests_per_unit: 3
+      charge: if_admitted
 )";
 
 // A backend that can never answer, for the failure policy.
@@ -335,14 +346,52 @@ TEST_F(RateLimiterTest, RefundForgetsTheOverLimitCacheEntry) {
   EXPECT_EQ(MustDecide(take).overall_code(), Response::OK);
   EXPECT_EQ(counting.checks(), before + 2);
   // An in-flight limit is never remembered: a release through another replica may free it.
+  // (Each denied acquisition holds a lease until its own release: three releases free the one.)
   const Request acquire = MakeRequest({{{"inflight", "i"}}});
   EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OK);
   EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OVER_LIMIT);
   const size_t held = counting.checks();
   EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OVER_LIMIT);
   EXPECT_EQ(counting.checks(), held + 1);
+  EXPECT_EQ(MustDecide(WithRefunds(acquire, {true})).statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(MustDecide(WithRefunds(acquire, {true})).statuses(0).limit_remaining(), 0u);
   EXPECT_EQ(MustDecide(WithRefunds(acquire, {true})).statuses(0).limit_remaining(), 1u);
   EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OK);
+}
+
+// Verifies an in-flight limit holds with releases as Envoy sends them, for every request that
+// ends, the denied ones included: 3 running on a limit of 3, a 4th denied and released, and the
+// next acquisition is still denied (the denial held a lease its release gave back), until one
+// of the running requests ends. Charged denials are counted as such. An explicit
+// `charge: if_admitted` behaves as before: the denial's release frees a running request's lease,
+// and a 4th is admitted.
+TEST_F(RateLimiterTest, InFlightLimitHoldsWithReleasesOfDenials) {
+  const Request acquire = MakeRequest({{{"streams", "u"}}});
+  const Request release = WithRefunds(acquire, {true});
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(MustDecide(acquire).overall_code(), Response::OK) << i;
+  }
+  Response denied = MustDecide(acquire);
+  EXPECT_EQ(denied.overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(denied.statuses(0).limit_remaining(), 0u);
+  Response released = MustDecide(release);  // the denied request's
+  EXPECT_EQ(released.overall_code(), Response::OK);
+  EXPECT_EQ(released.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(MustDecide(release).statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(MustDecide(release).statuses(0).limit_remaining(), 1u);  // a running one ends
+  EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OK);
+  EXPECT_EQ(MustDecide(acquire).overall_code(), Response::OVER_LIMIT);
+  EXPECT_THAT(metrics_.Serialize(),
+              HasSubstr("sluice_hits_charged_over_limit_total{algorithm=\"concurrency\"} 3"));
+
+  const Request old_acquire = MakeRequest({{{"streams_if_admitted", "u"}}});
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(MustDecide(old_acquire).overall_code(), Response::OK) << i;
+  }
+  EXPECT_EQ(MustDecide(old_acquire).overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(MustDecide(WithRefunds(old_acquire, {true})).statuses(0).limit_remaining(), 1u);
+  EXPECT_EQ(MustDecide(old_acquire).overall_code(), Response::OK);  // 4 in flight
 }
 
 // Verifies --refuse_refunds: a refund in a refused domain fails the call with INVALID_ARGUMENT

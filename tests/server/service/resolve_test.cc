@@ -323,5 +323,43 @@ TEST(ResolveOptionsTest, FixedWindowChargeDefaultIsItsOwn) {
                           std::make_pair(Algorithm::kSlidingWindowLog, Charge::kAlways)));
 }
 
+// Verifies an in-flight limit charges always unless its rule says otherwise, whatever
+// --default_charge and --default_charge_fixed_window say (Envoy releases denied requests too),
+// and that only a release of an in-flight limit marks the plan (RequestPlan::releases_leases):
+// an acquisition, or a refund of another algorithm, does not.
+TEST(ResolveOptionsTest, InFlightLimitsChargeAlwaysByDefault) {
+  auto config = LoadConfigText("c.yaml", R"(domain: c
+descriptors:
+  - key: streams
+    rate_limit: {algorithm: concurrency, unit: minute, requests_per_unit: 3}
+  - key: old
+    rate_limit: {algorithm: concurrency, unit: minute, requests_per_unit: 3, charge: if_admitted}
+  - key: log
+    rate_limit: {algorithm: sliding_window_log, unit: minute, requests_per_unit: 3}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::shared_ptr<const Config> shared(std::move(*config));
+  const auto plan_of = [&](const std::string& key, bool refund, const ResolveOptions& options) {
+    auto plan = std::make_unique<RequestPlan>();
+    Request request = testing::MakeRequest("c", {{{key, "x"}}});
+    request.mutable_descriptors(0)->set_is_negative_hits(refund);
+    Resolve(request, shared, options, plan.get());
+    return plan;
+  };
+  for (const Charge fallback : {Charge::kIfAdmitted, Charge::kAlways}) {
+    ResolveOptions options;
+    options.default_charge = fallback;
+    options.default_charge_fixed_window = fallback;
+    EXPECT_EQ(plan_of("streams", false, options)->checks[0].params.charge, Charge::kAlways);
+    EXPECT_EQ(plan_of("old", false, options)->checks[0].params.charge, Charge::kIfAdmitted);
+    EXPECT_EQ(plan_of("log", false, options)->checks[0].params.charge, fallback);
+  }
+  const ResolveOptions options;
+  EXPECT_TRUE(plan_of("streams", true, options)->releases_leases);
+  EXPECT_TRUE(plan_of("old", true, options)->releases_leases);
+  EXPECT_FALSE(plan_of("streams", false, options)->releases_leases);
+  EXPECT_FALSE(plan_of("log", true, options)->releases_leases);
+}
+
 }  // namespace
 }  // namespace sluice
