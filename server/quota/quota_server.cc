@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -97,7 +98,7 @@ std::vector<double> QuotaServer::Shares(const Bucket& bucket, double rate) {
   std::vector<double> demands;
   demands.reserve(bucket.subscribers.size() + bucket.remote.size());
   for (const auto& [unused_id, sub] : bucket.subscribers) {
-    demands.push_back(sub->Demand());
+    demands.push_back(sub->DivisionDemand());
   }
   const size_t local = demands.size();
   demands.insert(demands.end(), bucket.remote.begin(), bucket.remote.end());
@@ -312,10 +313,20 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
         bucket->matched_generation = generation_;
       }
       // A new subscriber is answered at once (Envoy applies its no_assignment_behavior until
-      // then); the others move at the next rebalance.
+      // then), with its fair share as far as the shares the others here hold leave room: they
+      // move at the next rebalance, one change each (Envoy starts most replaced buckets full, so
+      // moving them now, once per newcomer, would hand out a burst each time).
       const QuotaRule rule = Effective(config.get(), *bucket, now_us);
       const std::vector<double> shares = Shares(*bucket, rule.rate);
-      Assign(id, sub, *bucket, rule, shares.back(), now_us, out);
+      double room = 0;
+      for (size_t i = 0; i < shares.size(); ++i) {
+        room += shares[i];
+        const Subscription::Sent& held = bucket->subscribers[i].second->sent;
+        if (i + 1 < shares.size() && held.assigned && held.kind == QuotaRule::Kind::kShare) {
+          room -= held.share;
+        }
+      }
+      Assign(id, sub, *bucket, rule, std::clamp(room, 0.0, shares.back()), now_us, out);
       continue;
     }
     Subscription& sub = sub_it->second;
@@ -421,7 +432,7 @@ std::vector<RemoteDemand::Bucket> QuotaServer::ToExchange() const {
       published.domain = bucket.domain;
       published.key = bucket.key;
       for (const auto& [unused_id, sub] : bucket.subscribers) {
-        published.local.push_back(sub->Demand());
+        published.local.push_back(sub->DivisionDemand());
       }
     }
   }
@@ -537,7 +548,7 @@ void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
       ++view->stale;
     }
     for (double d : bucket.remote) {
-      demand_total += d;
+      demand_total += std::isfinite(d) ? d : 0.0;  // not measured yet
     }
     ranked.push_back({demand_total, &bucket});
   }

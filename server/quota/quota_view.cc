@@ -4,6 +4,7 @@
 #include <openssl/rand.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -41,9 +42,10 @@ std::string RedactedValue(absl::string_view value) {
                          digest[1], digest[2], digest[3]);
 }
 
+// A demand not measured yet is infinite to the division: "?" here.
 std::string Numbers(const std::vector<double>& values) {
   return absl::StrJoin(values, ", ", [](std::string* out, double x) {
-    absl::StrAppend(out, absl::StrFormat("%.1f", x));
+    absl::StrAppend(out, std::isfinite(x) ? absl::StrFormat("%.1f", x) : std::string("?"));
   });
 }
 

@@ -47,6 +47,10 @@ void Subscription::AddReport(uint64_t requests, int64_t reported_us, int64_t now
   last_report_us_ = now_us;
 }
 
+double Subscription::DivisionDemand() const {
+  return measured() ? Demand() : std::numeric_limits<double>::infinity();
+}
+
 double Subscription::Demand() const {
   double requests = 0;
   double elapsed_us = 0;

@@ -33,6 +33,13 @@ class Subscription {
 
   // Requests a second over the last reports kept (0 before any measure).
   double Demand() const;
+  // Whether a report has measured a rate yet (Envoy's first report of a bucket does not).
+  bool measured() const { return sample_count_ > 0; }
+  // What the division takes this Envoy to ask: its demand once measured, and until then as much
+  // as anyone (infinity): a newcomer gets an equal part of what the measured ones leave, rather
+  // than nothing (its demand read as 0) or everything left (the surplus), either of which moves
+  // every share again once its first tick is measured.
+  double DivisionDemand() const;
   // The time between this Envoy's reports of the bucket, as last measured (held to
   // [kMinIntervalUs, kMaxIntervalUs]), kDefaultIntervalUs before that.
   int64_t interval_us() const { return interval_us_; }
