@@ -99,8 +99,8 @@ class Assembly {
   bool StopReloads();
 
   HttpServer& http() { return *http_; }
-  // With --rlqs: stops rebalancing and expires every stream's assignments (TTL 0) before the
-  // gRPC server drains. Nothing otherwise.
+  // With --rlqs: stops rebalancing and ends every quota stream (their assignments left in force
+  // in the Envoys) before the gRPC server drains. Nothing otherwise.
   void DrainQuota();
   // REQUIRES: StartGrpc succeeded.
   grpc::Server& grpc_server() { return *grpc_server_; }
