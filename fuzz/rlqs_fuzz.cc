@@ -89,7 +89,6 @@ quota::QuotaOptions Options() {
   options.max_stream_bytes = 256 << 10;
   options.max_peer_bytes = 512 << 10;
   options.max_bytes = 1 << 20;
-  options.max_pending_bytes = kMaxPendingBytes;
   return options;
 }
 

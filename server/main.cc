@@ -76,8 +76,14 @@ ABSL_FLAG(int64_t, rlqs_max_peer_mib, Defaults().grpc.rlqs_max_peer_mib,
 ABSL_FLAG(int64_t, rlqs_max_stream_mib, Defaults().grpc.rlqs_max_stream_mib,
           "RLQS: most MiB of state one stream holds (its buckets' ids count in full)");
 ABSL_FLAG(int64_t, rlqs_max_pending_kib, Defaults().grpc.rlqs_max_pending_kib,
-          "RLQS: most KiB of responses waiting for a stream to read them (the newest per "
-          "bucket); past it the stream is cancelled");
+          "RLQS: most KiB of responses waiting behind a stream's write in flight (the newest "
+          "per bucket; a message that can go at once always goes); past it the stream is ended");
+ABSL_FLAG(int64_t, rlqs_max_pending_mib, Defaults().grpc.rlqs_max_pending_mib,
+          "RLQS: most MiB of responses waiting or in flight in all streams; past it a stream "
+          "whose write has waited a second is ended when more is queued for it");
+ABSL_FLAG(absl::Duration, rlqs_write_timeout, Defaults().grpc.rlqs_write_timeout,
+          "RLQS: a response its peer has not read for this long ends the stream (the peer does "
+          "not read)");
 ABSL_FLAG(bool, rlqs_page_values, Defaults().grpc.rlqs_page_values,
           "GET /rlqs shows buckets' descriptor values as sent (escaped); by default they are "
           "redacted to their length and a hash");

@@ -173,7 +173,6 @@ absl::Status Assembly::BuildServers() {
     quota_options.max_bytes = static_cast<size_t>(grpc.rlqs_max_mib) << 20;
     quota_options.max_peer_bytes = static_cast<size_t>(grpc.rlqs_max_peer_mib) << 20;
     quota_options.max_stream_bytes = static_cast<size_t>(grpc.rlqs_max_stream_mib) << 20;
-    quota_options.max_pending_bytes = static_cast<size_t>(grpc.rlqs_max_pending_kib) << 10;
     quota_options.page_values = grpc.rlqs_page_values;
     const absl::Duration interval = grpc.rlqs_rebalance_interval;
     quota_options.remote_stale_after_us = absl::ToInt64Microseconds(interval * 2.5);
@@ -185,8 +184,12 @@ absl::Status Assembly::BuildServers() {
           std::max(settings_.backend.shared.timeout, std::min(interval / 2, absl::Seconds(1))));
     }
     quota_ = std::make_unique<quota::QuotaServer>(store_, quota_options, quota_exchange_.get());
-    rlqs_service_ = std::make_unique<RlqsGrpcService>(
-        *quota_, settings_.grpc.rlqs_rebalance_interval, tracer_.get());
+    RlqsServiceOptions service_options;
+    service_options.rebalance_interval = interval;
+    service_options.max_pending_bytes = static_cast<size_t>(grpc.rlqs_max_pending_kib) << 10;
+    service_options.max_pending_total_bytes = static_cast<size_t>(grpc.rlqs_max_pending_mib) << 20;
+    service_options.write_timeout = grpc.rlqs_write_timeout;
+    rlqs_service_ = std::make_unique<RlqsGrpcService>(*quota_, service_options, tracer_.get());
   }
   grpc::EnableDefaultHealthCheckService(true);
   ASSIGN_OR_RETURN(credentials_, GrpcServerCredentials(GrpcTlsSettingsFrom(settings_.grpc)));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/heap_bytes.h"
+#include "server/common/logging.h"
 #include "server/common/status_macros.h"
 #include "server/quota/envoy_assignment.h"
 #include "server/quota/fair_share.h"
@@ -22,15 +23,39 @@ using BucketAction = QuotaResponse::BucketAction;
 // the ones that moved the other way are sent, whatever the hysteresis.
 constexpr double kOverTolerance = 0.02;
 
-// Freed bytes past which a rebalance gives the heap's free pages back to the system: a flood
-// of streams that ended would otherwise leave its memory resident.
-constexpr size_t kTrimAfterBytes = size_t{16} << 20;
+// Freed bytes past which a rebalance gives the heap's free pages back to the system (at most
+// every kTrimEveryUs): a flood of streams that ended would otherwise leave its memory resident,
+// for glibc keeps freed pages of its arenas. What is counted is the state; the buffers that
+// served it (reports parsed, responses written) go with it.
+constexpr size_t kTrimAfterBytes = size_t{1} << 20;
+constexpr int64_t kTrimEveryUs = 5'000'000;
+
+// At most one log line per this long for buckets refused by a shared bound.
+constexpr int64_t kRefusalLogEveryUs = 10'000'000;
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("RateLimitQuotaUsageReports: ", what));
 }
 
 std::string Mib(size_t bytes) { return absl::StrCat(bytes >> 20, " MiB"); }
+
+}  // namespace
+
+absl::string_view QuotaServer::SharedBoundText(SharedBound bound) {
+  switch (bound) {
+    case SharedBound::kSubscriptions:
+      return "this server holds its most RLQS stream buckets (--rlqs_max_subscriptions)";
+    case SharedBound::kPeerBytes:
+      return "the RLQS streams of this peer address hold their most state (--rlqs_max_peer_mib)";
+    case SharedBound::kBytes:
+      return "this server holds its most RLQS state (--rlqs_max_mib)";
+    case SharedBound::kNone:
+      break;
+  }
+  return "";
+}
+
+namespace {
 
 uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
   return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
@@ -161,16 +186,12 @@ absl::Status QuotaServer::Report(StreamId id, const Reports& reports, int64_t no
 }
 
 absl::StatusOr<std::pair<QuotaServer::Bucket*, Subscription*>> QuotaServer::Subscribe(
-    StreamId id, Stream& stream, std::string key, int64_t now_us) {
+    StreamId id, Stream& stream, std::string key, int64_t now_us, SharedBound* shared) {
+  // The stream's own bounds end it: no single Envoy holds so much.
   if (stream.subscriptions.size() >= options_.max_buckets_per_stream) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "RLQS stream reports more than ", options_.max_buckets_per_stream,
         " buckets (--rlqs_max_buckets_per_stream)"));
-  }
-  if (subscriptions_ >= options_.max_subscriptions) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this server holds its most RLQS stream buckets (", options_.max_subscriptions,
-        ", --rlqs_max_subscriptions)"));
   }
   auto found = buckets_.find(BucketName{stream.domain, key});
   const bool new_bucket = found == buckets_.end();
@@ -184,15 +205,20 @@ absl::StatusOr<std::pair<QuotaServer::Bucket*, Subscription*>> QuotaServer::Subs
         "RLQS stream holds its most state (", Mib(options_.max_stream_bytes),
         ", --rlqs_max_stream_mib): it reports too many or too large buckets"));
   }
-  if (stream.peer->bytes + charged > options_.max_peer_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the RLQS streams of this peer address hold their most state (",
-        Mib(options_.max_peer_bytes), ", --rlqs_max_peer_mib)"));
+  // Bounds shared with other streams (Envoys behind one address, every client) refuse the bucket
+  // alone: ending the stream would end an Envoy for what others hold. The bucket is left
+  // unanswered (Envoy applies its no_assignment_behavior) and subscribed at a later report once
+  // there is room.
+  *shared = SharedBound::kNone;
+  if (subscriptions_ >= options_.max_subscriptions) {
+    *shared = SharedBound::kSubscriptions;
+  } else if (stream.peer->bytes + charged > options_.max_peer_bytes) {
+    *shared = SharedBound::kPeerBytes;
+  } else if (bytes_ + added > options_.max_bytes) {
+    *shared = SharedBound::kBytes;
   }
-  if (bytes_ + added > options_.max_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("this server holds its most RLQS state (", Mib(options_.max_bytes),
-                     ", --rlqs_max_mib)"));
+  if (*shared != SharedBound::kNone) {
+    return std::pair<Bucket*, Subscription*>(nullptr, nullptr);
   }
   Bucket* bucket;
   if (new_bucket) {
@@ -304,7 +330,20 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
     auto sub_it = bucket != nullptr ? stream.subscriptions.find(bucket)
                                     : stream.subscriptions.end();
     if (sub_it == stream.subscriptions.end()) {
-      ASSIGN_OR_RETURN(const auto subscribed, Subscribe(id, stream, std::move(key), now_us));
+      SharedBound shared = SharedBound::kNone;
+      ASSIGN_OR_RETURN(const auto subscribed,
+                       Subscribe(id, stream, std::move(key), now_us, &shared));
+      if (shared != SharedBound::kNone) {
+        ++usage_.buckets_refused[static_cast<size_t>(shared) - 1];
+        if (now_us - refusal_logged_us_ >= kRefusalLogEveryUs) {
+          refusal_logged_us_ = now_us;
+          SLUICE_LOG(WARNING) << "RLQS: a new bucket of a stream from " << stream.peer_name
+                              << " left unanswered: " << SharedBoundText(shared)
+                              << " (sluice_rlqs_buckets_refused_total counts them; logged at "
+                                 "most every 10 s)";
+        }
+        continue;
+      }
       bucket = subscribed.first;
       Subscription& sub = *subscribed.second;
       sub.AddReport(requests, elapsed_us, now_us);
@@ -471,9 +510,13 @@ void QuotaServer::Tick(int64_t now_us) {
       }
     }
     Rebalance(now_us, out);
-    if (freed_ >= kTrimAfterBytes) {
+    // Streams have gone: give their pages back, at most every few seconds (a trim walks the
+    // heap), and at once when nothing is held any more.
+    if (freed_ >= kTrimAfterBytes &&
+        (now_us - trimmed_us_ >= kTrimEveryUs || streams_.empty())) {
       trim = freed_;
       freed_ = 0;
+      trimmed_us_ = now_us;
     }
   }
   Deliver(std::move(out));
@@ -642,6 +685,15 @@ void QuotaServer::AppendMetrics(std::string* out) const {
   for (const auto& metric : plain) {
     absl::StrAppend(out, "# HELP ", metric.name, " ", metric.help, "\n# TYPE ", metric.name, " ",
                     metric.type, "\n", metric.name, " ", metric.value, "\n");
+  }
+  absl::StrAppend(out,
+                  "# HELP sluice_rlqs_buckets_refused_total New buckets left unanswered because a "
+                  "bound shared with other streams was reached (the stream goes on), by bound\n"
+                  "# TYPE sluice_rlqs_buckets_refused_total counter\n");
+  const char* kBounds[] = {"subscriptions", "peer_bytes", "bytes"};
+  for (size_t b = 0; b < 3; ++b) {
+    absl::StrAppend(out, "sluice_rlqs_buckets_refused_total{bound=\"", kBounds[b], "\"} ",
+                    usage.buckets_refused[b], "\n");
   }
   absl::StrAppend(out,
                   "# HELP sluice_rlqs_assignments_total Bucket assignments sent, by strategy\n"

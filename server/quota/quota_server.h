@@ -31,11 +31,13 @@
 //   - A report is bounded as an RLS request is (domain, key and value at most max_key_bytes,
 //     at most max_pairs pairs: INVALID_ARGUMENT), and time_elapsed is held to
 //     [0, max_time_elapsed_us] (a negative one is INVALID_ARGUMENT).
-// Bounds (RESOURCE_EXHAUSTED naming the flag, the stream ended or refused; never the process):
-// streams in all and per peer address, buckets per stream, subscriptions in all, and bytes of
-// state per stream, per peer and in all, each checked before the state is allocated. A bucket's
-// id is kept once, as its canonical key (bucket_key.h); each stream is charged for the ids it
-// holds, the process once per bucket.
+// Bounds, each checked before the state is allocated; never the process: streams in all and per
+// peer address (a stream past them is refused, RESOURCE_EXHAUSTED naming the flag); a stream's
+// own buckets and bytes (past them the stream is ended so); subscriptions in all and bytes per
+// peer and in all, which a stream shares with others (past them a new bucket is left unanswered
+// and counted, the stream goes on, and a later report of it is subscribed once there is room: an
+// Envoy is not ended for what other clients hold). A bucket's id is kept once, as its canonical
+// key (bucket_key.h); each stream is charged for the ids it holds, the process once per bucket.
 //
 // Demand beyond this replica (other replicas' streams) comes from a RemoteDemand, when given:
 // every rebalance publishes this replica's demands of the buckets that have a rate and reads the
@@ -52,6 +54,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,9 +102,6 @@ struct QuotaOptions {
   size_t max_bytes = size_t{256} << 20;
   size_t max_peer_bytes = size_t{64} << 20;
   size_t max_stream_bytes = size_t{16} << 20;
-  // Bytes of responses waiting to be written on one stream (response_queue.h): past them the
-  // stream is ended. Read by the stream service.
-  size_t max_pending_bytes = size_t{4} << 20;
   // Longest domain, bucket key or value, and most pairs in one bucket (as RLS bounds a
   // descriptor).
   size_t max_key_bytes = 1024;
@@ -173,6 +173,8 @@ class QuotaServer {
     uint64_t assignments[3] = {};  // ALLOW_ALL, DENY_ALL, token bucket
     uint64_t abandons = 0;
     uint64_t refused = 0;  // streams ended or refused for a bad input or a bound
+    // New buckets left unanswered by a shared bound: subscriptions, a peer's bytes, all bytes.
+    uint64_t buckets_refused[3] = {};
     uint64_t exchange_failures = 0;  // bucket exchanges with other replicas that failed
   };
   Usage TotalUsage() const;
@@ -228,10 +230,16 @@ class QuotaServer {
 
   absl::Status ReportLocked(StreamId id, const Reports& reports, int64_t now_us, Outbox& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Subscribes `stream` to bucket `key` of its domain (created if new), or an error naming the
-  // bound that refuses it.
+  // The bounds a stream shares with others (see Subscribe).
+  enum class SharedBound : uint8_t { kNone = 0, kSubscriptions, kPeerBytes, kBytes };
+  static absl::string_view SharedBoundText(SharedBound bound);
+  // Subscribes `stream` to bucket `key` of its domain (created if new). An error naming the
+  // bound when one of the stream's own refuses it (the stream ends); {null, null} with `*shared`
+  // set when one shared with other streams does (the bucket is left unanswered, the stream goes
+  // on, and a later report of the bucket tries again).
   absl::StatusOr<std::pair<Bucket*, Subscription*>> Subscribe(StreamId id, Stream& stream,
-                                                              std::string key, int64_t now_us)
+                                                              std::string key, int64_t now_us,
+                                                              SharedBound* shared)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the subscription of `stream` to `bucket` (and the bucket with its last subscriber).
   void Unsubscribe(StreamId id, Stream& stream, Bucket* bucket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -275,8 +283,10 @@ class QuotaServer {
   absl::flat_hash_map<BucketName, std::unique_ptr<Bucket>> buckets_ ABSL_GUARDED_BY(mu_);
   size_t subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Bytes freed since the heap was last trimmed (Tick gives them back to the system).
+  // Bytes freed since the heap was last trimmed (Tick gives them back to the system), and when.
   size_t freed_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t trimmed_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t refusal_logged_us_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<int64_t>::min() / 2;
   // The config last seen, held so that its address cannot be reused by another, and its
   // generation (buckets remember the one their rule was matched in).
   std::shared_ptr<const Config> config_seen_ ABSL_GUARDED_BY(mu_);

@@ -15,7 +15,7 @@ size_t ActionBytes(const QuotaResponse::BucketAction& action, const std::string&
 
 }  // namespace
 
-bool ResponseQueue::Add(QuotaResponse response) {
+bool ResponseQueue::Add(QuotaResponse response, size_t* would_be, bool capped) {
   struct Incoming {
     std::string bucket;
     size_t bytes;
@@ -30,7 +30,10 @@ bool ResponseQueue::Add(QuotaResponse response) {
     after += in.bytes - (it != index_.end() ? waiting_[it->second].bytes : 0);
     incoming.push_back(std::move(in));
   }
-  if (after > max_bytes_) {
+  if (capped && after > max_bytes_) {
+    if (would_be != nullptr) {
+      *would_be = after;
+    }
     return false;
   }
   for (int i = 0; i < response.bucket_action_size(); ++i) {

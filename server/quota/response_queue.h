@@ -21,8 +21,10 @@ class ResponseQueue {
   explicit ResponseQueue(size_t max_bytes) : max_bytes_(max_bytes) {}
 
   // Queues the actions of `response`, each replacing one waiting for the same bucket. False,
-  // and nothing queued, when the bytes waiting would pass the cap.
-  bool Add(QuotaResponse response);
+  // and nothing queued, when the bytes waiting would pass the cap (`*would_be`, when given, is
+  // then what they would have been); with `capped` false, never (a message that is written at
+  // once is not waiting for anyone).
+  bool Add(QuotaResponse response, size_t* would_be = nullptr, bool capped = true);
   bool empty() const { return waiting_.empty(); }
   // What the actions waiting hold in memory (an estimate from their encoded size).
   size_t bytes() const { return bytes_; }

@@ -30,22 +30,23 @@ std::string PeerAddress(absl::string_view peer) {
 
 }  // namespace
 
-// One stream. Its responses wait in a bounded queue (the newest action per bucket, at most
-// --rlqs_max_pending_kib) and are written one at a time (the callback API allows one
-// outstanding write), all that waits in one message; the queue outlives the reactor for the
-// QuotaServer's sink, which may still be called just after the stream is closed, and then drops
-// what it gets. A peer that does not read past the bound has its call cancelled: what it was
-// sent is lost to it anyway, and its state goes with the call.
+// One stream. Its responses wait in a queue (the newest action per bucket) and are written one
+// message at a time (the callback API allows one outstanding write), all that waits in the next;
+// the queue outlives the reactor for the QuotaServer's sink, which may still be called just after
+// the stream is closed, and then drops what it gets. What waits, and the message in flight, are
+// counted in the service's total; a peer that does not read has its call cancelled (see
+// rlqs_service.h): what it was sent is lost to it anyway, and its state goes with the call.
 class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>,
                           public RlqsGrpcService::Stream {
  public:
   QuotaStream(RlqsGrpcService& service, QuotaServer& quota, Tracer* tracer,
-              grpc::CallbackServerContext* context)
+              grpc::CallbackServerContext* context, const RlqsServiceOptions& options,
+              std::atomic<int64_t>& pending_total)
       : service_(service),
         quota_(quota),
         tracer_(tracer),
         context_(context),
-        outbox_(std::make_shared<Outbox>(quota.options().max_pending_bytes)) {
+        outbox_(std::make_shared<Outbox>(options, pending_total)) {
     outbox_->stream = this;
     if (!service_.Register(this)) {
       registered_ = false;
@@ -108,57 +109,101 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
 
   void End() override { outbox_->FinishWhenWritten(grpc::Status::OK); }
 
+  void CancelIfStuck(int64_t stuck_since_us) override { outbox_->CancelIfStuck(stuck_since_us); }
+
  private:
   struct Outbox {
-    explicit Outbox(size_t max_bytes) : queue(max_bytes) {}
+    Outbox(const RlqsServiceOptions& options, std::atomic<int64_t>& total)
+        : queue(options.max_pending_bytes),
+          max_total(static_cast<int64_t>(options.max_pending_total_bytes)),
+          pending_total(total) {}
 
     Mutex mu;
     QuotaStream* stream ABSL_GUARDED_BY(mu) = nullptr;  // null once the stream is done
     quota::ResponseQueue queue ABSL_GUARDED_BY(mu);
     QuotaResponse writing_message ABSL_GUARDED_BY(mu);  // what the write in flight sends
-    bool writing ABSL_GUARDED_BY(mu) = false;
+    int64_t writing_bytes ABSL_GUARDED_BY(mu) = 0;  // its share of the total
+    int64_t writing_since_us ABSL_GUARDED_BY(mu) = 0;  // 0: no write in flight
+    int64_t counted ABSL_GUARDED_BY(mu) = 0;  // what this stream adds to pending_total
     bool finishing ABSL_GUARDED_BY(mu) = false;
     grpc::Status finish_status ABSL_GUARDED_BY(mu);
+    const int64_t max_total;
+    std::atomic<int64_t>& pending_total;
+
+    bool writing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return writing_since_us != 0; }
+
+    // Brings this stream's share of the total to what it holds now.
+    void Recount() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      const int64_t now = static_cast<int64_t>(queue.bytes()) + writing_bytes;
+      pending_total.fetch_add(now - counted, std::memory_order_relaxed);
+      counted = now;
+    }
+
+    // Ends the stream because its peer does not read: RESOURCE_EXHAUSTED when nothing is in
+    // flight (Finish goes out), else the call is cancelled (a Finish would wait behind the
+    // write the peer does not read).
+    void GiveUp(std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      finishing = true;
+      finish_status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(why));
+      (void)queue.Take();
+      Recount();
+      if (writing()) {
+        stream->context_->TryCancel();
+      } else {
+        stream->Finish(finish_status);
+      }
+    }
 
     void Push(QuotaResponse response) {
       MutexLock lock(mu);
       if (stream == nullptr || finishing) {
         return;
       }
-      if (!queue.Add(std::move(response))) {
-        // The peer is not reading: waiting any longer only grows what is held for it.
-        finishing = true;
-        finish_status = grpc::Status(
-            grpc::StatusCode::RESOURCE_EXHAUSTED,
-            absl::StrCat("RLQS responses waiting to be read passed ", queue.bytes() >> 10,
-                         " KiB (--rlqs_max_pending_kib): the stream does not read"));
-        (void)queue.Take();
-        if (writing) {
-          stream->context_->TryCancel();
-        } else {
-          stream->Finish(finish_status);
-        }
+      if (!writing() && queue.empty()) {
+        // Nothing ahead of it: it goes at once, whatever its size (a report of many new
+        // buckets, a renewal of all of them).
+        queue.Add(std::move(response), nullptr, /*capped=*/false);
+        StartNextWrite();
         return;
       }
-      StartNextWrite();
+      size_t would_be = 0;
+      if (!queue.Add(std::move(response), &would_be)) {
+        GiveUp(absl::StrCat("RLQS responses waiting to be read would pass ", would_be >> 10,
+                            " KiB (--rlqs_max_pending_kib): the stream does not read"));
+        return;
+      }
+      Recount();
+      const int64_t now_us = RealClock::Get().MonotonicMicros();
+      if (pending_total.load(std::memory_order_relaxed) > max_total &&
+          now_us - writing_since_us >= kStuckUs) {
+        GiveUp(absl::StrCat("RLQS responses waiting to be read in all streams passed ",
+                            max_total >> 20,
+                            " MiB (--rlqs_max_pending_mib), and this stream's have waited a "
+                            "second: it does not read"));
+      }
     }
 
     void StartNextWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-      if (writing || queue.empty()) {
+      if (writing() || queue.empty()) {
+        Recount();
         return;
       }
-      writing = true;
+      writing_bytes = static_cast<int64_t>(queue.bytes());
       writing_message = queue.Take();
+      writing_since_us = RealClock::Get().MonotonicMicros();
+      Recount();
       stream->StartWrite(&writing_message);
     }
 
     void WriteDone(bool ok) {
       MutexLock lock(mu);
-      writing = false;
+      writing_since_us = 0;
+      writing_bytes = 0;
       writing_message.Clear();
       if (!ok) {
         (void)queue.Take();  // the call is broken: what waits will not be read
       }
+      Recount();
       if (stream == nullptr) {
         return;
       }
@@ -176,8 +221,15 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
       }
       finishing = true;
       finish_status = std::move(status);
-      if (!writing) {
+      if (!writing()) {
         stream->Finish(finish_status);
+      }
+    }
+
+    void CancelIfStuck(int64_t stuck_since_us) {
+      MutexLock lock(mu);
+      if (stream != nullptr && !finishing && writing() && writing_since_us < stuck_since_us) {
+        GiveUp("an RLQS response was not read for --rlqs_write_timeout: the stream does not read");
       }
     }
 
@@ -185,8 +237,15 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
       MutexLock lock(mu);
       stream = nullptr;
       (void)queue.Take();
+      writing_message.Clear();
+      writing_bytes = 0;
+      Recount();
     }
   };
+
+  // A write in flight this long, when the total is past its bound, marks a peer that does not
+  // read (a reading one takes milliseconds).
+  static constexpr int64_t kStuckUs = 1'000'000;
 
   RlqsGrpcService& service_;
   QuotaServer& quota_;
@@ -199,10 +258,10 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
   Reports report_;
 };
 
-RlqsGrpcService::RlqsGrpcService(quota::QuotaServer& quota, absl::Duration rebalance_interval,
+RlqsGrpcService::RlqsGrpcService(quota::QuotaServer& quota, RlqsServiceOptions options,
                                  Tracer* tracer)
     : quota_(quota),
-      interval_(rebalance_interval),
+      options_(options),
       tracer_(tracer),
       ticker_([this] { RunTicks(); }) {}
 
@@ -223,7 +282,7 @@ bool RlqsGrpcService::StopTicks() {
 
 grpc::ServerBidiReactor<Reports, QuotaResponse>* RlqsGrpcService::StreamRateLimitQuotas(
     grpc::CallbackServerContext* context) {
-  return new QuotaStream(*this, quota_, tracer_, context);
+  return new QuotaStream(*this, quota_, tracer_, context, options_, pending_total_);
 }
 
 bool RlqsGrpcService::Register(Stream* stream) {
@@ -255,7 +314,8 @@ void RlqsGrpcService::Drain() {
 }
 
 void RlqsGrpcService::RunTicks() {
-  const int64_t interval_us = absl::ToInt64Microseconds(interval_);
+  const int64_t interval_us = absl::ToInt64Microseconds(options_.rebalance_interval);
+  const int64_t write_timeout_us = absl::ToInt64Microseconds(options_.write_timeout);
   while (true) {
     {
       MutexLock lock(mu_);
@@ -266,7 +326,12 @@ void RlqsGrpcService::RunTicks() {
         return;
       }
     }
-    quota_.Tick(RealClock::Get().MonotonicMicros());
+    const int64_t now_us = RealClock::Get().MonotonicMicros();
+    quota_.Tick(now_us);
+    MutexLock lock(streams_mu_);
+    for (Stream* stream : streams_) {
+      stream->CancelIfStuck(now_us - write_timeout_us);
+    }
   }
 }
 

@@ -344,6 +344,8 @@ constexpr Entry kFlags[] = {
     Plain<&S::backend, &BackendS::shared, &Redis::caller_writes>("redis_caller_writes"),
     Plain<&S::limiter, &Limiter::max_rule_metric_series>("max_rule_metric_series"),
     Plain<&S::limiter, &Limiter::rule_metric_ttl>("rule_metric_ttl"),
+    Plain<&S::grpc, &Grpc::rlqs_max_pending_mib>("rlqs_max_pending_mib"),
+    Plain<&S::grpc, &Grpc::rlqs_write_timeout>("rlqs_write_timeout"),
     Plain<&S::backend, &BackendS::shared, &Redis::breaker_failures>("redis_breaker_failures"),
     Plain<&S::backend, &BackendS::shared, &Redis::breaker_open>("redis_breaker_open"),
     Plain<&S::backend, &BackendS::shared, &Redis::breaker_open_min>("redis_breaker_open_min"),

@@ -121,9 +121,13 @@ void CheckListeners(const Settings& settings, Errors& errors) {
   errors.AtLeastOne("rlqs_max_stream_mib", grpc.rlqs_max_stream_mib);
   errors.Check(grpc.rlqs_max_pending_kib >= 64, {"rlqs_max_pending_kib"},
                "--rlqs_max_pending_kib must be at least 64");
+  errors.AtLeastOne("rlqs_max_pending_mib", grpc.rlqs_max_pending_mib);
+  errors.Check(grpc.rlqs_write_timeout >= absl::Seconds(1), {"rlqs_write_timeout"},
+               "--rlqs_write_timeout must be at least 1s");
   errors.Check(grpc.rlqs_max_mib <= (int64_t{1} << 30) && grpc.rlqs_max_peer_mib <= (int64_t{1} << 30) &&
                    grpc.rlqs_max_stream_mib <= (int64_t{1} << 30) &&
-                   grpc.rlqs_max_pending_kib <= (int64_t{1} << 40),
+                   grpc.rlqs_max_pending_kib <= (int64_t{1} << 40) &&
+                   grpc.rlqs_max_pending_mib <= (int64_t{1} << 30),
                {"rlqs_max_mib"}, "the --rlqs_max_*_mib bounds must be at most 2^30 MiB");
   errors.AtLeastOne("http_max_connections", settings.http.max_connections);
   errors.Check(settings.http.request_timeout >= absl::Milliseconds(1), {"http_request_timeout"},

@@ -150,8 +150,12 @@ struct GrpcSettings {
   int64_t rlqs_max_mib = 256;
   int64_t rlqs_max_peer_mib = 64;
   int64_t rlqs_max_stream_mib = 16;
-  // --rlqs_max_pending_kib: responses waiting to be read on one stream (at least 64).
-  int64_t rlqs_max_pending_kib = 4096;
+  // --rlqs_max_pending_kib: responses waiting behind a stream's write in flight (at least 64).
+  int64_t rlqs_max_pending_kib = 16384;
+  // --rlqs_max_pending_mib: responses waiting (and in flight) in all streams (at least 1).
+  int64_t rlqs_max_pending_mib = 64;
+  // --rlqs_write_timeout: a response not read for this long cancels its stream (at least 1s).
+  absl::Duration rlqs_write_timeout = absl::Seconds(10);
   // --rlqs_page_values: GET /rlqs shows descriptor values as sent (else redacted).
   bool rlqs_page_values = false;
 };

@@ -351,6 +351,57 @@ TEST_F(RlqsE2eTest, AClientThatNeverReadsIsCancelledNotFed) {
   EXPECT_THAT(HttpGet(sluice_->http_port(), "/metrics"), HasSubstr("sluice_rlqs_streams 1\n"));
 }
 
+// A report of `count` new buckets of three pairs (an Envoy reconnecting with all it holds).
+rlqs::RateLimitQuotaUsageReports ManyBuckets(int count, const std::string& prefix) {
+  rlqs::RateLimitQuotaUsageReports reports;
+  reports.set_domain("edge");
+  for (int i = 0; i < count; ++i) {
+    auto* usage = reports.add_bucket_quota_usages();
+    auto& pairs = *usage->mutable_bucket_id()->mutable_bucket();
+    pairs["route"] = absl::StrCat(prefix, i);
+    pairs["tenant"] = std::string(32, 't');
+    pairs["zone"] = "zone-a";
+    usage->set_num_requests_allowed(1);
+  }
+  return reports;
+}
+
+// Verifies that the bound on responses waiting never ends a client that reads: an Envoy that
+// (re)connects with 7,000 buckets in one report gets all their answers in one message, whatever
+// --rlqs_max_pending_kib (here its least); and that one that does not read is ended once a write
+// has waited --rlqs_write_timeout.
+TEST_F(RlqsE2eTest, OnlyClientsThatDoNotReadAreEnded) {
+  Start({"--rlqs_rebalance_interval=200ms", "--rlqs_max_pending_kib=64",
+         "--rlqs_write_timeout=1s"});
+  RawStream reader(sluice_->grpc_address());
+  ASSERT_TRUE(reader.Write(ManyBuckets(7000, "r")));
+  rlqs::RateLimitQuotaResponse response;
+  int answered = 0;
+  while (answered < 7000 && reader.Read(&response)) {
+    answered += response.bucket_action_size();
+  }
+  EXPECT_EQ(answered, 7000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_THAT(HttpGet(sluice_->http_port(), "/metrics"), HasSubstr("sluice_rlqs_refused_total 0\n"));
+
+  // A client that does not read: its answers fill HTTP/2's windows, a write stays in flight, and
+  // after --rlqs_write_timeout the stream is ended (the cap on what waits is out of the way).
+  sluice_.reset();
+  Start({"--rlqs_rebalance_interval=200ms", "--rlqs_write_timeout=1s"});
+  RawStream deaf(sluice_->grpc_address());
+  const auto started = std::chrono::steady_clock::now();
+  bool ended = false;
+  for (int i = 0; i < 200 && !ended; ++i) {
+    ended = !deaf.Write(ManyBuckets(500, absl::StrCat("d", i, "-", std::string(200, 'p'))));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(ended) << "a stream that does not read was never ended";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(8));
+  const grpc::Status status = deaf.Finish();
+  EXPECT_NE(status.error_code(), grpc::StatusCode::OK);
+  EXPECT_THAT(HttpGet(sluice_->http_port(), "/metrics"), HasSubstr("sluice_rlqs_streams 0\n"));
+}
+
 // Verifies sluicectl quota: it reports on one bucket and prints the assignments (exit 0 when
 // its duration runs out), and says why when the server ends the stream (exit 1).
 TEST_F(RlqsE2eTest, SluicectlQuotaPrintsAssignments) {

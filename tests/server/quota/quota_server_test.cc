@@ -304,9 +304,9 @@ TEST_F(QuotaServerTest, BadReportsEndTheStream) {
   EXPECT_THAT(other.message(), HasSubstr("differs from the stream's first report ('q')"));
 }
 
-// Verifies the counted bounds: streams in all and per peer address, buckets per stream and
-// subscriptions in all, each RESOURCE_EXHAUSTED naming its flag; a stream's closing frees its
-// room.
+// Verifies the counted bounds: streams in all and per peer address, and buckets per stream,
+// each RESOURCE_EXHAUSTED naming its flag; subscriptions in all, shared with other streams, leave
+// a new bucket unanswered without ending its stream; a stream's closing frees its room.
 TEST_F(QuotaServerTest, CountedBoundsAreResourceExhaustedNamingTheFlag) {
   QuotaOptions small;
   small.max_streams = 3;
@@ -331,19 +331,27 @@ TEST_F(QuotaServerTest, CountedBoundsAreResourceExhaustedNamingTheFlag) {
   bounded.Close(*first);
   EXPECT_TRUE(bounded.Open([](QuotaResponse) {}, "ipv4:10.0.0.1").ok());
 
+  // A bound shared with other streams leaves the new bucket unanswered and the stream going;
+  // once there is room, the next report of the bucket is answered.
   QuotaOptions few;
   few.max_subscriptions = 3;
   QuotaServer capped(store_, few);
+  Client s2;
   auto s1 = capped.Open([](QuotaResponse) {});
-  auto s2 = capped.Open([](QuotaResponse) {});
+  auto s2_id = capped.Open([&s2](QuotaResponse r) { s2.received.push_back(std::move(r)); });
   EXPECT_TRUE(capped.Report(*s1, Usage("a", 1), now_).ok());
   EXPECT_TRUE(capped.Report(*s1, Usage("b", 1), now_).ok());
-  EXPECT_TRUE(capped.Report(*s2, Usage("a", 1), now_).ok());
-  const absl::Status full = capped.Report(*s2, Usage("c", 1), now_);
-  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(full.message(), HasSubstr("--rlqs_max_subscriptions"));
+  EXPECT_TRUE(capped.Report(*s2_id, Usage("a", 1), now_).ok());
+  EXPECT_TRUE(capped.Report(*s2_id, Usage("c", 1), now_).ok());
+  EXPECT_EQ(s2.Last("c"), nullptr);
+  EXPECT_EQ(capped.TotalUsage().buckets_refused[0], 1u);
+  std::string metrics;
+  capped.AppendMetrics(&metrics);
+  EXPECT_THAT(metrics,
+              HasSubstr("sluice_rlqs_buckets_refused_total{bound=\"subscriptions\"} 1\n"));
   capped.Close(*s1);  // its two leave: room again
-  EXPECT_TRUE(capped.Report(*s2, Usage("c", 1), now_).ok());
+  EXPECT_TRUE(capped.Report(*s2_id, Usage("c", 1), now_).ok());
+  EXPECT_NE(s2.Last("c"), nullptr);
 }
 
 // A bucket of `pairs` pairs of `bytes`-byte keys and values, named by `n`.
@@ -359,10 +367,10 @@ Reports LargeBucket(int n, int pairs, size_t bytes) {
   return reports;
 }
 
-// Verifies the byte budgets, checked before anything is kept: a stream of large bucket ids
-// stops at --rlqs_max_stream_mib, a peer's streams together at --rlqs_max_peer_mib, everyone at
-// --rlqs_max_mib; another peer is still served at a peer's bound; every byte is given back when
-// the streams close.
+// Verifies the byte budgets, checked before anything is kept: a stream of large bucket ids is
+// ended at --rlqs_max_stream_mib; past a peer's --rlqs_max_peer_mib and everyone's --rlqs_max_mib
+// new buckets are left unanswered and the streams go on; another peer is served at a peer's
+// bound; every byte is given back when the streams close.
 TEST_F(QuotaServerTest, ByteBudgetsBoundWhatAnyStreamOrPeerHolds) {
   QuotaOptions options;
   options.max_stream_bytes = 1 << 20;
@@ -389,22 +397,35 @@ TEST_F(QuotaServerTest, ByteBudgetsBoundWhatAnyStreamOrPeerHolds) {
   EXPECT_THAT(status.message(), HasSubstr("--rlqs_max_stream_mib"));
   EXPECT_GE(held, 10);
   EXPECT_LE(held, 16);
-  fill(streams[1], 1000);
-  const auto [unused, peer_status] = fill(streams[2], 2000);
-  EXPECT_THAT(peer_status.message(), HasSubstr("--rlqs_max_peer_mib"));
+  server.Close(streams[0]);
+  streams[0] = *server.Open([](QuotaResponse) {}, "ipv4:10.6.6.6");
+  // The peer's bound: new buckets are left unanswered, the streams go on.
+  for (size_t i = 0; i < streams.size(); ++i) {
+    for (int n = 0; n < 14; ++n) {
+      ASSERT_TRUE(server.Report(streams[i], LargeBucket(1000 * static_cast<int>(i) + n, 32, 1000),
+                                now_)
+                      .ok());
+    }
+  }
+  EXPECT_GT(server.TotalUsage().buckets_refused[1], 0u);
   EXPECT_LE(server.TotalUsage().bytes, options.max_peer_bytes);
   auto other = server.Open([](QuotaResponse) {}, "ipv4:10.0.0.9");
   ASSERT_TRUE(other.ok());
-  EXPECT_TRUE(server.Report(*other, Usage("real", 10), now_).ok());
-  auto other2 = server.Open([](QuotaResponse) {}, "ipv4:10.0.0.10");
-  const auto [more, process_status] = fill(*other2, 5000);
-  EXPECT_THAT(process_status.message(), HasSubstr("--rlqs_max_mib"));
+  Client real;
+  auto real_id = server.Open([&real](QuotaResponse r) { real.received.push_back(std::move(r)); },
+                             "ipv4:10.0.0.8");
+  EXPECT_TRUE(server.Report(*real_id, Usage("real", 10), now_).ok());
+  EXPECT_NE(real.Last("real"), nullptr);
+  for (int n = 5000; n < 5030; ++n) {
+    ASSERT_TRUE(server.Report(*other, LargeBucket(n, 32, 1000), now_).ok());
+  }
+  EXPECT_GT(server.TotalUsage().buckets_refused[2], 0u);  // --rlqs_max_mib
   EXPECT_LE(server.TotalUsage().bytes, options.max_bytes);
   for (QuotaServer::StreamId id : streams) {
     server.Close(id);
   }
   server.Close(*other);
-  server.Close(*other2);
+  server.Close(*real_id);
   EXPECT_EQ(server.TotalUsage().bytes, 0u);
   EXPECT_EQ(server.TotalUsage().buckets, 0u);
   EXPECT_EQ(server.TotalUsage().peers, 0u);

@@ -48,7 +48,13 @@ TEST(ResponseQueueTest, AddsPastTheCapAreRefused) {
   const size_t before = queue.bytes();
   EXPECT_FALSE(queue.Add(Action("another", 1, 1000)));
   EXPECT_EQ(queue.bytes(), before);
+  size_t would_be = 0;
+  EXPECT_FALSE(queue.Add(Action("more", 1, 1000), &would_be));
+  EXPECT_GT(would_be, size_t{64} << 10);
   EXPECT_EQ(queue.Take().bucket_action_size(), static_cast<int>(added));
+  // Uncapped (a message written at once): whatever its size.
+  EXPECT_TRUE(queue.Add(Action("huge", 1, 100000), nullptr, /*capped=*/false));
+  EXPECT_GT(queue.bytes(), size_t{64} << 10);
 }
 
 }  // namespace
