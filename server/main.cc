@@ -265,6 +265,10 @@ ABSL_FLAG(int64_t, config_max_scalar_bytes, Defaults().config.max_scalar_bytes,
           "aliases counted as for --config_max_nodes");
 ABSL_FLAG(bool, merge_domain_config, Defaults().config.merge_domains,
           "several files may define one domain; their descriptors are merged");
+ABSL_FLAG(bool, strict_config, Defaults().config.strict,
+          "refuse a config envoyproxy/ratelimit loads leniently (one of its keys out of place, "
+          "a key given twice, an empty boolean or number, a second YAML document; an unknown "
+          "metadata.sluice key over xDS) instead of loading it with a warning");
 ABSL_FLAG(bool, force_start_without_initial_config,
           Defaults().config.force_start_without_initial_config,
           "serve even if the config cannot be loaded at start (calls fail UNAVAILABLE until a "

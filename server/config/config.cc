@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -58,25 +59,59 @@ namespace {
 // Long enough for nearly every real "key_value"; longer ones fall back to the heap.
 constexpr size_t kCompositeBufferSize = 256;
 
+// A request entry's "key_value" (envoyproxy/ratelimit's finalKey, "key_" for an empty value),
+// built at the first call.
+class CompositeText {
+ public:
+  explicit CompositeText(const DescriptorEntryView& entry) : entry_(entry) {}
+  CompositeText(const CompositeText&) = delete;
+  CompositeText& operator=(const CompositeText&) = delete;
+
+  absl::string_view Get() {
+    if (text_.data() != nullptr) {
+      return text_;
+    }
+    const size_t size = entry_.key.size() + 1 + entry_.value.size();
+    if (size <= sizeof(buffer_)) {
+      std::memcpy(buffer_, entry_.key.data(), entry_.key.size());
+      buffer_[entry_.key.size()] = '_';
+      if (!entry_.value.empty()) {
+        std::memcpy(buffer_ + entry_.key.size() + 1, entry_.value.data(), entry_.value.size());
+      }
+      text_ = absl::string_view(buffer_, size);
+    } else {
+      heap_ = absl::StrCat(entry_.key, "_", entry_.value);
+      text_ = heap_;
+    }
+    return text_;
+  }
+
+ private:
+  const DescriptorEntryView& entry_;
+  char buffer_[kCompositeBufferSize];
+  std::string heap_;
+  absl::string_view text_;
+};
+
 }  // namespace
+
+absl::string_view WildcardLevelText(const DescriptorNode& node, absl::string_view entry_key) {
+  if (!node.key_wildcard) {
+    return node.value;
+  }
+  absl::string_view pattern = node.composite_pattern;
+  if (pattern.size() > entry_key.size() && absl::StartsWith(pattern, entry_key) &&
+      pattern[entry_key.size()] == '_') {
+    pattern.remove_prefix(entry_key.size() + 1);
+  }
+  return pattern;
+}
 
 const DescriptorNode* Config::FindChild(const DescriptorNode& node,
                                         const DescriptorEntryView& entry, MatchStep::How* how) {
+  CompositeText composite(entry);
   if (!node.exact_children.empty() && !entry.value.empty()) {
-    char buffer[kCompositeBufferSize];
-    std::string heap;
-    absl::string_view composite;
-    const size_t size = entry.key.size() + 1 + entry.value.size();
-    if (size <= sizeof(buffer)) {
-      std::memcpy(buffer, entry.key.data(), entry.key.size());
-      buffer[entry.key.size()] = '_';
-      std::memcpy(buffer + entry.key.size() + 1, entry.value.data(), entry.value.size());
-      composite = absl::string_view(buffer, size);
-    } else {
-      heap = absl::StrCat(entry.key, "_", entry.value);
-      composite = heap;
-    }
-    auto it = node.exact_children.find(composite);
+    auto it = node.exact_children.find(composite.Get());
     // The key check keeps ("a", "b_c") from selecting a child declared as ("a_b", "c"): the
     // composite string alone cannot tell them apart.
     if (it != node.exact_children.end() && it->second->key == entry.key) {
@@ -85,7 +120,10 @@ const DescriptorNode* Config::FindChild(const DescriptorNode& node,
     }
   }
   for (const std::unique_ptr<DescriptorNode>& child : node.wildcard_children) {
-    if (child->key == entry.key && WildcardMatch(child->value, entry.value)) {
+    const bool matches = child->key_wildcard
+                             ? WildcardMatch(child->composite_pattern, composite.Get())
+                             : child->key == entry.key && WildcardMatch(child->value, entry.value);
+    if (matches) {
       *how = MatchStep::How::kWildcard;
       return child.get();
     }

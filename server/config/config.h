@@ -67,6 +67,13 @@ struct RateLimitRule {
 struct DescriptorNode {
   std::string key;
   std::string value;  // empty: matches any value of `key` (the default)
+  // The key holds a `*`. Such a node matches as envoyproxy/ratelimit matches every wildcard
+  // (config_impl.go, GetLimit): its "key" or "key_value" (`composite_pattern`) against the
+  // request entry's "key_value" text, so `key: user_*` matches every value of the key `user`,
+  // and any key starting `user_`. A `*` only in the value matches that key's values alone
+  // (wildcard.h), as an exact value matches that key alone.
+  bool key_wildcard = false;
+  std::string composite_pattern;  // "key" or "key_value"; set on key wildcards
   // Rules applied when a request's descriptor ends at this node; empty when the node has none.
   std::vector<RateLimitRule> rules;
   bool shadow_mode = false;
@@ -92,12 +99,19 @@ struct DescriptorNode {
 
   // Children by exact "key_value" and by "key" alone (default); wildcards are tried in
   // declaration order after the exact map and before the default. The validator refuses two
-  // children whose "key_value" strings coincide (key "a_b" value "c" and key "a" value "b_c"),
-  // as envoyproxy/ratelimit does, and Match checks the key of an exact hit.
+  // exact or two wildcard children whose "key_value" strings coincide (key "a_b" value "c" and
+  // key "a" value "b_c"; key "a" value "*" and key "a_*"), as envoyproxy/ratelimit does, and
+  // Match checks the key of an exact hit.
   absl::flat_hash_map<std::string, std::unique_ptr<DescriptorNode>> exact_children;
   absl::flat_hash_map<std::string, std::unique_ptr<DescriptorNode>> default_children;
-  std::vector<std::unique_ptr<DescriptorNode>> wildcard_children;  // value contains '*'
+  std::vector<std::unique_ptr<DescriptorNode>> wildcard_children;  // key or value holds '*'
 };
+
+// The text envoyproxy/ratelimit names a level matched by the wildcard `node` with, in stat keys
+// and in the counter key a share_threshold level shares (GetLimit: the pattern less the
+// request key's "<key>_" prefix): a value wildcard's value; a key wildcard's composite_pattern
+// without `entry_key` + "_" when it starts so, else the whole pattern. A view into `node`.
+absl::string_view WildcardLevelText(const DescriptorNode& node, absl::string_view entry_key);
 
 struct Domain {
   std::string name;
@@ -129,8 +143,9 @@ class Config {
   // Returns the node the request's descriptor ends on if that node has rules and the depth
   // equals entries.size(); otherwise nullptr (no limit applies). Unknown domain or no entries:
   // nullptr. A returned node may hold an unlimited rule; the caller answers OK for it.
-  // A `*` in a configured value matches any run of characters (see wildcard.h). Does not
-  // allocate unless a "key_value" is longer than 256 bytes. The result lives as long as *this.
+  // A `*` in a configured value or key matches any run of characters (see wildcard.h and
+  // DescriptorNode::key_wildcard). Does not allocate unless a "key_value" is longer than 256
+  // bytes. The result lives as long as *this.
   // When `steps` is not null, it receives one MatchStep per entry on success (cleared first;
   // contents unspecified when nullptr is returned).
   const DescriptorNode* Match(absl::string_view domain,
@@ -142,8 +157,8 @@ class Config {
                                      MatchSteps* steps = nullptr);
 
   // The child of `node` that `entry` selects, one level of Match: exact "key_value", then the
-  // first wildcard in declaration order, then the key's default; nullptr when none. *how says
-  // which.
+  // first wildcard in declaration order (a key wildcard matching "key_value", a value wildcard
+  // the value of its key), then the key's default; nullptr when none. *how says which.
   static const DescriptorNode* FindChild(const DescriptorNode& node,
                                          const DescriptorEntryView& entry, MatchStep::How* how);
 

@@ -119,6 +119,11 @@ struct DomainDescription {
   // Sluice's: "allow", "deny" or "local".
   Field<std::string> failure_mode;
   Field<std::vector<DescriptorDescription>> descriptors;
+  // What the source took leniently, as envoyproxy/ratelimit takes it, where a stricter reading
+  // refuses (a known key in the wrong place, ignored; a key given twice, the last kept): each a
+  // whole message in ConfigMessage's form. The validator puts them first among the domain's
+  // warnings (Config::warnings).
+  std::vector<std::string> warnings;
 };
 
 // A whole configuration: domains in the order their sources are read. Under merge_domains,

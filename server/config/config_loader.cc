@@ -164,7 +164,7 @@ absl::StatusOr<std::vector<ConfigSource>> ReadSources(const std::string& path,
 
 absl::StatusOr<std::unique_ptr<Config>> LoadSources(const std::vector<ConfigSource>& sources,
                                                     const ConfigLoadOptions& options) {
-  YamlConfigReader reader(options.max_nodes, options.max_scalar_bytes);
+  YamlConfigReader reader(options.max_nodes, options.max_scalar_bytes, options.strict);
   ConfigValidator validator(ValidateOptions{options.merge_domains});
   // One file at a time, read then validated: a file's errors come before the next one's.
   for (const ConfigSource& source : sources) {

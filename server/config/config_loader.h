@@ -33,6 +33,10 @@ struct ConfigLoadOptions {
   bool recursive = false;
   // With `recursive`: also skip every other name starting with '.' (RUNTIME_IGNOREDOTFILES).
   bool ignore_dot_files = true;
+  // Refuse what envoyproxy/ratelimit loads leniently (one of its keys out of place, a key given
+  // twice, a null boolean or number, a second YAML document) instead of loading it with a
+  // warning (yaml_config_reader.h). --strict_config.
+  bool strict = false;
 
   // Bounds on what a config may cost to load, far above any real config, so that a hostile
   // or broken one is refused in a fraction of a second instead of taking the memory and time

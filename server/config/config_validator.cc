@@ -50,8 +50,8 @@ class DomainBuilder {
 
   const std::string source_;
   std::vector<std::string>& warnings_;
-  // Each wildcard descriptor attached so far, by parent and "key\0value": siblings are checked
-  // for duplicates by hash, not by a scan of all of them.
+  // Each wildcard descriptor attached so far, by parent and "key[_value]": siblings are
+  // checked for duplicates by hash, not by a scan of all of them.
   absl::flat_hash_map<std::pair<const DescriptorNode*, std::string>, const DescriptorNode*>
       wildcards_;
   // The path of each descriptor attached from a source without lines (xDS), which messages give
@@ -159,11 +159,12 @@ absl::Status DomainBuilder::SetNodeFields(DescriptorDescription& description,
   }
   const Field<bool>& share = description.share_threshold;
   RETURN_IF_ERROR(share.read_error);
-  if (share.value && !IsWildcardPattern(node.value)) {
+  // envoyproxy/ratelimit checks the descriptor's "key_value": a wildcard key will do.
+  if (share.value && !IsWildcardPattern(node.value) && !IsWildcardPattern(node.key)) {
     return Error(share.line, FieldPath(path, "share_threshold"),
-                 absl::StrCat("only a wildcard value (one containing '*') can share its "
-                              "threshold, but value is ",
-                              Quoted(node.value)));
+                 absl::StrCat("only a wildcard (a key or value containing '*') can share its "
+                              "threshold, but neither key ",
+                              Quoted(node.key), " nor value ", Quoted(node.value), " holds one"));
   }
   node.share_threshold = share.value;
   RETURN_IF_ERROR(description.metadata.read_error);
@@ -181,7 +182,33 @@ std::string DomainBuilder::Place(const DescriptorNode& node) const {
 absl::Status DomainBuilder::Attach(std::unique_ptr<DescriptorNode> child, const std::string& path,
                                    DescriptorNode& parent, DescriptorNode*& attached) {
   DescriptorNode* raw = child.get();
-  if (raw->value.empty()) {
+  if (IsWildcardPattern(raw->key) || IsWildcardPattern(raw->value)) {
+    // envoyproxy/ratelimit keys every descriptor by "key[_value]" (finalKey): two wildcards
+    // whose strings coincide are one to it, refused as a duplicate.
+    std::string composite =
+        raw->value.empty() ? raw->key : absl::StrCat(raw->key, "_", raw->value);
+    auto [it, inserted] = wildcards_.try_emplace(std::make_pair(&parent, composite), raw);
+    if (!inserted) {
+      const DescriptorNode& first = *it->second;
+      if (first.key == raw->key && first.value == raw->value) {
+        return Error(raw->line, path,
+                     absl::StrCat("duplicate descriptor: key ", Quoted(raw->key),
+                                  raw->value.empty() ? std::string()
+                                                     : absl::StrCat(" value ", Quoted(raw->value)),
+                                  " is already defined at ", Place(first)));
+      }
+      return Error(raw->line, path,
+                   absl::StrCat("descriptor key ", Quoted(raw->key), " value ", Quoted(raw->value),
+                                " has the same composite key ", Quoted(composite), " as key ",
+                                Quoted(first.key), " value ", Quoted(first.value), " at ",
+                                Place(first)));
+    }
+    if (IsWildcardPattern(raw->key)) {
+      raw->key_wildcard = true;
+      raw->composite_pattern = std::move(composite);
+    }
+    parent.wildcard_children.push_back(std::move(child));
+  } else if (raw->value.empty()) {
     auto [it, inserted] = parent.default_children.try_emplace(raw->key, nullptr);
     if (!inserted) {
       return Error(raw->line, path,
@@ -190,16 +217,6 @@ absl::Status DomainBuilder::Attach(std::unique_ptr<DescriptorNode> child, const 
                                 Place(*it->second)));
     }
     it->second = std::move(child);
-  } else if (IsWildcardPattern(raw->value)) {
-    auto [it, inserted] = wildcards_.try_emplace(
-        std::make_pair(&parent, absl::StrCat(raw->key, std::string(1, '\0'), raw->value)), raw);
-    if (!inserted) {
-      return Error(raw->line, path,
-                   absl::StrCat("duplicate descriptor: key ", Quoted(raw->key), " value ",
-                                Quoted(raw->value), " is already defined at ",
-                                Place(*it->second)));
-    }
-    parent.wildcard_children.push_back(std::move(child));
   } else {
     auto [it, inserted] =
         parent.exact_children.try_emplace(absl::StrCat(raw->key, "_", raw->value), nullptr);
@@ -252,13 +269,16 @@ absl::Status MergeChildren(DescriptorNode& from, DescriptorNode& into) {
     }
     it->second = std::move(child);
   }
-  absl::flat_hash_map<std::pair<std::string, std::string>, const DescriptorNode*> wildcards;
+  // By "key[_value]", as AddDescriptor's check.
+  const auto composite = [](const DescriptorNode& node) {
+    return node.value.empty() ? node.key : absl::StrCat(node.key, "_", node.value);
+  };
+  absl::flat_hash_map<std::string, const DescriptorNode*> wildcards;
   for (const auto& sibling : into.wildcard_children) {
-    wildcards.try_emplace(std::make_pair(sibling->key, sibling->value), sibling.get());
+    wildcards.try_emplace(composite(*sibling), sibling.get());
   }
   for (auto& child : from.wildcard_children) {
-    auto [it, inserted] =
-        wildcards.try_emplace(std::make_pair(child->key, child->value), child.get());
+    auto [it, inserted] = wildcards.try_emplace(composite(*child), child.get());
     if (!inserted) {
       return duplicate(*child, *it->second);
     }
@@ -290,6 +310,10 @@ ConfigValidator::ConfigValidator(const ValidateOptions& options)
     : options_(options), config_(std::make_unique<Config>()) {}
 
 absl::Status ConfigValidator::AddDomain(DomainDescription description) {
+  std::vector<std::string>& warnings = config_->mutable_warnings();
+  for (std::string& warning : description.warnings) {
+    warnings.push_back(std::move(warning));
+  }
   ASSIGN_OR_RETURN(
       std::unique_ptr<Domain> domain,
       DomainBuilder(description.source, config_->mutable_warnings()).Build(description));

@@ -27,6 +27,10 @@ struct ValidateOptions {
   // envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG. Otherwise a second description of a domain is
   // an error naming the first.
   bool merge_domains = false;
+  // For the sources that read into descriptions (xds_config_reader.h): refuse what they would
+  // otherwise take with a warning, as envoyproxy/ratelimit takes it (an unknown key in
+  // metadata.sluice). --strict_config. (Files: ConfigLoadOptions::strict.)
+  bool strict = false;
 };
 
 // Builds one Config from descriptions added one at a time, so that a source can read, and have

@@ -1,7 +1,7 @@
-// Glob matching for descriptor values in the config: a `*` in a configured value matches any run
-// of characters, possibly empty, and every other character matches itself. This extends
-// envoyproxy/ratelimit, whose wildcard is a single trailing `*` (a prefix match); a trailing `*`
-// means the same thing here.
+// Glob matching for descriptors in the config: a `*` in a configured value (or, matched against
+// the request's "key_value", in a key: DescriptorNode::key_wildcard) matches any run of
+// characters, possibly empty, and every other character matches itself, as
+// envoyproxy/ratelimit's wildcardMatch (config_impl.go) does.
 //
 // Pure functions on their arguments; safe to call from any thread. No allocation.
 #pragma once

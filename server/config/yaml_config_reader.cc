@@ -1,10 +1,19 @@
 #include "server/config/yaml_config_reader.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "server/common/status_macros.h"
 #include "server/config/yaml_fields.h"
 #include "yaml-cpp/yaml.h"
@@ -12,16 +21,188 @@
 namespace sluice {
 namespace {
 
+// envoyproxy/ratelimit's keys (src/config/config_impl.go, validKeys). Its validateYamlKeys
+// refuses any other key anywhere in a file (metadata aside), and lets each of these through
+// wherever it stands; yaml.v2's non-strict Unmarshal into YamlRoot, YamlDescriptor and
+// YamlRateLimit then drops one that has no field there. So `shadow_mode` under `rate_limit:`
+// loads there, and does nothing.
+constexpr absl::string_view kUpstreamKeys[] = {
+    // YamlRoot
+    "domain", "descriptors",
+    // YamlDescriptor
+    "key", "value", "rate_limit", "shadow_mode", "quota_mode", "detailed_metric",
+    "value_to_metric", "share_threshold", "metadata",
+    // YamlRateLimit, and yamlReplaces (name)
+    "unit", "requests_per_unit", "unlimited", "name", "replaces"};
+
+bool IsUpstreamKey(absl::string_view key) {
+  return std::find(std::begin(kUpstreamKeys), std::end(kUpstreamKeys), key) !=
+         std::end(kUpstreamKeys);
+}
+
+// The maps of the format, for messages about a key in the wrong one.
+enum class Place { kTop, kDescriptor, kRule, kReplace };
+
+absl::string_view PlaceName(Place place) {
+  switch (place) {
+    case Place::kTop:
+      return "the top level";
+    case Place::kDescriptor:
+      return "a descriptor";
+    case Place::kRule:
+      return "a rate limit";
+    case Place::kReplace:
+      return "a replaces entry";
+  }
+  return "";
+}
+
+// Where an upstream key belongs.
+absl::string_view HomeOf(absl::string_view key) {
+  if (key == "domain") {
+    return "at the top level";
+  }
+  if (key == "descriptors") {
+    return "at the top level or on a descriptor";
+  }
+  if (key == "unit" || key == "requests_per_unit" || key == "unlimited" || key == "replaces") {
+    return "in a rate_limit";
+  }
+  if (key == "name") {
+    return "in a rate_limit or a replaces entry";
+  }
+  return "on a descriptor";
+}
+
+// yaml.v2's yamlStyleFloat (resolve.go): ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$
+bool IsYamlStyleFloat(absl::string_view s) {
+  const auto digits = [](absl::string_view part) {
+    return part.find_first_not_of("0123456789") == absl::string_view::npos;
+  };
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    s.remove_prefix(1);
+  }
+  const size_t exponent = s.find_first_of("eE");
+  const absl::string_view mantissa = s.substr(0, exponent);
+  const size_t point = mantissa.find('.');
+  const absl::string_view whole = mantissa.substr(0, point);
+  const absl::string_view fraction =
+      point == absl::string_view::npos ? absl::string_view() : mantissa.substr(point + 1);
+  const bool mantissa_ok = whole.empty() ? !fraction.empty() && digits(fraction)
+                                         : digits(whole) && digits(fraction);
+  if (!mantissa_ok) {
+    return false;
+  }
+  if (exponent == absl::string_view::npos) {
+    return true;
+  }
+  absl::string_view power = s.substr(exponent + 1);
+  if (!power.empty() && (power[0] == '+' || power[0] == '-')) {
+    power.remove_prefix(1);
+  }
+  return !power.empty() && digits(power);
+}
+
+// Whether yaml.v2 reads the plain scalar `text` as a float (1.5, 1e3, .5, .inf) or as an
+// integer that fits no int64 (a uint64): validateYamlKeys has a case for neither and refuses
+// the file ("error checking config"). As resolve.go: its special floats; a leading '.' parsed
+// as a float; a leading digit or sign, once every '_' is dropped, as strconv.ParseInt(s, 0, 64),
+// then ParseUint, then yamlStyleFloat.
+bool IsRefusedScalar(absl::string_view text) {
+  static constexpr absl::string_view kSpecialFloats[] = {
+      ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf",
+      "-.INF"};
+  if (std::find(std::begin(kSpecialFloats), std::end(kSpecialFloats), text) !=
+      std::end(kSpecialFloats)) {
+    return true;
+  }
+  if (text.empty()) {
+    return false;
+  }
+  if (text[0] == '.') {
+    return IsYamlStyleFloat(text);
+  }
+  if (!absl::ascii_isdigit(static_cast<unsigned char>(text[0])) && text[0] != '+' &&
+      text[0] != '-') {
+    return false;  // a string, a boolean or a null
+  }
+  const std::string plain = absl::StrReplaceAll(text, {{"_", ""}});
+  absl::string_view number = plain;
+  const bool sign = number[0] == '+' || number[0] == '-';
+  const bool negative = number[0] == '-';
+  if (sign) {
+    number.remove_prefix(1);
+  }
+  // Go's base prefixes: 0x, 0b, 0o, or a leading 0 for octal.
+  int base = 10;
+  absl::string_view allowed = "0123456789";
+  if (absl::StartsWithIgnoreCase(number, "0x")) {
+    base = 16;
+    allowed = "0123456789abcdefABCDEF";
+    number.remove_prefix(2);
+  } else if (absl::StartsWithIgnoreCase(number, "0b")) {
+    base = 2;
+    allowed = "01";
+    number.remove_prefix(2);
+  } else if (absl::StartsWithIgnoreCase(number, "0o")) {
+    base = 8;
+    allowed = "01234567";
+    number.remove_prefix(2);
+  } else if (number.size() > 1 && number[0] == '0') {
+    base = 8;
+    allowed = "01234567";
+    number.remove_prefix(1);
+  }
+  if (!number.empty() && number.find_first_not_of(allowed) == absl::string_view::npos) {
+    unsigned __int128 value = 0;
+    for (char c : number) {
+      const int digit = absl::ascii_isdigit(static_cast<unsigned char>(c))
+                            ? c - '0'
+                            : absl::ascii_tolower(static_cast<unsigned char>(c)) - 'a' + 10;
+      value = value * base + digit;
+      if (value > std::numeric_limits<uint64_t>::max()) {
+        break;  // past ParseUint too
+      }
+    }
+    const unsigned __int128 int64_limit =
+        static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max()) + (negative ? 1 : 0);
+    if (value <= int64_limit) {
+      return false;  // an int
+    }
+    if (!sign && value <= std::numeric_limits<uint64_t>::max()) {
+      return true;  // a uint64
+    }
+  }
+  return IsYamlStyleFloat(plain);
+}
+
 // Reads one file's top-level map into a DomainDescription, in the order the validator visits
 // it (see config_description.h), so that stopping at a problem leaves out only what the
 // validator would never look at.
 class DomainReader {
  public:
-  explicit DomainReader(absl::string_view file_name) : fields_(file_name) {}
+  // `strict`: refuse what envoyproxy/ratelimit takes leniently (see YamlConfigReader).
+  DomainReader(absl::string_view file_name, bool strict)
+      : strict_(strict), fields_(file_name, strict ? nullptr : &warnings_) {}
 
-  absl::StatusOr<DomainDescription> Read(const YAML::Node& root) const;
+  absl::StatusOr<DomainDescription> Read(const YAML::Node& root);
 
  private:
+  // The keys of the map at `path` (a `place` of the format, whose key is on `line`) that are
+  // `allowed` there. Any other key of envoyproxy/ratelimit's is ignored with a warning, as
+  // upstream ignores it, once its value passes upstream's checks (CheckIgnored); or, strict,
+  // refused. Anything else is refused.
+  absl::StatusOr<MapEntries> ReadKeys(const YAML::Node& map, const std::string& path, int line,
+                                      Place place,
+                                      std::initializer_list<absl::string_view> allowed) const;
+  // What validateYamlKeys checks in a value it walks (one Sluice ignores): every map key one of
+  // upstream's, metadata not looked into, lists holding maps only, no float and no integer
+  // beyond int64. `inside`: the lists and maps the walk is in; one that contains itself (an
+  // alias of a node it is inside) is refused, as yaml.v2 refuses it ("anchor value contains
+  // itself"), and walking it would not end.
+  absl::Status CheckIgnored(const YAML::Node& node, const std::string& path, int line,
+                            std::vector<YAML::Node>& inside) const;
+
   // Each returns false when reading stopped at a problem it recorded in `out`.
   bool ReadDescriptorList(const MapEntry& entry, const std::string& path, int depth,
                           Field<std::vector<DescriptorDescription>>& out) const;
@@ -36,10 +217,106 @@ class DomainReader {
   void ReadReplaces(const MapEntries& entries, const std::string& rule_path,
                     Field<std::vector<ReplaceDescription>>& out) const;
 
+  const bool strict_;
+  std::vector<std::string> warnings_;  // lenient readings, for the description
   YamlFieldReader fields_;
 };
 
-absl::StatusOr<DomainDescription> DomainReader::Read(const YAML::Node& root) const {
+// Ignored values nested deeper than this are refused: nobody writes them, and a walk must end.
+constexpr int kMaxIgnoredDepth = 256;
+
+absl::StatusOr<MapEntries> DomainReader::ReadKeys(
+    const YAML::Node& map, const std::string& path, int line, Place place,
+    std::initializer_list<absl::string_view> allowed) const {
+  ASSIGN_OR_RETURN(MapEntries entries, fields_.ReadKeys(map, path, line));
+  MapEntries kept;
+  kept.reserve(entries.size());
+  for (MapEntry& entry : entries) {
+    if (std::find(allowed.begin(), allowed.end(), entry.name) != allowed.end()) {
+      kept.push_back(std::move(entry));
+      continue;
+    }
+    const std::string key_path = FieldPath(path, entry.name);
+    if (!IsUpstreamKey(entry.name)) {
+      return fields_.Error(
+          entry.line, key_path,
+          absl::StrCat("unknown key (expected ", absl::StrJoin(allowed, ", "), ")"));
+    }
+    const std::string misplaced = absl::StrCat("not a key of ", PlaceName(place), " (",
+                                               entry.name, " belongs ", HomeOf(entry.name), ")");
+    if (strict_) {
+      return fields_.Error(entry.line, key_path,
+                           absl::StrCat(misplaced,
+                                        "; envoyproxy/ratelimit ignores it here, "
+                                        "--strict_config refuses it"));
+    }
+    if (entry.name != "metadata") {
+      std::vector<YAML::Node> inside;
+      RETURN_IF_ERROR(CheckIgnored(entry.value, key_path, entry.line, inside));
+    }
+    fields_.Warn(entry.line, key_path,
+                 absl::StrCat("ignored: ", misplaced,
+                              ", as envoyproxy/ratelimit ignores it here "
+                              "(--strict_config refuses it)"));
+  }
+  return kept;
+}
+
+absl::Status DomainReader::CheckIgnored(const YAML::Node& node, const std::string& path, int line,
+                                        std::vector<YAML::Node>& inside) const {
+  if (static_cast<int>(inside.size()) > kMaxIgnoredDepth) {
+    return fields_.Error(line, path,
+                         absl::StrCat("nested more than ", kMaxIgnoredDepth, " levels deep"));
+  }
+  if (node.IsSequence() || node.IsMap()) {
+    for (const YAML::Node& outer : inside) {
+      if (outer.is(node)) {
+        return fields_.Error(line, path, "contains itself (an alias of a node it is inside)");
+      }
+    }
+  }
+  const absl::string_view refused = " (envoyproxy/ratelimit refuses it even where it ignores it)";
+  if (node.IsScalar()) {
+    const bool float_tag = node.Tag() == "tag:yaml.org,2002:float";
+    if (float_tag || (node.Tag() == "?" && IsRefusedScalar(node.Scalar()))) {
+      return fields_.Error(line, path,
+                           absl::StrCat(Describe(node),
+                                        " is a float or an integer beyond 64 bits", refused));
+    }
+    return absl::OkStatus();
+  }
+  if (!node.IsSequence() && !node.IsMap()) {
+    return absl::OkStatus();  // null
+  }
+  inside.push_back(node);
+  if (node.IsSequence()) {
+    size_t index = 0;
+    for (auto it = node.begin(); it != node.end(); ++it, ++index) {
+      const std::string item_path = ItemPath(path, index);
+      const int item_line = LineOf(*it, line);
+      if (!it->IsMap()) {
+        return fields_.Error(item_line, item_path,
+                             absl::StrCat("a list holding ", Describe(*it), refused));
+      }
+      RETURN_IF_ERROR(CheckIgnored(*it, item_path, item_line, inside));
+    }
+  } else {
+    ASSIGN_OR_RETURN(MapEntries entries, fields_.ReadKeys(node, path, line));
+    for (const MapEntry& entry : entries) {
+      const std::string key_path = FieldPath(path, entry.name);
+      if (!IsUpstreamKey(entry.name)) {
+        return fields_.Error(entry.line, key_path, absl::StrCat("unknown key", refused));
+      }
+      if (entry.name != "metadata") {
+        RETURN_IF_ERROR(CheckIgnored(entry.value, key_path, entry.line, inside));
+      }
+    }
+  }
+  inside.pop_back();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DomainDescription> DomainReader::Read(const YAML::Node& root) {
   if (root.IsNull()) {
     return fields_.Error(1, "", "file is empty (expected a map with 'domain' and 'descriptors')");
   }
@@ -50,8 +327,8 @@ absl::StatusOr<DomainDescription> DomainReader::Read(const YAML::Node& root) con
                                       "of the file, got ",
                                       Describe(root)));
   }
-  ASSIGN_OR_RETURN(MapEntries entries,
-                   fields_.ReadMap(root, "", root_line, {"domain", "descriptors", "failure_mode"}));
+  ASSIGN_OR_RETURN(MapEntries entries, ReadKeys(root, "", root_line, Place::kTop,
+                                                {"domain", "descriptors", "failure_mode"}));
   DomainDescription out;
   out.source = fields_.file();
   out.line = root_line;
@@ -59,6 +336,11 @@ absl::StatusOr<DomainDescription> DomainReader::Read(const YAML::Node& root) con
   fields_.ReadString(entries, "failure_mode", "", out.failure_mode);
   if (const MapEntry* descriptors = FindEntry(entries, "descriptors")) {
     ReadDescriptorList(*descriptors, "descriptors", 1, out.descriptors);
+  }
+  out.warnings = std::move(warnings_);
+  if (fields_.unlisted_warnings() > 0) {
+    out.warnings.push_back(absl::StrCat(fields_.file(), ": ", fields_.unlisted_warnings(),
+                                        " more warnings like these not listed"));
   }
   return out;
 }
@@ -102,8 +384,8 @@ bool DomainReader::ReadDescriptorList(const MapEntry& entry, const std::string& 
 
 bool DomainReader::ReadDescriptor(const YAML::Node& map, const std::string& path, int depth,
                                   DescriptorDescription& out) const {
-  absl::StatusOr<MapEntries> entries = fields_.ReadMap(
-      map, path, out.line,
+  absl::StatusOr<MapEntries> entries = ReadKeys(
+      map, path, out.line, Place::kDescriptor,
       {"key", "value", "rate_limit", "rate_limits", "shadow_mode", "quota_mode", "detailed_metric",
        "value_to_metric", "share_threshold", "metadata", "descriptors"});
   if (!entries.ok()) {
@@ -136,6 +418,13 @@ bool DomainReader::ReadRules(const MapEntries& entries, const std::string& path,
   if (several != nullptr) {
     out.rate_limits.given = true;
     out.rate_limits.line = several->line;
+  }
+  if (single != nullptr && single->value.IsNull() && !strict_) {
+    // yaml.v2 leaves YamlDescriptor.RateLimit nil: a descriptor without a limit.
+    fields_.Warn(single->line, FieldPath(path, "rate_limit"),
+                 "empty: the descriptor has no rate limit, as envoyproxy/ratelimit reads it "
+                 "(--strict_config refuses it)");
+    single = nullptr;
   }
   if (single != nullptr) {
     RuleDescription& rule = out.rate_limit.emplace();
@@ -179,9 +468,9 @@ bool DomainReader::ReadRule(const YAML::Node& node, const std::string& path,
     return false;
   }
   absl::StatusOr<MapEntries> entries =
-      fields_.ReadMap(node, path, out.line,
-                      {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm",
-                       "burst", "unit_multiplier", "hash_tag", "local_share", "charge"});
+      ReadKeys(node, path, out.line, Place::kRule,
+               {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst",
+                "unit_multiplier", "hash_tag", "local_share", "charge"});
   if (!entries.ok()) {
     out.read_error = entries.status();
     return false;
@@ -230,7 +519,8 @@ void DomainReader::ReadReplaces(const MapEntries& entries, const std::string& ru
           replace.line, item_path, absl::StrCat("expected a map with 'name', got ", Describe(*it)));
       return;
     }
-    absl::StatusOr<MapEntries> fields = fields_.ReadMap(*it, item_path, replace.line, {"name"});
+    absl::StatusOr<MapEntries> fields =
+        ReadKeys(*it, item_path, replace.line, Place::kReplace, {"name"});
     if (!fields.ok()) {
       replace.read_error = fields.status();
       return;
@@ -241,7 +531,8 @@ void DomainReader::ReadReplaces(const MapEntries& entries, const std::string& ru
 
 }  // namespace
 
-YamlConfigReader::YamlConfigReader(int64_t max_nodes, int64_t max_scalar_bytes) {
+YamlConfigReader::YamlConfigReader(int64_t max_nodes, int64_t max_scalar_bytes, bool strict)
+    : strict_(strict) {
   budget_.max_nodes = max_nodes;
   budget_.max_scalar_bytes = max_scalar_bytes;
 }
@@ -253,14 +544,19 @@ absl::StatusOr<DomainDescription> YamlConfigReader::Read(absl::string_view file_
   // is first scanned through the parser's events (bounded: see ScanYamlText), and only then is
   // the first document built by YAML::Load.
   YAML::Node root;
+  std::string rest_ignored;  // lenient: a second document, which yaml.v2 does not read
   try {
     const std::string owned(text);
-    RETURN_IF_ERROR(ScanYamlText(file_name, owned, budget_));
-    root = YAML::Load(owned);
+    RETURN_IF_ERROR(ScanYamlText(file_name, owned, budget_, strict_ ? nullptr : &rest_ignored));
+    root = YAML::Load(owned);  // the first document only
   } catch (const YAML::Exception& e) {
     return YamlExceptionError(file_name, e);
   }
-  return DomainReader(file_name).Read(root);
+  ASSIGN_OR_RETURN(DomainDescription domain, DomainReader(file_name, strict_).Read(root));
+  if (!rest_ignored.empty()) {
+    domain.warnings.push_back(std::move(rest_ignored));
+  }
+  return domain;
 }
 
 }  // namespace sluice

@@ -17,6 +17,9 @@ namespace {
 // no other way to abort. Never leaves ScanYamlText.
 struct ScanStop {
   absl::Status status;
+  // > 0: not a problem, the line where a second document starts, which a scan that reads the
+  // first document only stops at.
+  int second_document_line = 0;
 };
 
 // Reads one file's YAML stream through the parser's events, before any node tree is built, and
@@ -38,7 +41,10 @@ class DocumentScanner final : public YAML::EventHandler {
   // deepest one at most 64 more.
   static constexpr int kMaxDepth = 256;
 
-  DocumentScanner(absl::string_view file, YamlBudget& budget) : file_(file), budget_(budget) {}
+  // `first_document_only`: stop (ScanStop::second_document_line) where a second document with
+  // content starts, instead of refusing it.
+  DocumentScanner(absl::string_view file, YamlBudget& budget, bool first_document_only)
+      : file_(file), budget_(budget), first_document_only_(first_document_only) {}
 
   void OnDocumentStart(const YAML::Mark& mark) override {
     const int line = LineOfMark(mark);
@@ -149,6 +155,9 @@ class DocumentScanner final : public YAML::EventHandler {
     }
     has_content_ = true;
     if (++with_content_ == 2) {
+      if (first_document_only_) {
+        throw ScanStop{absl::OkStatus(), LineOfMark(mark)};
+      }
       Stop(LineOfMark(mark), "",
            "more than one YAML document in the file (one file holds one domain)");
     }
@@ -236,6 +245,7 @@ class DocumentScanner final : public YAML::EventHandler {
 
   const std::string file_;
   YamlBudget& budget_;
+  const bool first_document_only_;
   int documents_ = 0;
   int last_start_pos_ = 0;
   bool has_content_ = false;  // the current document has a node
@@ -247,14 +257,21 @@ class DocumentScanner final : public YAML::EventHandler {
 }  // namespace
 
 absl::Status ScanYamlText(absl::string_view file_name, const std::string& text,
-                          YamlBudget& budget) {
+                          YamlBudget& budget, std::string* rest_ignored) {
   try {
     std::istringstream in(text);
     YAML::Parser parser(in);
-    DocumentScanner scanner(file_name, budget);
+    DocumentScanner scanner(file_name, budget, rest_ignored != nullptr);
     while (parser.HandleNextDocument(scanner)) {
     }
   } catch (const ScanStop& stop) {
+    if (stop.second_document_line > 0) {
+      *rest_ignored = absl::StrCat(
+          file_name, ":", stop.second_document_line,
+          ": ignored from here to the end of the file: a second YAML document, which "
+          "envoyproxy/ratelimit does not read either (one file holds one domain; "
+          "--strict_config refuses it)");
+    }
     return stop.status;
   } catch (const YAML::Exception& e) {
     return YamlExceptionError(file_name, e);

@@ -28,13 +28,19 @@ struct YamlBudget {
 // Scans `text`, the whole of the file `file_name`, and refuses it (kInvalidArgument
 // "<file>:<line>: [<field path>: ]<what>") at the first of:
 //   - a YAML syntax error the parser reports, or nesting past the parser's own limit;
-//   - a second document with content (one file holds one domain);
+//   - a second document with content (one file holds one domain), unless `rest_ignored`;
 //   - more than 64 documents, or a document that starts where the previous one started
 //     (yaml-cpp 0.7 reports empty documents without end on some malformed input);
 //   - nesting deeper than 256 levels;
 //   - the expanded size of the configuration passing `budget`, which this file's count is
 //     added to.
-absl::Status ScanYamlText(absl::string_view file_name, const std::string& text, YamlBudget& budget);
+//
+// With `rest_ignored`, a second document with content is not refused: the scan stops where it
+// starts, as yaml.v2's Unmarshal reads a file's first document only (envoyproxy/ratelimit's
+// reading), and *rest_ignored is set to a warning naming that line; nothing after it is read
+// or counted. It is left alone when the file has one document.
+absl::Status ScanYamlText(absl::string_view file_name, const std::string& text, YamlBudget& budget,
+                          std::string* rest_ignored = nullptr);
 
 // A yaml-cpp exception thrown while parsing `file_name` as kInvalidArgument "<file>:<line>:
 // YAML syntax error: <what> (column <n>)", or, for the parser's depth limit, "<file>:<line>:

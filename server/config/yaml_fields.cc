@@ -157,6 +157,25 @@ void ReadField(const YamlFieldReader& reader, const MapEntries& entries, absl::s
   }
 }
 
+// Lenient readers only: reads a null entry `name` as T's zero value (`reads_as` in the warning)
+// and returns true; false when the entry is absent or not null, or the reader is strict.
+template <typename T>
+bool ReadNullLeniently(const YamlFieldReader& reader, const MapEntries& entries,
+                       absl::string_view name, absl::string_view path, absl::string_view reads_as,
+                       Field<T>& out) {
+  const MapEntry* entry = FindEntry(entries, name);
+  if (!reader.lenient() || entry == nullptr || !entry->value.IsNull()) {
+    return false;
+  }
+  out.given = true;
+  out.line = entry->line;
+  out.value = T{};
+  reader.Warn(entry->line, FieldPath(path, name),
+              absl::StrCat("empty: read as ", reads_as,
+                           ", as envoyproxy/ratelimit reads it (--strict_config refuses it)"));
+  return true;
+}
+
 }  // namespace
 
 const MapEntry* FindEntry(const MapEntries& entries, absl::string_view name) {
@@ -193,11 +212,25 @@ absl::Status YamlFieldReader::Error(int line, absl::string_view path,
   return ConfigError(file_, line, path, what);
 }
 
+void YamlFieldReader::Warn(int line, absl::string_view path, absl::string_view what) const {
+  if (lenient_warnings_->size() >= kMaxLenientWarnings) {
+    ++unlisted_warnings_;
+    return;
+  }
+  lenient_warnings_->push_back(ConfigMessage(file_, line, path, what));
+}
+
+absl::StatusOr<MapEntries> YamlFieldReader::ReadKeys(const YAML::Node& map,
+                                                     const std::string& path, int line) const {
+  MapEntries entries;
+  RETURN_IF_ERROR(CollectEntries(map, path, line, 0, entries));
+  return entries;
+}
+
 absl::StatusOr<MapEntries> YamlFieldReader::ReadMap(
     const YAML::Node& map, const std::string& path, int line,
     std::initializer_list<absl::string_view> allowed) const {
-  MapEntries entries;
-  RETURN_IF_ERROR(CollectEntries(map, path, line, 0, entries));
+  ASSIGN_OR_RETURN(MapEntries entries, ReadKeys(map, path, line));
   for (const MapEntry& entry : entries) {
     if (std::find(allowed.begin(), allowed.end(), entry.name) == allowed.end()) {
       return Error(entry.line, FieldPath(path, entry.name),
@@ -231,9 +264,19 @@ absl::Status YamlFieldReader::CollectEntries(const YAML::Node& map, const std::s
     }
     auto [seen, inserted] = names.try_emplace(key.Scalar(), out.size());
     if (!inserted) {
-      return Error(
-          key_line, FieldPath(path, key.Scalar()),
-          absl::StrCat("duplicate key (first given at line ", out[seen->second].line, ")"));
+      MapEntry& first = out[seen->second];
+      if (!lenient()) {
+        return Error(key_line, FieldPath(path, key.Scalar()),
+                     absl::StrCat("duplicate key (first given at line ", first.line, ")"));
+      }
+      // yaml.v2's non-strict Unmarshal sets the field again: the last one given wins.
+      Warn(key_line, FieldPath(path, key.Scalar()),
+           absl::StrCat("given twice (also at line ", first.line,
+                        "): this one is used, as envoyproxy/ratelimit reads it "
+                        "(--strict_config refuses it)"));
+      first.value = it->second;
+      first.line = key_line;
+      continue;
     }
     out.push_back(MapEntry{key.Scalar(), it->second, key_line});
   }
@@ -274,12 +317,16 @@ void YamlFieldReader::ReadString(const MapEntries& entries, absl::string_view na
 
 void YamlFieldReader::ReadBool(const MapEntries& entries, absl::string_view name,
                                absl::string_view path, Field<bool>& out) const {
-  ReadField(*this, entries, name, path, out, ParseBool);
+  if (!ReadNullLeniently(*this, entries, name, path, "false", out)) {
+    ReadField(*this, entries, name, path, out, ParseBool);
+  }
 }
 
 void YamlFieldReader::ReadUint32(const MapEntries& entries, absl::string_view name,
                                  absl::string_view path, Field<uint32_t>& out) const {
-  ReadField(*this, entries, name, path, out, ParseUint32);
+  if (!ReadNullLeniently(*this, entries, name, path, "0", out)) {
+    ReadField(*this, entries, name, path, out, ParseUint32);
+  }
 }
 
 void YamlFieldReader::ReadNumber(const MapEntries& entries, absl::string_view name,

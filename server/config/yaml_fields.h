@@ -7,7 +7,8 @@
 //
 // Every message is "<file>:<line>: <field path>: <what>". yaml-cpp may throw while nodes are
 // walked (bad_alloc, or one of its own surprises); callers catch around the whole read.
-// A YamlFieldReader is immutable: safe to use from several threads.
+// A YamlFieldReader is immutable, safe to use from several threads, unless it was given a list
+// of warnings to append to: it is then for one thread.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,23 @@ std::string Describe(const YAML::Node& node);
 
 class YamlFieldReader {
  public:
-  explicit YamlFieldReader(absl::string_view file_name) : file_(file_name) {}
+  // With `lenient_warnings`, the reader takes what yaml.v2 reads without complaint (non-strict
+  // Unmarshal, as envoyproxy/ratelimit calls it) where it would otherwise refuse, and appends a
+  // warning for each to *lenient_warnings: a key given twice in one map (the last one given is
+  // kept), and a null where a boolean or an integer belongs (false, 0). Without, both are
+  // errors.
+  explicit YamlFieldReader(absl::string_view file_name,
+                           std::vector<std::string>* lenient_warnings = nullptr)
+      : file_(file_name), lenient_warnings_(lenient_warnings) {}
+
+  bool lenient() const { return lenient_warnings_ != nullptr; }
+  // Appends "<file>:<line>: <path>: <what>" to the lenient warnings, or counts it once
+  // kMaxLenientWarnings are listed (an alias can repeat one a million times). REQUIRES:
+  // lenient().
+  void Warn(int line, absl::string_view path, absl::string_view what) const;
+  // The warnings counted but not listed.
+  int64_t unlisted_warnings() const { return unlisted_warnings_; }
+  static constexpr size_t kMaxLenientWarnings = 100;
 
   const std::string& file() const { return file_; }
 
@@ -54,19 +71,24 @@ class YamlFieldReader {
 
   // The keys of `map` (REQUIRES: a map), the map at `path` whose key is on `line`, with merge
   // keys expanded: the map's own keys win over merged ones, and among several merged maps the
-  // first wins. Refuses a key given twice, a key that is not a string, a merge key that does not
-  // merge maps, and any key not in `allowed`.
+  // first wins. Refuses a key given twice (unless lenient()), a key that is not a string, a
+  // merge key that does not merge maps, and any key not in `allowed`.
   absl::StatusOr<MapEntries> ReadMap(const YAML::Node& map, const std::string& path, int line,
                                      std::initializer_list<absl::string_view> allowed) const;
+  // ReadMap's keys, every one of them: the caller judges which belong.
+  absl::StatusOr<MapEntries> ReadKeys(const YAML::Node& map, const std::string& path,
+                                      int line) const;
 
   // Each reads the entry `name` of `entries` (the map at `path`) into `out`; nothing when
   // absent. A string is any scalar's text, and empty for null.
   void ReadString(const MapEntries& entries, absl::string_view name, absl::string_view path,
                   Field<std::string>& out) const;
-  // true, yes, on, y, false, no, off, n in their YAML 1.1 spellings; unquoted.
+  // true, yes, on, y, false, no, off, n in their YAML 1.1 spellings; unquoted. Null: false
+  // when lenient().
   void ReadBool(const MapEntries& entries, absl::string_view name, absl::string_view path,
                 Field<bool>& out) const;
-  // Unquoted decimal digits within 32 bits, no leading zero (octal in YAML 1.1).
+  // Unquoted decimal digits within 32 bits, no leading zero (octal in YAML 1.1). Null: 0 when
+  // lenient().
   void ReadUint32(const MapEntries& entries, absl::string_view name, absl::string_view path,
                   Field<uint32_t>& out) const;
   // An unquoted number in decimal notation; `expected` names what the field holds, for the
@@ -87,6 +109,8 @@ class YamlFieldReader {
                             std::vector<YAML::Node>& inside, google::protobuf::Value& out) const;
 
   const std::string file_;
+  std::vector<std::string>* const lenient_warnings_;
+  mutable int64_t unlisted_warnings_ = 0;
 };
 
 }  // namespace sluice

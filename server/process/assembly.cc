@@ -250,7 +250,9 @@ absl::Status Assembly::BuildPrometheus() {
 void Assembly::BuildReloads() {
   if (settings_.config.source == ConfigSourceKind::kXds) {
     xds_ = std::make_unique<XdsConfigClient>(
-        settings_.config.xds, ValidateOptions{.merge_domains = settings_.config.merge_domains},
+        settings_.config.xds,
+        ValidateOptions{.merge_domains = settings_.config.merge_domains,
+                        .strict = settings_.config.strict},
         store_,
         [this](const Config* accepted, const std::string&, const absl::Status& rejected) {
           OnXdsSnapshot(accepted, rejected);

@@ -16,6 +16,7 @@ ConfigLoadOptions ConfigLoadOptionsFrom(const ConfigSettings& config) {
   options.merge_domains = config.merge_domains;
   options.recursive = config.recursive;
   options.ignore_dot_files = config.ignore_dot_files;
+  options.strict = config.strict;
   options.max_file_bytes = config.max_file_bytes;
   options.max_nodes = config.max_nodes;
   options.max_scalar_bytes = config.max_scalar_bytes;

@@ -512,11 +512,18 @@ void QuotaServer::Tick(int64_t now_us) {
     Rebalance(now_us, out);
     // Streams have gone: give their pages back, at most every few seconds (a trim walks the
     // heap), and at once when nothing is held any more.
+    // The calls that served them (gRPC's buffers, reports parsed) are freed after their
+    // streams' state: one more trim follows each, kTrimEveryUs later.
     if (freed_ >= kTrimAfterBytes &&
         (now_us - trimmed_us_ >= kTrimEveryUs || streams_.empty())) {
       trim = freed_;
       freed_ = 0;
       trimmed_us_ = now_us;
+      trim_again_us_ = now_us + kTrimEveryUs;
+    } else if (trim_again_us_ != 0 && now_us >= trim_again_us_) {
+      trim = 1;
+      trimmed_us_ = now_us;
+      trim_again_us_ = 0;
     }
   }
   Deliver(std::move(out));

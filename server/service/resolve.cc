@@ -34,14 +34,16 @@ std::string DescriptorStatKey(absl::string_view domain, const RequestDescriptor&
 // from node.full_key (the configured path); empty otherwise. detailed_metric names the
 // request's values ("domain.k_v.k2_v2"); value_to_metric names a level by the request's value
 // instead of the configured pattern or default; a share_threshold level is always named by
-// its pattern.
+// its pattern. A level a key wildcard matched is named by the request's key and the pattern
+// (WildcardLevelText), which the configured path does not say.
 std::string MatchedStatKey(absl::string_view domain, const RequestDescriptor& d,
                            const MatchSteps& steps, const DescriptorPlan& plan) {
   const DescriptorNode& node = *plan.node;
   const bool shared = !plan.shared_patterns.empty();
   bool differs = shared || node.detailed_metric;
   for (const MatchStep& step : steps) {
-    differs = differs || step.node->value_to_metric;
+    differs = differs || step.node->value_to_metric ||
+              (step.how == MatchStep::How::kWildcard && step.node->key_wildcard);
   }
   if (!differs) {
     return {};
@@ -68,7 +70,7 @@ std::string MatchedStatKey(absl::string_view domain, const RequestDescriptor& d,
       case MatchStep::How::kWildcard:
         value = shared && !plan.shared_patterns[i].empty() ? plan.shared_patterns[i]
                 : step.node->value_to_metric              ? absl::string_view(e.value())
-                                                          : absl::string_view(step.node->value);
+                                                          : WildcardLevelText(*step.node, e.key());
         break;
       case MatchStep::How::kExact:
         value = e.value();
@@ -123,7 +125,9 @@ void MatchDescriptor(const Domain& configured, absl::string_view domain,
   for (size_t level = 0; level < steps.size(); ++level) {
     if (steps[level].how == MatchStep::How::kWildcard && steps[level].node->share_threshold) {
       out.shared_patterns.resize(steps.size());
-      out.shared_patterns[level] = steps[level].node->value;  // lives with the config
+      // Lives with the config.
+      out.shared_patterns[level] =
+          WildcardLevelText(*steps[level].node, d.entries(static_cast<int>(level)).key());
     }
   }
   out.owned_stat_key = MatchedStatKey(domain, d, steps, out);

@@ -161,8 +161,16 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
       }
       if (!writing() && queue.empty()) {
         // Nothing ahead of it: it goes at once, whatever its size (a report of many new
-        // buckets, a renewal of all of them).
+        // buckets, a renewal of all of them), unless what all streams hold unread is at its
+        // bound: non-reading clients hold it, and their writes' timeouts will free it.
         queue.Add(std::move(response), nullptr, /*capped=*/false);
+        if (pending_total.load(std::memory_order_relaxed) + static_cast<int64_t>(queue.bytes()) >
+            max_total) {
+          GiveUp(absl::StrCat("RLQS responses waiting to be read in all streams are at their "
+                              "bound (",
+                              max_total >> 20, " MiB, --rlqs_max_pending_mib)"));
+          return;
+        }
         StartNextWrite();
         return;
       }

@@ -375,6 +375,7 @@ constexpr Entry kFlags[] = {
     Plain<&S::config, &ConfigS::max_nodes>("config_max_nodes"),
     Plain<&S::config, &ConfigS::max_scalar_bytes>("config_max_scalar_bytes"),
     Plain<&S::config, &ConfigS::merge_domains>("merge_domain_config"),
+    Plain<&S::config, &ConfigS::strict>("strict_config"),
     Plain<&S::config, &ConfigS::force_start_without_initial_config>(
         "force_start_without_initial_config"),
     Plain<&S::healthy_requires_config>("healthy_with_at_least_one_config_loaded"),

@@ -101,6 +101,10 @@ struct ConfigSettings {
   bool ignore_dot_files = true;
   // --merge_domain_config: several files may define one domain; their descriptors merge.
   bool merge_domains = false;
+  // --strict_config: refuse what envoyproxy/ratelimit loads leniently (one of its keys out of
+  // place, a key given twice, a null boolean or number, a second YAML document; an unknown
+  // metadata.sluice key over xDS) instead of loading it with a warning.
+  bool strict = false;
   // --config_max_file_bytes: a file larger than this is refused before it is parsed. >= 1.
   int64_t max_file_bytes = int64_t{4} << 20;
   // --config_max_nodes: YAML nodes over all files, each alias counted as its anchor's whole

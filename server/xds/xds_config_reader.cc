@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <iterator>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,9 +109,63 @@ class SluiceKeys {
   const std::string path_;
 };
 
+// What the snapshot's metadata.sluice maps held that this Sluice does not know: one warning
+// per key, however many descriptors give it (a management server may set one on thousands).
+class UnknownSluiceKeys {
+ public:
+  // Distinct keys listed; past them, uses are counted only.
+  static constexpr size_t kMaxKeys = 16;
+
+  void Note(absl::string_view key, absl::string_view source, std::string path) {
+    auto it = keys_.find(key);
+    if (it == keys_.end()) {
+      if (keys_.size() >= kMaxKeys) {
+        ++unlisted_;
+        return;
+      }
+      it = keys_.emplace(std::string(key), Use{std::string(source), std::move(path), 0}).first;
+    }
+    ++it->second.descriptors;
+  }
+
+  // The warnings, in key order.
+  std::vector<std::string> Warnings() const {
+    std::vector<std::string> out;
+    for (const auto& [key, use] : keys_) {
+      out.push_back(ConfigMessage(
+          use.source, 0, use.path,
+          absl::StrCat("unknown key, ignored (this Sluice knows ", kKnownSluiceKeys,
+                       "; envoyproxy/ratelimit passes metadata through), on ", use.descriptors,
+                       use.descriptors == 1 ? " descriptor" : " descriptors",
+                       " of this snapshot (--strict_config refuses it)")));
+    }
+    if (unlisted_ > 0) {
+      out.push_back(absl::StrCat("xds: ", unlisted_,
+                                 " more uses of unknown metadata.sluice keys, ignored"));
+    }
+    return out;
+  }
+
+  static constexpr absl::string_view kKnownSluiceKeys =
+      "algorithm, burst, unit_multiplier, hash_tag, local_share, charge, value_to_metric, "
+      "share_threshold and failure_mode";
+
+ private:
+  struct Use {
+    std::string source;
+    std::string path;  // of its first use
+    int64_t descriptors = 0;
+  };
+  std::map<std::string, Use, std::less<>> keys_;
+  int64_t unlisted_ = 0;
+};
+
 class DomainReader {
  public:
-  explicit DomainReader(DomainDescription& domain) : domain_(domain) {}
+  // `unknown`: where unknown metadata.sluice keys are noted and then ignored; null: they stop
+  // the reading (strict).
+  DomainReader(DomainDescription& domain, UnknownSluiceKeys* unknown)
+      : domain_(domain), unknown_(unknown) {}
 
   void ReadList(const google::protobuf::RepeatedPtrField<rls::RateLimitDescriptor>& list,
                 const std::string& path, int depth,
@@ -237,11 +294,14 @@ class DomainReader {
           return false;
         }
         ReadRuleKey(keys, key, value, *rule);
+      } else if (unknown_ != nullptr) {
+        unknown_->Note(LogText(key), domain_.source, keys.Path(key));
       } else {
         out.read_error = ConfigError(
             domain_.source, 0, keys.Path(key),
             "unknown key (expected algorithm, burst, unit_multiplier, hash_tag, local_share, "
-            "charge, value_to_metric, share_threshold or failure_mode)");
+            "charge, value_to_metric, share_threshold or failure_mode; --strict_config refuses "
+            "what envoyproxy/ratelimit would pass through)");
         return false;
       }
     }
@@ -291,18 +351,27 @@ class DomainReader {
   }
 
   DomainDescription& domain_;
+  UnknownSluiceKeys* const unknown_;
 };
 
-}  // namespace
-
-DomainDescription ReadXdsDomain(const rls::RateLimitConfig& resource) {
+DomainDescription ReadDomain(const rls::RateLimitConfig& resource, UnknownSluiceKeys* unknown) {
   DomainDescription domain;
   // The name is the management server's text, first in every message about the domain: escaped
   // and cut.
   domain.source =
       absl::StrCat("xds:", LogText(resource.name().empty() ? resource.domain() : resource.name()));
   Given(domain.domain, resource.domain());
-  DomainReader(domain).ReadList(resource.descriptors(), "descriptors", 1, domain.descriptors);
+  DomainReader(domain, unknown)
+      .ReadList(resource.descriptors(), "descriptors", 1, domain.descriptors);
+  return domain;
+}
+
+}  // namespace
+
+DomainDescription ReadXdsDomain(const rls::RateLimitConfig& resource, bool strict) {
+  UnknownSluiceKeys unknown;
+  DomainDescription domain = ReadDomain(resource, strict ? nullptr : &unknown);
+  domain.warnings = unknown.Warnings();
   return domain;
 }
 
@@ -310,6 +379,7 @@ absl::StatusOr<std::unique_ptr<Config>> ConfigFromXdsResources(
     const google::protobuf::RepeatedPtrField<google::protobuf::Any>& resources,
     const ValidateOptions& options) {
   ConfigValidator validator(options);
+  UnknownSluiceKeys unknown;  // over the whole snapshot: one warning per key
   rls::RateLimitConfig resource;
   for (int i = 0; i < resources.size(); ++i) {
     const google::protobuf::Any& any = resources[i];
@@ -320,11 +390,18 @@ absl::StatusOr<std::unique_ptr<Config>> ConfigFromXdsResources(
                            ? absl::StrCat(": not a ", kRateLimitConfigTypeUrl)
                            : ": does not parse as a RateLimitConfig"));
     }
-    if (absl::Status added = validator.AddDomain(ReadXdsDomain(resource)); !added.ok()) {
+    absl::Status added =
+        validator.AddDomain(ReadDomain(resource, options.strict ? nullptr : &unknown));
+    if (!added.ok()) {
       return added;
     }
   }
-  return validator.Finish();
+  std::unique_ptr<Config> config = validator.Finish();
+  std::vector<std::string> ignored = unknown.Warnings();
+  std::vector<std::string>& warnings = config->mutable_warnings();
+  warnings.insert(warnings.begin(), std::make_move_iterator(ignored.begin()),
+                  std::make_move_iterator(ignored.end()));
+  return config;
 }
 
 }  // namespace sluice

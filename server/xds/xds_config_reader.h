@@ -15,10 +15,13 @@
 //
 // with the keys algorithm, burst, unit_multiplier, hash_tag and local_share (for the
 // descriptor's rate_limit), value_to_metric and share_threshold (the descriptor's), and
-// failure_mode (the domain's; on top-level descriptors only, all that give it agreeing). The
-// "sluice" entry is taken out of the metadata: it is never returned in a response's dynamic
-// metadata. A proto3 field at its default reads as not given, except requests_per_unit (0 is a
-// limit that admits nothing, as in upstream).
+// failure_mode (the domain's; on top-level descriptors only, all that give it agreeing). Any
+// other key there is ignored, with one warning per key and snapshot in Config::warnings naming
+// it and its first place (envoyproxy/ratelimit passes metadata through whole), unless
+// ValidateOptions::strict (--strict_config), which refuses it; a known key with a value of the
+// wrong type is refused either way. The "sluice" entry is taken out of the metadata: it is
+// never returned in a response's dynamic metadata. A proto3 field at its default reads as not
+// given, except requests_per_unit (0 is a limit that admits nothing, as in upstream).
 //
 // Pure functions; safe from any thread.
 #pragma once
@@ -42,10 +45,13 @@ inline constexpr absl::string_view kRateLimitConfigTypeUrl =
 inline constexpr absl::string_view kSluiceMetadataKey = "sluice";
 
 // One resource as a domain description; its source is "xds:<name>" ("xds:<domain>" when the
-// resource has no name).
-DomainDescription ReadXdsDomain(const ratelimit::config::ratelimit::v3::RateLimitConfig& resource);
+// resource has no name). Unknown metadata.sluice keys: in its `warnings`, or, `strict`, an
+// error for the validator.
+DomainDescription ReadXdsDomain(const ratelimit::config::ratelimit::v3::RateLimitConfig& resource,
+                                bool strict = false);
 
-// Every resource of one state-of-the-world response, unpacked, read and validated whole. Errors
+// Every resource of one state-of-the-world response, unpacked, read and validated whole; the
+// warnings of unknown metadata.sluice keys come first, one per key over the snapshot. Errors
 // are kInvalidArgument: "resources[2]: type.googleapis.com/...: not a RateLimitConfig" for a
 // resource of another type or one that does not parse; otherwise the validator's message.
 absl::StatusOr<std::unique_ptr<Config>> ConfigFromXdsResources(

@@ -28,6 +28,8 @@ std::string Yaml(absl::string_view text) {
   return std::string(text);
 }
 
+std::string StrictLoadError(absl::string_view text);
+
 class ConfigLoaderTest : public ::testing::Test {
  protected:
   // Loads `text` as test.yaml; returns the error message, or "" if it loaded.
@@ -417,9 +419,20 @@ TEST_F(ConfigLoaderTest, RejectsTopLevelThatIsNotMap) {
             "file, got 'just text'");
 }
 
-// Verifies a second YAML document in a file is refused rather than silently ignored.
-TEST_F(ConfigLoaderTest, RejectsSecondDocument) {
-  EXPECT_EQ(LoadError("domain: a\n---\ndomain: b\n"),
+// Verifies a file is read as its first YAML document, as upstream's yaml.v2 Unmarshal reads
+// it, with a warning naming the line where the rest (not even parsed) starts; --strict_config
+// refuses the second document.
+TEST_F(ConfigLoaderTest, ReadsTheFirstDocumentOnlyWithAWarning) {
+  std::unique_ptr<Config> config = Load("domain: a\n---\ndomain: b\n");
+  EXPECT_TRUE(config->HasDomain("a"));
+  EXPECT_FALSE(config->HasDomain("b"));
+  EXPECT_THAT(config->warnings(),
+              ::testing::ElementsAre(
+                  "test.yaml:3: ignored from here to the end of the file: a second YAML "
+                  "document, which envoyproxy/ratelimit does not read either (one file holds "
+                  "one domain; --strict_config refuses it)"));
+  EXPECT_EQ(LoadError("domain: a\n---\ndomain: [b\n"), "");
+  EXPECT_EQ(StrictLoadError("domain: a\n---\ndomain: b\n"),
             "test.yaml:3: more than one YAML document in the file (one file holds one domain)");
 }
 
@@ -497,16 +510,18 @@ descriptors:
     share_threshold: true
     rate_limit: {unit: minute, requests_per_unit: 100}
 )"),
-            "test.yaml:5: descriptors[0].share_threshold: only a wildcard value (one containing "
-            "'*') can share its threshold, but value is 'docs'");
+            "test.yaml:5: descriptors[0].share_threshold: only a wildcard (a key or value "
+            "containing '*') can share its threshold, but neither key 'files' nor value 'docs' "
+            "holds one");
   EXPECT_EQ(LoadError(R"(
 domain: up
 descriptors:
   - key: files
     share_threshold: true
 )"),
-            "test.yaml:4: descriptors[0].share_threshold: only a wildcard value (one containing "
-            "'*') can share its threshold, but value is ''");
+            "test.yaml:4: descriptors[0].share_threshold: only a wildcard (a key or value "
+            "containing '*') can share its threshold, but neither key 'files' nor value '' "
+            "holds one");
   EXPECT_EQ(LoadError("domain: up\ndescriptors:\n  - key: f\n    value: a*\n"
                       "    share_threshold: false\n"),
             "");
@@ -775,16 +790,197 @@ descriptors:
             "name)");
 }
 
-// Verifies a key given twice in one map is refused, with both lines.
-TEST_F(ConfigLoaderTest, RejectsDuplicateMapKey) {
-  EXPECT_EQ(LoadError(R"(
+// ---- What envoyproxy/ratelimit loads leniently (config_impl.go: validateYamlKeys lets any of
+// its keys through anywhere, then yaml.v2's non-strict Unmarshal drops one with no field where
+// it stands, keeps the last of a repeated key and reads a null as the zero value): loaded with
+// a warning naming file, line and key, refused under --strict_config.
+
+// Loads `text` as test.yaml with --strict_config; returns the error message, or "" if it
+// loaded.
+std::string StrictLoadError(absl::string_view text) {
+  ConfigLoadOptions strict;
+  strict.strict = true;
+  absl::StatusOr<std::unique_ptr<Config>> config =
+      LoadConfigSources({{"test.yaml", Yaml(text)}}, strict);
+  return config.ok() ? "" : std::string(config.status().message());
+}
+
+// Upstream's keys each where it has no field: under rate_limit, on a descriptor, at the top,
+// in a replaces entry; metadata out of place is not looked into, as upstream does not.
+constexpr absl::string_view kMisplacedKeys = R"(
+domain: up
+key: stray
+metadata: {anything: [1.5, {x: 2}]}
+descriptors:
+  - key: client
+    unit: minute
+    domain: other
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+      shadow_mode: true
+      replaces:
+        - name: old
+          unit: hour
+      descriptors:
+        - key: nested
+          rate_limit: {unit: day, requests_per_unit: 1}
+)";
+
+// Verifies each of upstream's keys out of place loads, ignored as upstream ignores it (the
+// shadow_mode under rate_limit does not make the rule a shadow one), with one warning each
+// naming the file, the line and the key's path.
+TEST_F(ConfigLoaderTest, IgnoresUpstreamKeysOutOfPlaceWithAWarning) {
+  std::unique_ptr<Config> config = Load(kMisplacedKeys);
+  EXPECT_EQ(config->Dump(),
+            "up.client: requests_per_unit=5 unit=second algorithm=fixed_window key_suffix=fw:1 "
+            "replaces=old shadow_mode=false (test.yaml:5)\n");
+  EXPECT_THAT(
+      config->warnings(),
+      ::testing::ElementsAre(
+          "test.yaml:2: key: ignored: not a key of the top level (key belongs on a "
+          "descriptor), as envoyproxy/ratelimit ignores it here (--strict_config refuses it)",
+          "test.yaml:3: metadata: ignored: not a key of the top level (metadata belongs on a "
+          "descriptor), as envoyproxy/ratelimit ignores it here (--strict_config refuses it)",
+          "test.yaml:6: descriptors[0].unit: ignored: not a key of a descriptor (unit belongs "
+          "in a rate_limit), as envoyproxy/ratelimit ignores it here (--strict_config refuses "
+          "it)",
+          "test.yaml:7: descriptors[0].domain: ignored: not a key of a descriptor (domain "
+          "belongs at the top level), as envoyproxy/ratelimit ignores it here (--strict_config "
+          "refuses it)",
+          "test.yaml:11: descriptors[0].rate_limit.shadow_mode: ignored: not a key of a rate "
+          "limit (shadow_mode belongs on a descriptor), as envoyproxy/ratelimit ignores it here "
+          "(--strict_config refuses it)",
+          "test.yaml:15: descriptors[0].rate_limit.descriptors: ignored: not a key of a rate "
+          "limit (descriptors belongs at the top level or on a descriptor), as "
+          "envoyproxy/ratelimit ignores it here (--strict_config refuses it)",
+          "test.yaml:14: descriptors[0].rate_limit.replaces[0].unit: ignored: not a key of a "
+          "replaces entry (unit belongs in a rate_limit), as envoyproxy/ratelimit ignores it "
+          "here (--strict_config refuses it)"));
+}
+
+// Verifies --strict_config refuses the same file at its first key out of place, as before.
+TEST_F(ConfigLoaderTest, StrictConfigRefusesUpstreamKeysOutOfPlace) {
+  EXPECT_EQ(StrictLoadError(kMisplacedKeys),
+            "test.yaml:2: key: not a key of the top level (key belongs on a descriptor); "
+            "envoyproxy/ratelimit ignores it here, --strict_config refuses it");
+  EXPECT_EQ(StrictLoadError(R"(
+domain: up
+descriptors:
+  - key: client
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+      shadow_mode: true
+)"),
+            "test.yaml:7: descriptors[0].rate_limit.shadow_mode: not a key of a rate limit "
+            "(shadow_mode belongs on a descriptor); envoyproxy/ratelimit ignores it here, "
+            "--strict_config refuses it");
+}
+
+// Verifies what upstream refuses is still refused, lenient or not: a key that is nobody's, one
+// of Sluice's own keys out of place (upstream knows none of them), and, inside a value that is
+// ignored, what upstream's validateYamlKeys refuses there: a key not its own, a float, an
+// integer beyond 64 bits, a list of anything but maps.
+TEST_F(ConfigLoaderTest, RefusesWhatUpstreamRefusesEvenWhereItIgnores) {
+  const std::string descriptor = "domain: up\ndescriptors:\n  - key: k\n";
+  EXPECT_EQ(LoadError(descriptor + "    limit: 5\n"),
+            "test.yaml:4: descriptors[0].limit: unknown key (expected key, value, rate_limit, "
+            "rate_limits, shadow_mode, quota_mode, detailed_metric, value_to_metric, "
+            "share_threshold, metadata, descriptors)");
+  EXPECT_THAT(LoadError(descriptor + "    algorithm: gcra\n"),
+              HasSubstr("test.yaml:4: descriptors[0].algorithm: unknown key (expected key,"));
+  EXPECT_EQ(LoadError(descriptor + "    unit: {bogus: 1}\n"),
+            "test.yaml:4: descriptors[0].unit.bogus: unknown key (envoyproxy/ratelimit refuses "
+            "it even where it ignores it)");
+  EXPECT_EQ(LoadError(descriptor + "    requests_per_unit: 1.5\n"),
+            "test.yaml:4: descriptors[0].requests_per_unit: '1.5' is a float or an integer "
+            "beyond 64 bits (envoyproxy/ratelimit refuses it even where it ignores it)");
+  EXPECT_THAT(LoadError(descriptor + "    name: 18446744073709551615\n"),
+              HasSubstr("is a float or an integer beyond 64 bits"));
+  EXPECT_THAT(LoadError(descriptor + "    name: .inf\n"), HasSubstr("is a float"));
+  EXPECT_THAT(LoadError(descriptor + "    name: 1e3\n"), HasSubstr("is a float"));
+  EXPECT_THAT(LoadError(descriptor + "    name: 09\n"), HasSubstr("is a float"));  // not octal
+  EXPECT_THAT(LoadError(descriptor + "    name: -9223372036854775809\n"),
+              HasSubstr("is a float"));
+  EXPECT_EQ(LoadError(descriptor + "    replaces: [x]\n"),
+            "test.yaml:4: descriptors[0].replaces[0]: a list holding 'x' (envoyproxy/ratelimit "
+            "refuses it even where it ignores it)");
+  EXPECT_EQ(LoadError(descriptor + "    domain: {descriptors: [{key: a, rate_limits: []}]}\n"),
+            "test.yaml:4: descriptors[0].domain.descriptors[0].rate_limits: unknown key "
+            "(envoyproxy/ratelimit refuses it even where it ignores it)");
+  // A value that contains itself (yaml.v2: "anchor value contains itself"), at its alias,
+  // before a walk that would not end.
+  EXPECT_EQ(LoadError(descriptor + "    unit: &a [{descriptors: *a}, {descriptors: *a}]\n"),
+            "test.yaml:4: descriptors[0].unit[0].descriptors: contains itself (an alias of a "
+            "node it is inside)");
+  // What upstream's switch takes as int, string, bool or null passes.
+  for (const char* value :
+       {"9223372036854775807", "-9223372036854775808", "0x10", "-0b1", "017", "1_000", "'1.5'",
+        "yes", "~", "1.2.3",
+        "2024-01-01", "v1.2", "{metadata: {x: 1.5}}", "[{name: a}]"}) {
+    EXPECT_EQ(LoadError(descriptor + "    name: " + value + "\n"), "") << value;
+  }
+}
+
+// Verifies a key given twice in one map loads with the last one given, as yaml.v2 reads it,
+// with a warning naming both lines; --strict_config refuses it.
+TEST_F(ConfigLoaderTest, TakesTheLastOfARepeatedKey) {
+  constexpr absl::string_view kRepeated = R"(
 domain: a
 descriptors:
   - key: k
     value: v
     value: w
-)"),
+    rate_limit: {unit: second, requests_per_unit: 1, requests_per_unit: 2}
+)";
+  std::unique_ptr<Config> config = Load(kRepeated);
+  EXPECT_NE(Node(*config, "a", {"k_w"}), nullptr);
+  EXPECT_EQ(Node(*config, "a", {"k_w"})->rules[0].requests_per_unit, 2u);
+  EXPECT_THAT(config->warnings(),
+              ::testing::ElementsAre(
+                  "test.yaml:5: descriptors[0].value: given twice (also at line 4): this one is "
+                  "used, as envoyproxy/ratelimit reads it (--strict_config refuses it)",
+                  "test.yaml:6: descriptors[0].rate_limit.requests_per_unit: given twice (also "
+                  "at line 6): this one is used, as envoyproxy/ratelimit reads it "
+                  "(--strict_config refuses it)"));
+  EXPECT_EQ(StrictLoadError(kRepeated),
             "test.yaml:5: descriptors[0].value: duplicate key (first given at line 4)");
+}
+
+// Verifies an empty value where upstream's struct has a boolean or a number reads as false or
+// 0, and an empty rate_limit as none, each with a warning; --strict_config refuses them.
+TEST_F(ConfigLoaderTest, ReadsEmptyUpstreamFieldsAsUpstreamDoes) {
+  constexpr absl::string_view kEmpty = R"(
+domain: a
+descriptors:
+  - key: k
+    shadow_mode:
+    rate_limit:
+      unit: second
+      requests_per_unit:
+  - key: none
+    rate_limit:
+)";
+  std::unique_ptr<Config> config = Load(kEmpty);
+  const DescriptorNode* k = Node(*config, "a", {"k"});
+  ASSERT_NE(k, nullptr);
+  EXPECT_FALSE(k->shadow_mode);
+  EXPECT_EQ(k->rules[0].requests_per_unit, 0u);
+  const DescriptorNode* none = Node(*config, "a", {"none"});
+  ASSERT_NE(none, nullptr);
+  EXPECT_TRUE(none->rules.empty());
+  EXPECT_THAT(
+      config->warnings(),
+      ::testing::ElementsAre(
+          "test.yaml:4: descriptors[0].shadow_mode: empty: read as false, as "
+          "envoyproxy/ratelimit reads it (--strict_config refuses it)",
+          "test.yaml:7: descriptors[0].rate_limit.requests_per_unit: empty: read as 0, as "
+          "envoyproxy/ratelimit reads it (--strict_config refuses it)",
+          "test.yaml:9: descriptors[1].rate_limit: empty: the descriptor has no rate limit, as "
+          "envoyproxy/ratelimit reads it (--strict_config refuses it)"));
+  EXPECT_EQ(StrictLoadError(kEmpty),
+            "test.yaml:4: descriptors[0].shadow_mode: expected true or false, got nothing");
 }
 
 // Verifies a map key that is not a string is refused.
@@ -895,6 +1091,45 @@ descriptors:
 )"),
             "test.yaml:5: descriptors[1]: descriptor key 'a' value 'b_c' has the same "
             "composite key 'a_b_c' as key 'a_b' value 'c' at line 3");
+  // Wildcards too: upstream keys each descriptor by "key[_value]" whichever holds the '*'.
+  EXPECT_EQ(LoadError(R"(
+domain: a
+descriptors:
+  - key: a
+    value: "*"
+  - key: a_*
+)"),
+            "test.yaml:5: descriptors[1]: descriptor key 'a_*' value '' has the same "
+            "composite key 'a_*' as key 'a' value '*' at line 3");
+  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: a*\n  - key: a*\n"),
+            "test.yaml:4: descriptors[1]: duplicate descriptor: key 'a*' is already defined at "
+            "line 3");
+}
+
+// Verifies a key with '*' makes a wildcard descriptor, with or without a value, which may share
+// its threshold (upstream checks the "key_value" for a '*').
+TEST_F(ConfigLoaderTest, ReadsKeyWildcards) {
+  std::unique_ptr<Config> config = Load(R"(
+domain: kw
+descriptors:
+  - key: user_*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: "*_id"
+    value: v*
+    rate_limit: {unit: minute, requests_per_unit: 2}
+)");
+  const Domain& domain = *config->domains().at("kw");
+  EXPECT_TRUE(domain.root.default_children.empty());
+  ASSERT_EQ(domain.root.wildcard_children.size(), 2u);
+  const DescriptorNode& user = *domain.root.wildcard_children[0];
+  EXPECT_TRUE(user.key_wildcard);
+  EXPECT_TRUE(user.share_threshold);
+  EXPECT_EQ(user.composite_pattern, "user_*");
+  EXPECT_EQ(user.full_key, "kw.user_*");
+  const DescriptorNode& id = *domain.root.wildcard_children[1];
+  EXPECT_EQ(id.composite_pattern, "*_id_v*");
+  EXPECT_EQ(id.full_key, "kw.*_id_v*");
 }
 
 // Verifies recursion through a self-referencing alias stops with an error.
@@ -910,7 +1145,8 @@ TEST_F(ConfigLoaderTest, RejectsNonBooleanFlags) {
   EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    detailed_metric: \"true\"\n"),
             "test.yaml:4: descriptors[0].detailed_metric: expected true or false, got the "
             "quoted string 'true'");
-  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    shadow_mode:\n"),
+  // Empty: false with a warning (ReadsEmptyUpstreamFieldsAsUpstreamDoes), or refused.
+  EXPECT_EQ(StrictLoadError("domain: a\ndescriptors:\n  - key: k\n    shadow_mode:\n"),
             "test.yaml:4: descriptors[0].shadow_mode: expected true or false, got nothing");
 }
 
@@ -945,7 +1181,8 @@ TEST_F(ConfigLoaderTest, RejectsBadRateLimitsList) {
 TEST_F(ConfigLoaderTest, RejectsRateLimitThatIsNotMap) {
   EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit: 5/second\n"),
             "test.yaml:4: descriptors[0].rate_limit: expected a map, got '5/second'");
-  EXPECT_EQ(LoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"),
+  // Empty: no rule with a warning (ReadsEmptyUpstreamFieldsAsUpstreamDoes), or refused.
+  EXPECT_EQ(StrictLoadError("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n"),
             "test.yaml:4: descriptors[0].rate_limit: expected a map, got nothing");
 }
 
@@ -1054,7 +1291,7 @@ TEST_F(ConfigLoaderTest, RejectsBadRequestsPerUnit) {
                                "expected an unsigned 32-bit integer, got '0500' (a leading zero "
                                "means octal in YAML 1.1)");
   EXPECT_EQ(error("[5]"), prefix + "expected an unsigned 32-bit integer, got a list");
-  EXPECT_EQ(error(""), prefix + "expected an unsigned 32-bit integer, got nothing");
+  EXPECT_EQ(error(""), "");  // 0, with a warning (ReadsEmptyUpstreamFieldsAsUpstreamDoes)
   EXPECT_EQ(error("0"), "");  // upstream's README blocks an IP with 0 per second
   EXPECT_EQ(error("4294967295"), "");
   EXPECT_EQ(error("+7"), "");

@@ -220,8 +220,9 @@ TEST_F(ConfigValidatorTest, RefusesBadDescriptorFields) {
   DescriptorDescription shared = Descriptor(4, "k", "v");
   shared.share_threshold = Given(true, 6);
   EXPECT_EQ(Error(DescribeDomain("a.yaml", "a", {std::move(shared)})),
-            "a.yaml:6: descriptors[0].share_threshold: only a wildcard value (one containing "
-            "'*') can share its threshold, but value is 'v'");
+            "a.yaml:6: descriptors[0].share_threshold: only a wildcard (a key or value "
+            "containing '*') can share its threshold, but neither key 'k' nor value 'v' holds "
+            "one");
 }
 
 // Verifies duplicates under one parent are refused for exact, default and wildcard values, and

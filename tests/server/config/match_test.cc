@@ -457,6 +457,125 @@ descriptors:
   EXPECT_EQ(Limit("keys", {{"b", "x"}}), -1);
 }
 
+// ---- A `*` in a key (envoyproxy/ratelimit's GetLimit matches every wildcard descriptor's
+// "key[_value]" against the request entry's "key_value").
+
+// Verifies a key with `*` matches the request's "key_value" text: the key `user_*` takes every
+// value of `user` (the empty one too: "user_") and any key starting `user_`.
+TEST_F(MatchTest, KeyWildcardMatchesKeyValueText) {
+  Load(R"(
+domain: kw
+descriptors:
+  - key: user_*
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: "*_id"
+    value: "42"
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: "*"
+    descriptors:
+      - key: path
+        rate_limit: {unit: second, requests_per_unit: 3}
+)");
+  EXPECT_EQ(Limit("kw", {{"user", "alice"}}), 1);
+  EXPECT_EQ(Limit("kw", {{"user", ""}}), 1);
+  EXPECT_EQ(Limit("kw", {{"user_id", "7"}}), 1);  // "user_id_7": the first wildcard declared
+  EXPECT_EQ(Limit("kw", {{"tenant_id", "42"}}), 2);
+  EXPECT_EQ(Limit("kw", {{"tenant_id", "43"}}), -1);  // "*" has no rule at this depth
+  EXPECT_EQ(Limit("kw", {{"anything", "x"}, {"path", "/a"}}), 3);
+  EXPECT_EQ(Limit("kw", {{"use", "r_x"}, {"path", "/a"}}), 3);  // "use_r_x" is not "user_..."
+  EXPECT_EQ(Matched("kw", {{"user", "alice"}}), "kw.user_*");
+  EXPECT_EQ(Matched("kw", {{"tenant_id", "42"}}), "kw.*_id_42");
+}
+
+// Verifies a key wildcard's place among the others: the exact key and value first, then every
+// wildcard, of key or value, in file order, and the key's default last.
+TEST_F(MatchTest, KeyWildcardAfterExactBeforeDefault) {
+  Load(R"(
+domain: kwp
+descriptors:
+  - key: route
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: ro*
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: route
+    value: checkout
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: route
+    value: check*
+    rate_limit: {unit: second, requests_per_unit: 4}
+)");
+  EXPECT_EQ(Limit("kwp", {{"route", "checkout"}}), 3);
+  EXPECT_EQ(Limit("kwp", {{"route", "checkin"}}), 2);  // the key wildcard is declared first
+  EXPECT_EQ(Limit("kwp", {{"route", "x"}}), 2);        // over the key's default
+  EXPECT_EQ(Limit("kwp", {{"rollout", "x"}}), 2);
+  EXPECT_EQ(Limit("kwp", {{"other", "x"}}), -1);
+  MatchSteps steps;
+  const DescriptorEntryView entries[] = {{"route", "x"}};
+  ASSERT_NE(config_->Match("kwp", entries, &steps), nullptr);
+  EXPECT_EQ(steps[0].how, MatchStep::How::kWildcard);
+
+  Load(R"(
+domain: kwp
+descriptors:
+  - key: route
+    value: check*
+    rate_limit: {unit: second, requests_per_unit: 4}
+  - key: ro*
+    rate_limit: {unit: second, requests_per_unit: 2}
+)");
+  EXPECT_EQ(Limit("kwp", {{"route", "checkin"}}), 4);
+  EXPECT_EQ(Limit("kwp", {{"route", "x"}}), 2);
+}
+
+// Verifies WildcardLevelText names a key wildcard's level as GetLimit does: the pattern less
+// the request key's "<key>_", or the whole pattern when it does not start so.
+TEST_F(MatchTest, KeyWildcardLevelText) {
+  Load(R"(
+domain: kwt
+descriptors:
+  - key: user_*
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: t*
+    value: v*
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: path
+    value: /v1/*
+    rate_limit: {unit: second, requests_per_unit: 1}
+)");
+  const DescriptorNode* user = Match("kwt", {{"user", "a"}});
+  ASSERT_NE(user, nullptr);
+  EXPECT_TRUE(user->key_wildcard);
+  EXPECT_EQ(WildcardLevelText(*user, "user"), "*");
+  EXPECT_EQ(WildcardLevelText(*user, "user_id"), "user_*");
+  const DescriptorNode* t = Match("kwt", {{"tenant", "v1"}});
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->composite_pattern, "t*_v*");
+  EXPECT_EQ(WildcardLevelText(*t, "tenant"), "t*_v*");
+  const DescriptorNode* path = Match("kwt", {{"path", "/v1/x"}});
+  ASSERT_NE(path, nullptr);
+  EXPECT_FALSE(path->key_wildcard);
+  EXPECT_EQ(WildcardLevelText(*path, "path"), "/v1/*");
+}
+
+// Verifies Match does not allocate for a key wildcard either.
+TEST_F(MatchTest, KeyWildcardDoesNotAllocate) {
+  Load(R"(
+domain: hot
+descriptors:
+  - key: "service_*"
+    descriptors:
+      - key: client
+        rate_limit: {unit: second, requests_per_unit: 1}
+)");
+  const DescriptorEntryView entries[] = {{"service", "user-accounts-api"}, {"client", "c"}};
+  g_allocations = 0;
+  g_count_allocations = true;
+  const DescriptorNode* node = config_->Match("hot", entries);
+  g_count_allocations = false;
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(g_allocations.load(), 0u);
+}
+
 // ---- No backtracking.
 
 // Verifies that once an exact child is chosen, a dead end below it is final: the default

@@ -25,7 +25,14 @@ class YamlConfigReaderTest : public ::testing::Test {
     return domain.ok() ? "" : std::string(domain.status().message());
   }
 
+  // The error refusing `text` as a whole under --strict_config, or "".
+  std::string StrictFileError(absl::string_view text) {
+    absl::StatusOr<DomainDescription> domain = strict_reader_.Read("r.yaml", text);
+    return domain.ok() ? "" : std::string(domain.status().message());
+  }
+
   YamlConfigReader reader_{1'000'000, 32 << 20};
+  YamlConfigReader strict_reader_{1'000'000, 32 << 20, /*strict=*/true};
 };
 
 // Verifies every field is read with whether it was given and the line of its key, typed, and
@@ -183,6 +190,41 @@ descriptors:
   EXPECT_EQ(merged.requests_per_unit.line, 10);
 }
 
+// Verifies what is read leniently is in the description's warnings, in reading order, and
+// the description holds the last of a repeated key and nothing of a key out of place.
+TEST_F(YamlConfigReaderTest, RecordsLenientReadingsAsWarnings) {
+  const DomainDescription domain = Read(R"(domain: a
+domain: b
+value: x
+descriptors:
+  - key: k
+    rate_limit: {unit: second, quota_mode: true}
+)");
+  EXPECT_EQ(domain.domain.value, "b");
+  EXPECT_EQ(domain.domain.line, 2);
+  ASSERT_EQ(domain.descriptors.value.size(), 1u);
+  EXPECT_FALSE(domain.descriptors.value[0].quota_mode.given);
+  EXPECT_THAT(domain.warnings,
+              ::testing::ElementsAre(
+                  ::testing::StartsWith("r.yaml:2: domain: given twice (also at line 1)"),
+                  ::testing::StartsWith("r.yaml:3: value: ignored: not a key of the top level"),
+                  ::testing::StartsWith("r.yaml:6: descriptors[0].rate_limit.quota_mode: "
+                                        "ignored: not a key of a rate limit")));
+  EXPECT_TRUE(Read("domain: a\n").warnings.empty());
+}
+
+// Verifies the warnings of one file are bounded: an alias can repeat one a million times.
+TEST_F(YamlConfigReaderTest, BoundsTheWarnings) {
+  std::string text = "domain: a\nkey: &r {unit: 1, unit: 2}\ndescriptors:\n";
+  for (int i = 0; i < 300; ++i) {
+    text += "  - {key: k" + std::to_string(i) + ", unit: *r}\n";
+  }
+  const DomainDescription domain = Read(text);
+  ASSERT_EQ(domain.warnings.size(), 101u);
+  EXPECT_THAT(domain.warnings.back(), ::testing::MatchesRegex("r.yaml: [0-9]+ more warnings like "
+                                                              "these not listed"));
+}
+
 // Verifies problems of the file as a whole are returned, not recorded.
 TEST_F(YamlConfigReaderTest, RefusesTheFileAsAWhole) {
   EXPECT_EQ(FileError(""),
@@ -193,10 +235,16 @@ TEST_F(YamlConfigReaderTest, RefusesTheFileAsAWhole) {
             "the top of the file, got a list");
   EXPECT_EQ(FileError("domain: a\nversion: 2\n"),
             "r.yaml:2: version: unknown key (expected domain, descriptors, failure_mode)");
-  EXPECT_EQ(FileError("domain: a\ndomain: b\n"),
+  EXPECT_EQ(StrictFileError("domain: a\ndomain: b\n"),
             "r.yaml:2: domain: duplicate key (first given at line 1)");
-  EXPECT_EQ(FileError("domain: a\n---\ndomain: b\n"),
+  EXPECT_EQ(StrictFileError("domain: a\nunit: second\n"),
+            "r.yaml:2: unit: not a key of the top level (unit belongs in a rate_limit); "
+            "envoyproxy/ratelimit ignores it here, --strict_config refuses it");
+  EXPECT_EQ(StrictFileError("domain: a\n---\ndomain: b\n"),
             "r.yaml:3: more than one YAML document in the file (one file holds one domain)");
+  EXPECT_THAT(Read("domain: a\n---\ndomain: b\n").warnings,
+              ::testing::ElementsAre(::testing::StartsWith(
+                  "r.yaml:3: ignored from here to the end of the file: a second YAML document")));
   EXPECT_EQ(FileError("domain: [a\n"),
             "r.yaml:2: YAML syntax error: end of sequence flow not found (column 1)");
 }

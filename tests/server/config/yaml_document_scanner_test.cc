@@ -51,6 +51,12 @@ TEST_F(YamlDocumentScannerTest, RefusesSecondDocumentAndSyntaxErrors) {
   EXPECT_EQ(ScanYamlText("s.yaml", "a: 1\n---\nb: 2\n", budget).message(),
             "s.yaml:3: more than one YAML document in the file (one file holds one domain)");
   EXPECT_TRUE(ScanYamlText("s.yaml", "a: 1\n---\n", budget).ok());
+  // Reading the first document only: the scan stops where the second starts, and says so.
+  std::string rest;
+  EXPECT_TRUE(ScanYamlText("s.yaml", "a: 1\n---\n", budget, &rest).ok());
+  EXPECT_EQ(rest, "");
+  EXPECT_TRUE(ScanYamlText("s.yaml", "a: 1\n---\nb: [2\n", budget, &rest).ok());
+  EXPECT_THAT(rest, ::testing::StartsWith("s.yaml:3: ignored from here to the end of the file"));
   EXPECT_EQ(std::string(ScanYamlText("s.yaml", "a: 1\n b: 2\n", budget).message()),
             "s.yaml:2: YAML syntax error: illegal map value (column 3)");
 }

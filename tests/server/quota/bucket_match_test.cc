@@ -75,6 +75,31 @@ TEST_F(BucketMatchTest, PairsAreTakenInTreeOrderWhateverTheirOrder) {
   EXPECT_EQ(Limit({{"free", "x"}}), 0);  // unlimited
 }
 
+// Verifies a key with '*' takes a bucket's pair as it takes a descriptor's entry (its
+// "key_value" against the pattern, before the key's default), whichever order the pairs come in.
+TEST_F(BucketMatchTest, KeyWildcardTakesAPair) {
+  auto config = LoadConfigText("kw.yaml", R"(domain: kw
+descriptors:
+  - key: svc
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: "svc_*"
+    descriptors:
+      - key: user
+        rate_limit: {unit: second, requests_per_unit: 7}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const Domain& domain = *(*config)->FindDomain("kw");
+  BucketMatch match = MatchBucket(domain, {{"user", "u1"}, {"svc", "api"}});
+  ASSERT_NE(match.node, nullptr);
+  EXPECT_EQ(match.node->rules.front().requests_per_unit, 7u);
+  ASSERT_EQ(match.path.size(), 2u);
+  EXPECT_EQ(match.path[0].key, "svc");
+  match = MatchBucket(domain, {{"svc_name", "api"}, {"user", "u1"}});
+  ASSERT_NE(match.node, nullptr);
+  EXPECT_EQ(match.node->rules.front().requests_per_unit, 7u);
+  EXPECT_EQ(MatchBucket(domain, {{"svc", "api"}}).node, nullptr);  // the wildcard has no rule
+}
+
 // Verifies the buckets that match no rule: a pair left over (no child takes it), a node without
 // rules, an unknown key.
 TEST_F(BucketMatchTest, BucketsWithoutARule) {

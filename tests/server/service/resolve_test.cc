@@ -69,6 +69,11 @@ descriptors:
   - key: beta
     shadow_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1, hash_tag: beta}
+  - key: "kw_*"
+    rate_limit: {unit: minute, requests_per_unit: 4}
+  - key: "sh*"
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 6}
 )";
 
 // One descriptor of a request and what it must resolve to.
@@ -190,6 +195,20 @@ const std::vector<Case>& Cases() {
         {{{"tenant", "t2"}, {"uploads", "x"}}, 0, 0, {"1/minute"}, "d.tenant.uploads"}},
        0,
        {"rl:{d|tenant=t1}|tenant=t1|calls=x|fw:60", "rl:{d|tenant=t2}|tenant=t2|uploads=x|fw:60"},
+       {0, 1}},
+      // A `*` in a key matches the request's "key_value" (config_impl.go, GetLimit), and the
+      // level is named by the request's key and the pattern less "<key>_" (TrimPrefix).
+      {"KeyWildcardMatchesKeyAndValueText",
+       {{{{"kw", "x"}}, 0, 0, {"4/minute"}, "d.kw_*"},
+        {{{"kw_a", "b"}}, 0, 0, {"4/minute"}, "d.kw_a_kw_*"}},
+       0,
+       {"rl:{d|kw=x}fw:60", "rl:{d|kw_a=b}fw:60"},
+       {0, 1}},
+      {"KeyWildcardSharesOneCounterPerKey",
+       {{{{"shop", "x"}}, 0, 0, {"6/minute"}, "d.shop_sh*"},
+        {{{"shop", "y"}}, 0, 0, {"6/minute"}, "d.shop_sh*"}},
+       0,
+       {"rl:{d|shop==sh*}fw:60", "rl:{d|shop==sh*}fw:60"},
        {0, 1}},
       {"ShadowModeNeverJoinsAGroup",
        {{{{"beta", "t1"}}, 0, 0, {"1/minute"}, "d.beta"},

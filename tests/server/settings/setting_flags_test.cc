@@ -41,6 +41,7 @@ TEST(SettingFlagsTest, ReadsEachKindOfFlag) {
       {"log_format", "json"},
       {"healthy_with_at_least_one_config_loaded", "true"},
       {"shutdown_grace", "3s"},
+      {"strict_config", "true"},
   }));
   ASSERT_THAT(read.errors, IsEmpty());
   const Settings& s = read.settings;
@@ -59,6 +60,8 @@ TEST(SettingFlagsTest, ReadsEachKindOfFlag) {
   EXPECT_EQ(s.log.format, LogFormat::kJson);
   EXPECT_TRUE(s.healthy_requires_config);
   EXPECT_EQ(s.shutdown_grace, absl::Seconds(3));
+  EXPECT_TRUE(s.config.strict);
+  EXPECT_FALSE(Settings().config.strict);
   // What no flag set keeps Settings' default.
   EXPECT_EQ(s.limiter.max_descriptors, 64);
   EXPECT_EQ(s.grpc.address, "0.0.0.0:8081");

@@ -31,6 +31,12 @@ absl::StatusOr<std::unique_ptr<Config>> Read(const std::vector<rls::RateLimitCon
   return ConfigFromXdsResources(Pack(configs), ValidateOptions{.merge_domains = merge});
 }
 
+// As Read, under --strict_config.
+absl::StatusOr<std::unique_ptr<Config>> StrictRead(
+    const std::vector<rls::RateLimitConfig>& configs) {
+  return ConfigFromXdsResources(Pack(configs), ValidateOptions{.strict = true});
+}
+
 rls::RateLimitDescriptor* AddDescriptor(RepeatedPtrField<rls::RateLimitDescriptor>* list,
                                         const std::string& key, const std::string& value,
                                         rls::RateLimitUnit unit, uint32_t limit) {
@@ -198,7 +204,9 @@ TEST(XdsConfigReaderTest, ErrorsNameTheResourceAndTheField) {
 
   SluiceKeys(d)->mutable_fields()->erase("burst");
   (*SluiceKeys(d)->mutable_fields())["bucket"].set_number_value(1);
-  EXPECT_THAT(error_of(config),
+  absl::StatusOr<std::unique_ptr<Config>> strict = StrictRead({config});
+  ASSERT_FALSE(strict.ok());
+  EXPECT_THAT(strict.status().message(),
               HasSubstr("xds:routes/a: descriptors[0].metadata.sluice.bucket: unknown key"));
 
   SluiceKeys(d)->mutable_fields()->erase("bucket");
@@ -302,13 +310,114 @@ TEST(XdsConfigReaderTest, RemoteTextInMessagesIsEscapedAndCut) {
   config.set_name("routes/a");
   config.mutable_descriptors()->RemoveLast();
   (*SluiceKeys(config.mutable_descriptors(0))->mutable_fields())[huge].set_number_value(1);
-  printable_and_short(Read({config}).status().message());
+  printable_and_short(StrictRead({config}).status().message());
+  absl::StatusOr<std::unique_ptr<Config>> lenient = Read({config});
+  ASSERT_TRUE(lenient.ok()) << lenient.status();
+  ASSERT_EQ((*lenient)->warnings().size(), 1u);
+  printable_and_short((*lenient)->warnings()[0]);
 
   RepeatedPtrField<Any> resources;
   resources.Add()->set_type_url(huge);
   const absl::StatusOr<std::unique_ptr<Config>> read = ConfigFromXdsResources(resources, {});
   printable_and_short(read.status().message());
   EXPECT_THAT(read.status().message(), HasSubstr("resources[0]: a\\x0ab"));
+}
+
+// Verifies a key of metadata.sluice this Sluice does not know is ignored, as upstream passes
+// metadata through, with one warning per key over the whole snapshot naming the key and its
+// first place; the known keys beside it still apply, one with a bad value is still refused, and
+// --strict_config refuses the unknown key.
+TEST(XdsConfigReaderTest, IgnoresUnknownSluiceKeysWithOneWarningEach) {
+  rls::RateLimitConfig a;
+  a.set_name("routes/a");
+  a.set_domain("a");
+  rls::RateLimitDescriptor* d1 = AddDescriptor(a.mutable_descriptors(), "k", "", rls::SECOND, 5);
+  (*SluiceKeys(d1)->mutable_fields())["algorithm"].set_string_value("token_bucket");
+  (*SluiceKeys(d1)->mutable_fields())["bucket_size"].set_number_value(10);
+  (*SluiceKeys(d1)->mutable_fields())["priority"].set_string_value("high");
+  rls::RateLimitDescriptor* d2 = AddDescriptor(a.mutable_descriptors(), "j", "", rls::SECOND, 5);
+  (*SluiceKeys(d2)->mutable_fields())["bucket_size"].set_number_value(20);
+  rls::RateLimitConfig b = OneDomain("b");
+  (*SluiceKeys(b.mutable_descriptors(0))->mutable_fields())["bucket_size"].set_bool_value(true);
+
+  absl::StatusOr<std::unique_ptr<Config>> read = Read({a, b});
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_THAT((*read)->warnings(),
+              ::testing::ElementsAre(
+                  "xds:routes/a: descriptors[0].metadata.sluice.bucket_size: unknown key, "
+                  "ignored (this Sluice knows algorithm, burst, unit_multiplier, hash_tag, "
+                  "local_share, charge, value_to_metric, share_threshold and failure_mode; "
+                  "envoyproxy/ratelimit passes metadata through), on 3 descriptors of this "
+                  "snapshot (--strict_config refuses it)",
+                  "xds:routes/a: descriptors[0].metadata.sluice.priority: unknown key, ignored "
+                  "(this Sluice knows algorithm, burst, unit_multiplier, hash_tag, local_share, "
+                  "charge, value_to_metric, share_threshold and failure_mode; "
+                  "envoyproxy/ratelimit passes metadata through), on 1 descriptor of this "
+                  "snapshot (--strict_config refuses it)"));
+  const DescriptorNode& k = *(*read)->domains().at("a")->root.default_children.at("k");
+  EXPECT_EQ(k.rules[0].params.algorithm, Algorithm::kTokenBucket);
+  EXPECT_EQ(k.metadata, nullptr) << "the sluice entry is never echoed back";
+
+  absl::StatusOr<std::unique_ptr<Config>> strict = StrictRead({a, b});
+  ASSERT_FALSE(strict.ok());
+  EXPECT_THAT(strict.status().message(),
+              HasSubstr("xds:routes/a: descriptors[0].metadata.sluice.bucket_size: unknown key "
+                        "(expected algorithm,"));
+
+  (*SluiceKeys(d1)->mutable_fields())["algorithm"].set_string_value("fastest");
+  absl::StatusOr<std::unique_ptr<Config>> bad = Read({a, b});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("invalid algorithm 'fastest'"));
+  (*SluiceKeys(d1)->mutable_fields())["algorithm"].set_number_value(1);
+  EXPECT_THAT(Read({a, b}).status().message(),
+              HasSubstr("descriptors[0].metadata.sluice.algorithm: expected a string, got a "
+                        "number"));
+}
+
+// Verifies the distinct unknown keys listed are bounded: a management server can send a
+// million.
+TEST(XdsConfigReaderTest, BoundsTheUnknownKeysListed) {
+  rls::RateLimitConfig config = OneDomain("a");
+  for (int i = 0; i < 1000; ++i) {
+    (*SluiceKeys(config.mutable_descriptors(0))->mutable_fields())["x" + std::to_string(i)]
+        .set_number_value(i);
+  }
+  absl::StatusOr<std::unique_ptr<Config>> read = Read({config});
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ((*read)->warnings().size(), 17u);
+  EXPECT_EQ((*read)->warnings().back(),
+            "xds: 984 more uses of unknown metadata.sluice keys, ignored");
+}
+
+// Verifies a key with '*' in a resource matches as in a file: the request's "key_value"
+// against the descriptor's "key[_value]", after the exact value and before the key's default.
+TEST(XdsConfigReaderTest, MatchesAWildcardKeyAsAFileDoes) {
+  rls::RateLimitConfig config;
+  config.set_name("routes/kw");
+  config.set_domain("kw");
+  AddDescriptor(config.mutable_descriptors(), "user", "", rls::SECOND, 1);
+  AddDescriptor(config.mutable_descriptors(), "user_*", "", rls::SECOND, 2);
+  AddDescriptor(config.mutable_descriptors(), "user", "admin", rls::SECOND, 3);
+  absl::StatusOr<std::unique_ptr<Config>> read = Read({config});
+  ASSERT_TRUE(read.ok()) << read.status();
+  auto limit = [&](absl::string_view key, absl::string_view value) -> int64_t {
+    const DescriptorEntryView entries[] = {{key, value}};
+    const DescriptorNode* node = (*read)->Match("kw", entries);
+    return node == nullptr ? -1 : static_cast<int64_t>(node->rules[0].requests_per_unit);
+  };
+  EXPECT_EQ(limit("user", "admin"), 3);
+  EXPECT_EQ(limit("user", "bob"), 2);
+  EXPECT_EQ(limit("user_id", "7"), 2);
+  EXPECT_EQ(limit("group", "x"), -1);
+  absl::StatusOr<std::unique_ptr<Config>> yaml = LoadConfigText("kw.yaml", R"(domain: kw
+descriptors:
+  - {key: user, rate_limit: {unit: second, requests_per_unit: 1}}
+  - {key: user_*, rate_limit: {unit: second, requests_per_unit: 2}}
+  - {key: user, value: admin, rate_limit: {unit: second, requests_per_unit: 3}}
+)");
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_EQ(RulesOf(**read), RulesOf(**yaml));
 }
 
 // Verifies a snapshot is judged whole: a resource of another type, or two resources of one
