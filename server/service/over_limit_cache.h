@@ -28,11 +28,9 @@
 #include <memory>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "server/common/clock.h"
-#include "server/common/mutex.h"
+#include "server/common/sharded_key_map.h"
 
 namespace sluice {
 
@@ -58,15 +56,8 @@ class OverLimitCache {
   // Forgets everything (on config reload).
   void Clear();
 
-  // What the shards hold and have done, summed over them in one pass (each under its lock).
-  struct Usage {
-    size_t keys = 0;  // expired ones not yet dropped included
-    // Heap bytes held, as accounted (server/common/heap_bytes.h); at most max_bytes.
-    size_t bytes = 0;
-    // Live entries dropped to make room for new ones.
-    uint64_t evictions = 0;
-  };
-  Usage TotalUsage() const;
+  using Usage = ShardedKeyMapUsage;  // keys, bytes (at most max_bytes), evictions
+  Usage TotalUsage() const { return map_.TotalUsage(); }
   size_t size() const { return TotalUsage().keys; }
   size_t BytesUsed() const { return TotalUsage().bytes; }
   uint64_t EvictionCount() const { return TotalUsage().evictions; }
@@ -79,26 +70,10 @@ class OverLimitCache {
     int64_t until_us;
     uint64_t min_hits;
   };
-  using EntryMap = absl::flat_hash_map<std::string, Entry>;
-  struct Shard {
-    mutable Mutex mu;
-    EntryMap entries ABSL_GUARDED_BY(mu);
-    // Heap bytes of the keys' characters; the table is added from its capacity.
-    size_t key_bytes ABSL_GUARDED_BY(mu) = 0;
-    uint64_t evictions ABSL_GUARDED_BY(mu) = 0;
-  };
-  static constexpr size_t kShards = 32;
-
-  Shard& ShardFor(absl::string_view key) const;
-  static size_t ShardBytes(const Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-  // Whether one more key of `key_bytes` fits, counting the table's growth it may cause.
-  bool Fits(const Shard& shard, size_t key_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  using Map = ShardedKeyMap<Entry>;
 
   const Clock& clock_;
-  const size_t capacity_per_shard_;
-  const size_t max_bytes_;
-  const size_t max_bytes_per_shard_;
-  std::unique_ptr<Shard[]> shards_;
+  Map map_;
   mutable std::atomic<uint64_t> hits_{0};
 };
 

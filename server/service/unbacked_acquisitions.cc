@@ -4,9 +4,7 @@
 #include <limits>
 #include <utility>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
-#include "server/common/heap_bytes.h"
 
 namespace sluice {
 namespace {
@@ -19,46 +17,16 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
 }  // namespace
 
 UnbackedAcquisitions::UnbackedAcquisitions(const Clock& clock, size_t max_keys, size_t max_bytes)
-    : clock_(clock),
-      capacity_per_shard_(std::max<size_t>(1, max_keys / kShards)),
-      max_bytes_(max_bytes),
-      max_bytes_per_shard_(std::max<size_t>(
-          1, (max_bytes - std::min(max_bytes, ArrayHeapBytes<Shard>(kShards))) / kShards)),
-      shards_(new Shard[kShards]) {}
+    : clock_(clock), map_(max_keys, max_bytes) {}
 
-size_t UnbackedAcquisitions::ShardBytes(const Shard& shard) {
-  return shard.key_bytes + SwissTableBytes(shard.entries.capacity(), sizeof(EntryMap::value_type),
-                                           alignof(EntryMap::value_type));
-}
-
-bool UnbackedAcquisitions::Fits(const Shard& shard, size_t key_bytes) const {
-  const size_t capacity =
-      SwissTableCapacityAfterInsert(shard.entries.size(), shard.entries.capacity());
-  return shard.entries.size() < capacity_per_shard_ &&
-         shard.key_bytes + key_bytes +
-                 SwissTableBytes(capacity, sizeof(EntryMap::value_type),
-                                 alignof(EntryMap::value_type)) <=
-             max_bytes_per_shard_;
-}
-
-UnbackedAcquisitions::Shard& UnbackedAcquisitions::ShardFor(absl::string_view key) const {
-  return shards_[absl::HashOf(key) % kShards];
-}
-
-void UnbackedAcquisitions::Erase(Shard& shard, EntryMap::iterator it) {
-  shard.key_bytes -= StringHeapBytes(it->first);
-  shard.entries.erase(it);
-  keys_.fetch_sub(1, std::memory_order_relaxed);
-}
-
-void UnbackedAcquisitions::Sweep(Shard& shard, int64_t now_us, bool force) {
+void UnbackedAcquisitions::Sweep(Map::Shard& shard, int64_t now_us, bool force) {
   if (!force && now_us < shard.next_sweep_us) {
     return;
   }
   shard.next_sweep_us = now_us + kSweepIntervalUs;
   for (auto it = shard.entries.begin(); it != shard.entries.end();) {
     if (it->second.until_us <= now_us) {
-      Erase(shard, it++);
+      map_.Erase(shard, it++);
     } else {
       ++it;
     }
@@ -71,7 +39,7 @@ void UnbackedAcquisitions::Record(absl::string_view key, uint64_t hits, bool hel
     return;
   }
   recorded_.fetch_add(hits, std::memory_order_relaxed);
-  Shard& shard = ShardFor(key);
+  Map::Shard& shard = map_.ShardFor(key);
   const int64_t now = clock_.NowMicros();
   const int64_t until = now + lease_us;
   MutexLock lock(shard.mu);
@@ -87,34 +55,18 @@ void UnbackedAcquisitions::Record(absl::string_view key, uint64_t hits, bool hel
     entry.until_us = std::max(entry.until_us, until);
     return;
   }
-  std::string owned(key);
-  const size_t key_bytes = StringHeapBytes(owned);
-  if (!Fits(shard, key_bytes)) {
-    Sweep(shard, now, /*force=*/true);
-    // Erasing never shrinks the table: a key that would not fit beside it alone is not worth
-    // another key's entry.
-    if (key_bytes + ShardBytes(shard) - shard.key_bytes > max_bytes_per_shard_) {
-      return;
-    }
-    while (!Fits(shard, key_bytes) && !shard.entries.empty()) {
-      Erase(shard, shard.entries.begin());
-      ++shard.evictions;
-    }
-    if (!Fits(shard, key_bytes)) {
-      return;
-    }
-  }
   Entry entry;
   (held_locally ? entry.local : entry.unheld) = hits;
   entry.until_us = until;
-  shard.entries.emplace(std::move(owned), entry);
-  shard.key_bytes += key_bytes;
-  keys_.fetch_add(1, std::memory_order_relaxed);
+  map_.Insert(shard, std::string(key), entry, [&](Map::Shard& full) {
+    full.mu.AssertHeld();
+    Sweep(full, now, /*force=*/true);
+  });
 }
 
 UnbackedAcquisitions::Taken UnbackedAcquisitions::Take(absl::string_view key, uint64_t hits) {
   Taken taken;
-  Shard& shard = ShardFor(key);
+  Map::Shard& shard = map_.ShardFor(key);
   const int64_t now = clock_.NowMicros();
   MutexLock lock(shard.mu);
   Sweep(shard, now, /*force=*/false);
@@ -124,7 +76,7 @@ UnbackedAcquisitions::Taken UnbackedAcquisitions::Take(absl::string_view key, ui
   }
   Entry& entry = it->second;
   if (entry.until_us <= now) {
-    Erase(shard, it);
+    map_.Erase(shard, it);
     return taken;
   }
   taken.local = std::min(hits, entry.local);
@@ -132,22 +84,10 @@ UnbackedAcquisitions::Taken UnbackedAcquisitions::Take(absl::string_view key, ui
   taken.unheld = std::min(hits - taken.local, entry.unheld);
   entry.unheld -= taken.unheld;
   if (entry.local == 0 && entry.unheld == 0) {
-    Erase(shard, it);
+    map_.Erase(shard, it);
   }
   released_.fetch_add(taken.total(), std::memory_order_relaxed);
   return taken;
-}
-
-UnbackedAcquisitions::Usage UnbackedAcquisitions::TotalUsage() const {
-  Usage usage;
-  usage.bytes = ArrayHeapBytes<Shard>(kShards);
-  for (size_t s = 0; s < kShards; ++s) {
-    MutexLock lock(shards_[s].mu);
-    usage.keys += shards_[s].entries.size();
-    usage.bytes += ShardBytes(shards_[s]);
-    usage.evictions += shards_[s].evictions;
-  }
-  return usage;
 }
 
 void UnbackedAcquisitions::AppendMetrics(std::string* out) const {
@@ -170,7 +110,7 @@ void UnbackedAcquisitions::AppendMetrics(std::string* out) const {
                   "sluice_unbacked_acquisitions_bytes\n"
                   "# TYPE sluice_unbacked_acquisitions_max_bytes gauge\n"
                   "sluice_unbacked_acquisitions_max_bytes ",
-                  max_bytes_, "\n");
+                  map_.max_bytes(), "\n");
   absl::StrAppend(out,
                   "# HELP sluice_unbacked_acquisitions_evictions_total Live entries dropped to "
                   "make room for new ones (their releases reach the backend)\n"

@@ -45,10 +45,9 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "server/common/clock.h"
-#include "server/common/mutex.h"
+#include "server/common/sharded_key_map.h"
 
 namespace sluice {
 
@@ -81,17 +80,10 @@ class UnbackedAcquisitions {
 
   // Whether no key is held (expired ones not yet dropped count as held): a release need not look.
   // Lock-free: one relaxed load, the only cost a release pays while nothing is held.
-  bool Empty() const { return keys_.load(std::memory_order_relaxed) == 0; }
+  bool Empty() const { return map_.keys() == 0; }
 
-  // What the shards hold and have done, summed over them in one pass (each under its lock).
-  struct Usage {
-    size_t keys = 0;  // expired ones not yet dropped included
-    // Heap bytes held, as accounted (server/common/heap_bytes.h); at most max_bytes.
-    size_t bytes = 0;
-    // Live entries dropped to make room for new ones.
-    uint64_t evictions = 0;
-  };
-  Usage TotalUsage() const;
+  using Usage = ShardedKeyMapUsage;  // keys, bytes (at most max_bytes), evictions
+  Usage TotalUsage() const { return map_.TotalUsage(); }
   // Acquisitions recorded, and taken by releases, since the start.
   uint64_t recorded() const { return recorded_.load(std::memory_order_relaxed); }
   uint64_t released() const { return released_.load(std::memory_order_relaxed); }
@@ -105,34 +97,15 @@ class UnbackedAcquisitions {
     uint64_t local = 0;
     int64_t until_us = 0;
   };
-  using EntryMap = absl::flat_hash_map<std::string, Entry>;
-  struct Shard {
-    mutable Mutex mu;
-    EntryMap entries ABSL_GUARDED_BY(mu);
-    // Heap bytes of the keys' characters; the table is added from its capacity.
-    size_t key_bytes ABSL_GUARDED_BY(mu) = 0;
-    uint64_t evictions ABSL_GUARDED_BY(mu) = 0;
-    int64_t next_sweep_us ABSL_GUARDED_BY(mu) = 0;
-  };
-  static constexpr size_t kShards = 32;
+  using Map = ShardedKeyMap<Entry>;
 
-  Shard& ShardFor(absl::string_view key) const;
-  static size_t ShardBytes(const Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-  // Whether one more key of `key_bytes` fits, counting the table's growth it may cause.
-  bool Fits(const Shard& shard, size_t key_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-  // Drops the entry `it` points at.
-  void Erase(Shard& shard, EntryMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Drops the shard's expired entries (and always when `force`, else at most once per
   // kSweepIntervalUs).
-  void Sweep(Shard& shard, int64_t now_us, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  void Sweep(Map::Shard& shard, int64_t now_us, bool force)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const Clock& clock_;
-  const size_t capacity_per_shard_;
-  const size_t max_bytes_;
-  const size_t max_bytes_per_shard_;
-  std::unique_ptr<Shard[]> shards_;
-  // Keys held over all shards, for Empty().
-  std::atomic<size_t> keys_{0};
+  Map map_;
   std::atomic<uint64_t> recorded_{0};
   std::atomic<uint64_t> released_{0};
 };
