@@ -122,6 +122,30 @@ ABSL_FLAG(std::string, prometheus_mapper, Defaults().prometheus.mapper,
 ABSL_FLAG(bool, prometheus_response_time_ms, Defaults().prometheus.response_time_ms,
           "the built-in mapping serves response times in milliseconds, as upstream's "
           "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS (no effect with --prometheus_mapper)");
+ABSL_FLAG(std::string, statsd_address, Defaults().statsd.address,
+          "HOST:PORT to send envoyproxy/ratelimit's statsd names to every "
+          "--statsd_flush_interval, as its USE_STATSD and USE_DOG_STATSD sinks do; empty: off "
+          "(under upstream's variables: STATSD_HOST:STATSD_PORT, localhost:8125, unless "
+          "USE_STATSD=false)");
+ABSL_FLAG(std::string, statsd_protocol,
+          std::string(sluice::StatsdProtocolName(Defaults().statsd.protocol)),
+          "udp or tcp (upstream's plain statsd sink uses tcp unless STATSD_PROTOCOL=udp)");
+ABSL_FLAG(bool, statsd_dogstatsd, Defaults().statsd.dogstatsd,
+          "send DogStatsD: tags after |# (--statsd_extra_tags, --statsd_dogstatsd_tags, the "
+          "mogrifiers') rather than in the name (upstream's USE_DOG_STATSD)");
+ABSL_FLAG(absl::Duration, statsd_flush_interval, Defaults().statsd.flush_interval,
+          "how often --statsd_address is sent what changed (upstream's STATS_FLUSH_INTERVAL)");
+ABSL_FLAG(std::string, statsd_extra_tags, "",
+          "key:value,... tags on every statsd name (upstream's EXTRA_TAGS): in the name as "
+          "name.__key=value, or DogStatsD tags");
+ABSL_FLAG(std::string, statsd_dogstatsd_tags, "",
+          "tag,... sent as given first on every DogStatsD line (under upstream's variables: "
+          "DD_ENV, DD_SERVICE, DD_VERSION and DD_ENTITY_ID, as its Datadog client adds them)");
+ABSL_FLAG(std::string, statsd_mogrifiers, "",
+          "DogStatsD mogrifiers as a YAML or JSON list of {pattern, name, tags, id}: the first "
+          "rule whose RE2 pattern matches a name sends it as `name` with `tags` "
+          "(\"key:value,...\"), $1... standing for its groups (upstream's "
+          "USE_DOG_STATSD_MOGRIFIERS and DOG_STATSD_MOGRIFIER_<ID>_PATTERN, _NAME, _TAGS)");
 ABSL_FLAG(std::string, backend, std::string(sluice::BackendKindName(Defaults().backend.kind)),
           "where limits are kept: memory (in process), redis or redis_cluster (shared by every "
           "replica)");

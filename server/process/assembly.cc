@@ -80,6 +80,7 @@ absl::StatusOr<std::unique_ptr<Assembly>> Assembly::Create(const Settings& setti
   RETURN_IF_ERROR(assembly->BuildBackend());
   assembly->BuildLimiter();
   RETURN_IF_ERROR(assembly->BuildServers());
+  RETURN_IF_ERROR(assembly->BuildStatsd());
   assembly->BuildReloads();
   return assembly;
 }
@@ -244,6 +245,26 @@ absl::Status Assembly::BuildPrometheus() {
                                   static_cast<size_t>(settings_.http.metrics_max_page_bytes));
       },
       settings_.http.answer_timeout);
+  return absl::OkStatus();
+}
+
+absl::Status Assembly::BuildStatsd() {
+  const StatsdSettings& statsd = settings_.statsd;
+  if (statsd.address.empty()) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<StatsdSink>> sink =
+      StatsdSink::Create(metrics_, StatsdSinkOptionsFrom(statsd));
+  if (!sink.ok()) {
+    return absl::Status(sink.status().code(),
+                        absl::StrCat("--statsd_mogrifiers: ", sink.status().message()));
+  }
+  statsd_ = std::move(*sink);
+  statsd_->Start();
+  SLUICE_LOG(INFO) << "statsd: envoyproxy/ratelimit's names to " << statsd.address << " over "
+                   << StatsdProtocolName(statsd.protocol) << " every "
+                   << absl::FormatDuration(statsd.flush_interval)
+                   << (statsd.dogstatsd ? " as DogStatsD" : "");
   return absl::OkStatus();
 }
 

@@ -2,7 +2,8 @@
 // backend (memory; or Redis, with a per-second Redis behind a PerSecondBackend), the over-limit
 // cache, the rate limiter, the gRPC service and server, the HTTP server, the tracer and its
 // OTLP exporter (with --tracing), envoyproxy/ratelimit's
-// Prometheus listener (with --prometheus_address), and the config watcher with its reloader
+// Prometheus listener (with --prometheus_address), its statsd sink (with --statsd_address), and
+// the config watcher with its reloader
 // (or, with --config_source=xds, the xDS client). This is the one place that builds the real
 // object graph (server/main.cc reaches it through RunProcess); every part receives its
 // collaborators through its constructor. The members are declared in the order they are built, so each part is destroyed
@@ -41,6 +42,7 @@
 #include "server/settings/settings.h"
 #include "server/stats/prometheus_listener.h"
 #include "server/stats/statsd_mapper.h"
+#include "server/stats/statsd_sink.h"
 #include "server/xds/xds_config_client.h"
 #include "server/trace/otlp/batch_span_processor.h"
 #include "server/trace/tracer.h"
@@ -118,6 +120,9 @@ class Assembly {
   absl::Status BuildServers();
   // The mapping and the listener of --prometheus_address, when given.
   absl::Status BuildPrometheus();
+  // With --statsd_address: the statsd sink, started (it binds nothing). Errors name
+  // --statsd_mogrifiers.
+  absl::Status BuildStatsd();
   void BuildReloads();
   // The reload listener: metrics, and health unless draining.
   void OnReload(bool ok, const Config* next);
@@ -151,6 +156,9 @@ class Assembly {
   // With --prometheus_address: upstream's names, mapped by the mapping file or the built-in one.
   std::unique_ptr<StatsdMapper> prometheus_mapper_;
   std::unique_ptr<PrometheusListener> prometheus_;
+  // With --statsd_address: upstream's statsd names, sent from a thread of its own. Destroyed
+  // before the servers, after their drain: its last flush sends the drain's counts.
+  std::unique_ptr<StatsdSink> statsd_;
   // Whether config changes set health: from FollowConfigHealth until StopReloads.
   Mutex health_mu_;
   bool health_follows_config_ ABSL_GUARDED_BY(health_mu_) = false;

@@ -103,6 +103,21 @@ RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings) {
   return options;
 }
 
+StatsdSinkOptions StatsdSinkOptionsFrom(const StatsdSettings& statsd) {
+  StatsdSinkOptions options;
+  options.address = statsd.address;
+  options.protocol = statsd.protocol == StatsdSettings::Protocol::kTcp ? StatsdProtocol::kTcp
+                                                                       : StatsdProtocol::kUdp;
+  options.flush_interval = statsd.flush_interval;
+  options.encoder.dogstatsd = statsd.dogstatsd;
+  options.encoder.extra_tags = statsd.extra_tags;
+  options.encoder.global_tags = statsd.dogstatsd_tags;
+  for (const StatsdMogrifierSettings& m : statsd.mogrifiers) {
+    options.mogrifiers.push_back(StatsdMogrifierRule{m.id, m.pattern, m.name, m.tags});
+  }
+  return options;
+}
+
 MetricsOptions MetricsOptionsFrom(const Settings& settings) {
   return MetricsOptions{
       .max_rule_series =

@@ -12,6 +12,7 @@
 #include "server/service/http_server.h"
 #include "server/service/rate_limiter.h"
 #include "server/settings/settings.h"
+#include "server/stats/statsd_sink.h"
 #include "server/trace/otlp/batch_span_processor.h"
 #include "server/trace/otlp/otlp_exporter_options.h"
 #include "server/trace/tracer.h"
@@ -39,6 +40,9 @@ HttpServerOptions HttpServerOptionsFrom(const Settings& settings);
 MetricsOptions MetricsOptionsFrom(const Settings& settings);
 
 GrpcTlsSettings GrpcTlsSettingsFrom(const GrpcSettings& grpc);
+
+// The statsd sink's options (--statsd_*). REQUIRES: `statsd.address` is not empty.
+StatsdSinkOptions StatsdSinkOptionsFrom(const StatsdSettings& statsd);
 
 // The OTLP exporter's options: the endpoint (the protocol's default when none is given), headers,
 // timeout, CA and the resource. An empty --tracing_service_instance_id stays empty here: the

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
 #include "absl/time/time.h"
+#include "server/settings/statsd_mogrifiers_flag.h"
 
 namespace sluice {
 namespace {
@@ -253,6 +254,41 @@ bool ReadTracingProtocol(const std::string& text, Settings& settings, std::strin
   return false;
 }
 
+bool ReadStatsdProtocol(const std::string& text, Settings& settings, std::string* error) {
+  for (StatsdSettings::Protocol protocol :
+       {StatsdSettings::Protocol::kUdp, StatsdSettings::Protocol::kTcp}) {
+    if (text == StatsdProtocolName(protocol)) {
+      settings.statsd.protocol = protocol;
+      return true;
+    }
+  }
+  *error = absl::StrCat("--statsd_protocol: '", text, "' is not udp or tcp");
+  return false;
+}
+
+bool ReadStatsdExtraTags(const std::string& text, Settings& settings, std::string* error) {
+  return ReadPairs<':'>("statsd_extra_tags", text, &settings.statsd.extra_tags, error);
+}
+
+bool ReadStatsdDogstatsdTags(const std::string& text, Settings& settings, std::string*) {
+  std::vector<std::string>& tags = settings.statsd.dogstatsd_tags;
+  tags.clear();
+  for (absl::string_view tag : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    tags.emplace_back(absl::StripAsciiWhitespace(tag));
+  }
+  return true;
+}
+
+bool ReadStatsdMogrifiers(const std::string& text, Settings& settings, std::string* error) {
+  absl::StatusOr<std::vector<StatsdMogrifierSettings>> mogrifiers = ParseStatsdMogrifiers(text);
+  if (!mogrifiers.ok()) {
+    *error = absl::StrCat("--statsd_mogrifiers: ", mogrifiers.status().message());
+    return false;
+  }
+  settings.statsd.mogrifiers = std::move(*mogrifiers);
+  return true;
+}
+
 bool ReadTracingHeaders(const std::string& text, Settings& settings, std::string* error) {
   return ReadPairs<'='>("tracing_headers", text, &settings.tracing.headers, error);
 }
@@ -281,6 +317,7 @@ using Xds = XdsSettings;
 using Grpc = GrpcSettings;
 using Http = HttpSettings;
 using Prom = PrometheusSettings;
+using Statsd = StatsdSettings;
 using BackendS = BackendSettings;
 using Target = RedisTargetSettings;
 using Redis = RedisSettings;
@@ -318,6 +355,13 @@ constexpr Entry kFlags[] = {
     Plain<&S::prometheus, &Prom::path>("prometheus_path"),
     Plain<&S::prometheus, &Prom::mapper>("prometheus_mapper"),
     Plain<&S::prometheus, &Prom::response_time_ms>("prometheus_response_time_ms"),
+    Plain<&S::statsd, &Statsd::address>("statsd_address"),
+    Converted<std::string, &ReadStatsdProtocol>("statsd_protocol"),
+    Plain<&S::statsd, &Statsd::dogstatsd>("statsd_dogstatsd"),
+    Plain<&S::statsd, &Statsd::flush_interval>("statsd_flush_interval"),
+    Converted<std::string, &ReadStatsdExtraTags>("statsd_extra_tags"),
+    Converted<std::string, &ReadStatsdDogstatsdTags>("statsd_dogstatsd_tags"),
+    Converted<std::string, &ReadStatsdMogrifiers>("statsd_mogrifiers"),
     Converted<std::string, &ReadBackend>("backend"),
     Converted<std::string, &ReadAddresses<&BackendS::redis>>("redis_addresses"),
     Plain<&S::backend, &BackendS::redis, &Target::username>("redis_username"),

@@ -152,6 +152,21 @@ void CheckPrometheus(const PrometheusSettings& prometheus, Errors& errors) {
                absl::StrCat("--prometheus_path: '", prometheus.path, "' does not start with '/'"));
 }
 
+void CheckStatsd(const StatsdSettings& statsd, Errors& errors) {
+  if (statsd.address.empty()) {
+    return;
+  }
+  const absl::Status address = ValidateHostPort(statsd.address, 1);
+  errors.Check(address.ok(), {"statsd_address"},
+               absl::StrCat("--statsd_address: ", address.message()));
+  errors.Check(statsd.flush_interval >= absl::Milliseconds(1), {"statsd_flush_interval"},
+               "--statsd_flush_interval must be at least 1ms");
+  errors.Check(statsd.dogstatsd || statsd.mogrifiers.empty(), {"statsd_mogrifiers"},
+               "--statsd_mogrifiers needs --statsd_dogstatsd (plain statsd has no tags)");
+  errors.Check(statsd.dogstatsd || statsd.dogstatsd_tags.empty(), {"statsd_dogstatsd_tags"},
+               "--statsd_dogstatsd_tags needs --statsd_dogstatsd");
+}
+
 // The Sentinel flags of one Redis: each set only with the sentinels, which need the master's
 // name, serve a standalone Redis only, and are each HOST:PORT.
 void CheckRedisSentinel(const RedisTargetSettings& target, bool cluster, absl::string_view prefix,
@@ -363,6 +378,10 @@ absl::string_view RedisClockSourceName(RedisClockSource source) {
   return source == RedisClockSource::kLocal ? "local" : "redis";
 }
 
+absl::string_view StatsdProtocolName(StatsdSettings::Protocol protocol) {
+  return protocol == StatsdSettings::Protocol::kTcp ? "tcp" : "udp";
+}
+
 absl::string_view TracingProtocolName(TracingProtocol protocol) {
   return protocol == TracingProtocol::kGrpc ? "grpc" : "http";
 }
@@ -377,6 +396,7 @@ std::vector<SettingError> ValidateSettings(const Settings& settings) {
   CheckLimiter(settings.limiter, errors);
   CheckListeners(settings, errors);
   CheckPrometheus(settings.prometheus, errors);
+  CheckStatsd(settings.statsd, errors);
   CheckTracing(settings.tracing, errors);
   return errors.Take();
 }

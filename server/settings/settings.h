@@ -200,6 +200,40 @@ struct PrometheusSettings {
   bool response_time_ms = false;
 };
 
+// A DogStatsD mogrifier (envoyproxy/ratelimit's DOG_STATSD_MOGRIFIER_<ID>_PATTERN, _NAME,
+// _TAGS): server/stats/statsd_mogrifier.h says how it applies.
+struct StatsdMogrifierSettings {
+  std::string id;  // names it in messages
+  std::string pattern;
+  std::string name;
+  // Key and value template of each tag, in order.
+  std::vector<std::pair<std::string, std::string>> tags;
+};
+
+// envoyproxy/ratelimit's statsd and DogStatsD sinks (its USE_STATSD, on by default under its
+// variables, and USE_DOG_STATSD): upstream's statsd names, read from Sluice's counters and sent
+// every flush interval (server/stats/statsd_sink.h).
+struct StatsdSettings {
+  enum class Protocol { kUdp, kTcp };
+  // --statsd_address: HOST:PORT to send to; empty: off.
+  std::string address;
+  // --statsd_protocol: udp or tcp (upstream's plain statsd sink, gostats, sends over tcp unless
+  // STATSD_PROTOCOL says udp; its DogStatsD client over udp).
+  Protocol protocol = Protocol::kUdp;
+  // --statsd_dogstatsd: DogStatsD lines, tags after "|#", and the mogrifiers.
+  bool dogstatsd = false;
+  // --statsd_flush_interval: how often counts are sent (STATS_FLUSH_INTERVAL). >= 1ms.
+  absl::Duration flush_interval = absl::Seconds(10);
+  // --statsd_extra_tags: "key:value,..." on every name (EXTRA_TAGS): serialized into the name as
+  // gostats does (".__key=value"), or DogStatsD tags.
+  std::vector<std::pair<std::string, std::string>> extra_tags;
+  // --statsd_dogstatsd_tags: tags sent as given, first, on every DogStatsD line (the DD_ENV,
+  // DD_SERVICE, DD_VERSION and DD_ENTITY_ID tags upstream's Datadog client adds).
+  std::vector<std::string> dogstatsd_tags;
+  // --statsd_mogrifiers: DogStatsD mogrifiers, first match wins.
+  std::vector<StatsdMogrifierSettings> mogrifiers;
+};
+
 // One Redis: the main one or the per-second one.
 struct RedisTargetSettings {
   // --redis_addresses / --redis_per_second_addresses, split at commas: a standalone Redis
@@ -355,6 +389,8 @@ enum class TracingProtocol {
   kGrpc,  // "grpc": OTLP/gRPC, TraceService/Export
 };
 absl::string_view TracingProtocolName(TracingProtocol protocol);
+// "udp" or "tcp", as --statsd_protocol reads it.
+absl::string_view StatsdProtocolName(StatsdSettings::Protocol protocol);
 
 struct TracingSettings {
   // --tracing: export spans. Off: no span is made and nothing is sent.
@@ -409,6 +445,7 @@ struct Settings {
   GrpcSettings grpc;
   HttpSettings http;
   PrometheusSettings prometheus;
+  StatsdSettings statsd;
   BackendSettings backend;
   LimiterSettings limiter;
   TracingSettings tracing;

@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "server/settings/listen_address.h"
 #include "server/settings/settings.h"
+#include "server/settings/statsd_mogrifiers_flag.h"
 
 namespace sluice {
 namespace {
@@ -80,9 +81,18 @@ constexpr absl::string_view kRedisTuning[] = {
 constexpr absl::string_view kStartupTuning[] = {"REDIS_STARTUP_INITIAL_INTERVAL",
                                                 "REDIS_STARTUP_MAX_INTERVAL",
                                                 "REDIS_STARTUP_MAX_ELAPSED_TIME"};
+// Upstream's stats variables besides its switches (USE_STATSD, USE_DOG_STATSD, DISABLE_STATS):
+// settings.go's, and STATSD_PROTOCOL, which its plain statsd sink (lyft/gostats) reads itself.
 constexpr absl::string_view kStatsVariables[] = {
-    "STATSD_HOST",        "STATSD_PORT",           "EXTRA_TAGS",
-    "STATS_FLUSH_INTERVAL", "DISABLE_STATS",       "USE_DOG_STATSD_MOGRIFIERS"};
+    "STATSD_HOST",          "STATSD_PORT", "STATSD_PROTOCOL",          "EXTRA_TAGS",
+    "STATS_FLUSH_INTERVAL", "USE_DOG_STATSD_MOGRIFIERS"};
+// The global tags datadog-go (upstream's DogStatsD client, v5.5.0 statsd.go) adds from the
+// environment, in its order: (variable, tag).
+constexpr std::pair<absl::string_view, absl::string_view> kDatadogEnvTags[] = {
+    {"DD_ENTITY_ID", "dd.internal.entity_id"},
+    {"DD_ENV", "env"},
+    {"DD_SERVICE", "service"},
+    {"DD_VERSION", "version"}};
 // Read only with USE_PROMETHEUS=true, as upstream reads them.
 constexpr absl::string_view kPrometheusVariables[] = {
     "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
@@ -146,6 +156,22 @@ std::optional<std::string> PercentDecode(absl::string_view text) {
   return out;
 }
 
+// Go's strconv.ParseBool, which envoyproxy/ratelimit's settings use; nullopt when `text` is not
+// one of its words.
+std::optional<bool> GoBool(absl::string_view text) {
+  for (absl::string_view yes : {"1", "t", "T", "TRUE", "true", "True"}) {
+    if (text == yes) {
+      return true;
+    }
+  }
+  for (absl::string_view no : {"0", "f", "F", "FALSE", "false", "False"}) {
+    if (text == no) {
+      return false;
+    }
+  }
+  return std::nullopt;
+}
+
 class Translator {
  public:
   explicit Translator(const EnvLookup& env) : env_(env) {}
@@ -159,6 +185,7 @@ class Translator {
     Prometheus();
     Tracing();
     NotHonoured();
+    Stats();
     // Whether the environment is upstream's: any of upstream's own variables set. The standard
     // OTEL_* variables below do not count: they are read whenever they are set, upstream's
     // environment or not (upstream's exporter reads them too, and an OpenTelemetry operator may
@@ -191,18 +218,16 @@ class Translator {
     if (!text.has_value()) {
       return std::nullopt;
     }
-    for (absl::string_view yes : {"1", "t", "T", "TRUE", "true", "True"}) {
-      if (*text == yes) {
-        return true;
-      }
-    }
-    for (absl::string_view no : {"0", "f", "F", "FALSE", "false", "False"}) {
-      if (*text == no) {
-        return false;
-      }
+    if (std::optional<bool> value = GoBool(*text)) {
+      return value;
     }
     Fail(absl::StrCat(name, "=", *text, ": not a boolean (true or false)"));
     return std::nullopt;
+  }
+  // Bool without reporting a bad value (which another step reports).
+  std::optional<bool> QuietBool(absl::string_view name) {
+    std::optional<std::string> text = Get(name);
+    return text.has_value() ? GoBool(*text) : std::nullopt;
   }
 
   std::optional<int64_t> Int(absl::string_view name, int64_t min, int64_t max) {
@@ -792,7 +817,15 @@ class Translator {
   // USE_PROMETHEUS: upstream's metric names on their own listener, as its statsd_exporter sink
   // serves them.
   void Prometheus() {
-    if (!Bool("USE_PROMETHEUS").value_or(false)) {
+    prometheus_ = Bool("USE_PROMETHEUS").value_or(false);
+    if (prometheus_ && QuietBool("DISABLE_STATS").value_or(false)) {
+      // runner.go's NewRunner: DISABLE_STATS comes first, and no sink at all is made.
+      Warn("USE_PROMETHEUS=true: no effect with DISABLE_STATS=true, as upstream (nothing served "
+           "on PROMETHEUS_ADDR)");
+      prometheus_ = false;
+      return;
+    }
+    if (!prometheus_) {
       std::vector<absl::string_view> unused;
       for (absl::string_view name : kPrometheusVariables) {
         if (IsSet(name)) {
@@ -1061,24 +1094,230 @@ class Translator {
     }
   }
 
-  void NotHonoured() {
-    std::vector<std::string> stats;
-    for (absl::string_view name : {"USE_STATSD", "USE_DOG_STATSD"}) {
-      if (Bool(name).value_or(false)) {
-        stats.push_back(absl::StrCat(name, "=true"));
-      }
-    }
+  // Upstream's stats sinks, as its runner.go's NewRunner picks one: DISABLE_STATS (none), then
+  // USE_DOG_STATSD, then USE_STATSD (true by default), then USE_PROMETHEUS. Upstream refuses two
+  // at once (and so refuses USE_DOG_STATSD=true or USE_PROMETHEUS=true unless USE_STATSD=false is
+  // set too); Sluice takes USE_STATSD unset beside either as false, serves Prometheus beside a
+  // statsd sink both asked for explicitly (with a warning), and refuses only USE_DOG_STATSD=true
+  // with USE_STATSD=true, two statsd sinks for one address. Without any sink upstream logs its
+  // stats to stdout; Sluice does not (its /metrics has them).
+  void Stats() {
+    bool stats_set = false;
     for (absl::string_view name : kStatsVariables) {
-      if (IsSet(name)) {
-        stats.emplace_back(name);
+      stats_set = stats_set || IsSet(name);
+    }
+    for (absl::string_view name : {"USE_STATSD", "USE_DOG_STATSD", "DISABLE_STATS"}) {
+      stats_set = stats_set || IsSet(name);
+    }
+    // Any of upstream's variables (Run's test, with these), not the Datadog or OTEL_* ones.
+    const bool upstream =
+        stats_set || !out_.flags.empty() || !out_.warnings.empty() || !out_.errors.empty();
+    if (!upstream) {
+      return;
+    }
+    const std::optional<bool> disabled = Bool("DISABLE_STATS");
+    const std::optional<bool> dog = Bool("USE_DOG_STATSD");
+    const std::optional<bool> plain = Bool("USE_STATSD");
+    std::vector<std::string> unused;
+    auto collect_unused = [&](std::initializer_list<absl::string_view> names) {
+      for (absl::string_view name : names) {
+        if (IsSet(name)) {
+          unused.emplace_back(name);
+        }
+      }
+    };
+    if (disabled.value_or(false)) {
+      if (plain.value_or(false)) {
+        unused.emplace_back("USE_STATSD=true");
+      }
+      if (dog.value_or(false)) {
+        unused.emplace_back("USE_DOG_STATSD=true");
+      }
+      collect_unused({"STATSD_HOST", "STATSD_PORT", "STATSD_PROTOCOL", "EXTRA_TAGS",
+                      "STATS_FLUSH_INTERVAL", "USE_DOG_STATSD_MOGRIFIERS"});
+      if (!unused.empty()) {
+        Warn(absl::StrCat(absl::StrJoin(unused, ", "),
+                          ": no effect with DISABLE_STATS=true, as upstream"));
+      }
+      return;
+    }
+    if (dog.value_or(false) && plain.value_or(false)) {
+      Fail("USE_DOG_STATSD=true with USE_STATSD=true: two statsd sinks, which upstream refuses "
+           "too (\"Set one of USE_DOG_STATSD, USE_STATSD, USE_PROMETHEUS\"); set USE_STATSD=false");
+      return;
+    }
+    if (!dog.value_or(false) && !plain.value_or(!prometheus_)) {
+      collect_unused({"STATSD_HOST", "STATSD_PORT", "STATSD_PROTOCOL", "EXTRA_TAGS",
+                      "STATS_FLUSH_INTERVAL", "USE_DOG_STATSD_MOGRIFIERS"});
+      if (!unused.empty()) {
+        Warn(absl::StrCat(absl::StrJoin(unused, ", "), ": no effect without a statsd sink (",
+                          plain.has_value() ? "USE_STATSD=false"
+                                            : "USE_STATSD unset with USE_PROMETHEUS=true, which "
+                                              "upstream refuses; Sluice serves Prometheus only",
+                          ")"));
+      }
+      return;
+    }
+    if (prometheus_) {
+      Warn(absl::StrCat(dog.value_or(false) ? "USE_DOG_STATSD=true" : "USE_STATSD=true",
+                        " with USE_PROMETHEUS=true: upstream refuses two stats sinks; Sluice "
+                        "serves both"));
+    }
+    const std::string source = dog.value_or(false) ? "USE_DOG_STATSD"
+                               : plain.has_value()  ? "USE_STATSD"
+                                                    : "envoyproxy/ratelimit's default (USE_STATSD "
+                                                      "unset: true)";
+    std::optional<std::string> host = Get("STATSD_HOST");
+    std::optional<int64_t> port = Int("STATSD_PORT", 1, 65535);
+    std::string h = host.value_or("localhost");
+    if (absl::StrContains(h, ':') && !absl::StartsWith(h, "[")) {
+      h = absl::StrCat("[", h, "]");  // an IPv6 literal
+    }
+    const std::string where = SetNames({"STATSD_HOST", "STATSD_PORT"});
+    Set("statsd_address", absl::StrCat(h, ":", port.value_or(8125)),
+        where.empty() ? absl::StrCat(source, ", STATSD_HOST, STATSD_PORT unset: localhost:8125")
+                      : absl::StrCat(source, ", ", where));
+    if (dog.value_or(false)) {
+      DogStatsd();
+    } else {
+      // gostats' net sink: STATSD_PROTOCOL, tcp by default ("udp4", "tcp6" and the like pick a
+      // family there; here they pick the protocol).
+      std::string protocol = "tcp";
+      if (std::optional<std::string> given = Get("STATSD_PROTOCOL")) {
+        const std::string lower = absl::AsciiStrToLower(*given);
+        if (lower == "udp" || lower == "udp4" || lower == "udp6") {
+          protocol = "udp";
+        } else if (!(lower == "tcp" || lower == "tcp4" || lower == "tcp6")) {
+          Fail(absl::StrCat("STATSD_PROTOCOL=", *given, ": not tcp or udp"));
+        }
+      }
+      Set("statsd_protocol", protocol,
+          IsSet("STATSD_PROTOCOL")
+              ? "STATSD_PROTOCOL"
+              : "envoyproxy/ratelimit's default (STATSD_PROTOCOL unset: tcp, as gostats dials)");
+      collect_unused({"USE_DOG_STATSD_MOGRIFIERS"});
+      if (!unused.empty()) {
+        Warn("USE_DOG_STATSD_MOGRIFIERS: no effect without USE_DOG_STATSD=true, as upstream");
       }
     }
-    if (!stats.empty()) {
-      Warn(absl::StrCat(absl::StrJoin(stats, ", "),
-                        ": Sluice has no statsd sink; the same per-rule counters are served in "
-                        "Prometheus text format at /metrics on the HTTP port (and the debug "
-                        "address), and under upstream's names with USE_PROMETHEUS=true"));
+    if (std::optional<std::string> interval = Get("STATS_FLUSH_INTERVAL")) {
+      absl::Duration d;
+      if (!absl::ParseDuration(*interval, &d) || d <= absl::ZeroDuration() ||
+          d == absl::InfiniteDuration()) {
+        Fail(absl::StrCat("STATS_FLUSH_INTERVAL=", *interval,
+                          ": not a positive duration (\"10s\", \"1m\", \"500ms\")"));
+      } else {
+        Set("statsd_flush_interval", absl::FormatDuration(d), "STATS_FLUSH_INTERVAL");
+      }
     }
+    if (std::optional<std::string> text = Get("EXTRA_TAGS")) {
+      absl::StatusOr<std::vector<std::pair<std::string, std::string>>> tags =
+          ParseEnvconfigMap(*text);
+      if (!tags.ok()) {
+        Fail(absl::StrCat("EXTRA_TAGS=", *text, ": ", tags.status().message(),
+                          " (key:value,key2:value2)"));
+      } else {
+        std::vector<std::pair<std::string, std::string>> kept;
+        for (auto& [key, value] : *tags) {
+          if (key.empty() || value.empty()) {
+            Warn(absl::StrCat("EXTRA_TAGS: '", key, ":", value,
+                              "' has an empty key or value; dropped, as gostats drops it"));
+          } else {
+            kept.emplace_back(std::move(key), std::move(value));
+          }
+        }
+        if (!kept.empty()) {
+          Set("statsd_extra_tags", EnvconfigMapText(kept), "EXTRA_TAGS");
+        }
+      }
+    }
+  }
+
+  // USE_DOG_STATSD: godogstats over datadog-go, to STATSD_HOST:STATSD_PORT over UDP, with the
+  // mogrifiers USE_DOG_STATSD_MOGRIFIERS names and the DD_* global tags.
+  void DogStatsd() {
+    Set("statsd_dogstatsd", "true", "USE_DOG_STATSD");
+    Set("statsd_protocol", "udp", "USE_DOG_STATSD (datadog-go sends over udp)");
+    if (IsSet("STATSD_PROTOCOL")) {
+      Warn("STATSD_PROTOCOL: no effect with USE_DOG_STATSD=true (upstream's Datadog client "
+           "sends over udp)");
+    }
+    std::vector<std::string> tags;
+    std::vector<absl::string_view> from;
+    for (const auto& [variable, tag] : kDatadogEnvTags) {
+      if (std::optional<std::string> value = Get(variable)) {
+        tags.push_back(absl::StrCat(tag, ":", *value));
+        from.push_back(variable);
+      }
+    }
+    if (!tags.empty()) {
+      Set("statsd_dogstatsd_tags", absl::StrJoin(tags, ","), absl::StrJoin(from, ", "));
+    }
+    std::optional<std::string> list = Get("USE_DOG_STATSD_MOGRIFIERS");
+    if (!list.has_value() || absl::StripAsciiWhitespace(*list).empty()) {
+      return;
+    }
+    // godogstats' newMogrifierMapFromEnv through kelseyhightower/envconfig v1.4.0: each name
+    // (split at ',', not trimmed) reads DOG_STATSD_MOGRIFIER_<NAME>_PATTERN, _NAME and _TAGS,
+    // the whole variable name upper-cased; one that is not set at all falls back to PATTERN,
+    // NAME and TAGS (envconfig's alternative name), as upstream reads them.
+    std::vector<StatsdMogrifierSettings> mogrifiers;
+    std::vector<std::string> sources = {"USE_DOG_STATSD_MOGRIFIERS"};
+    bool failed = false;
+    for (absl::string_view id : absl::StrSplit(*list, ',')) {
+      const std::string prefix =
+          absl::AsciiStrToUpper(absl::StrCat("DOG_STATSD_MOGRIFIER_", id, "_"));
+      auto read = [&](absl::string_view field) -> std::string {
+        std::optional<std::string> value = env_(absl::StrCat(prefix, field));
+        if (!value.has_value()) {
+          value = env_(field);
+        }
+        return value.value_or("");
+      };
+      StatsdMogrifierSettings m;
+      m.id = std::string(id);
+      m.pattern = read("PATTERN");
+      m.name = read("NAME");
+      const std::string tags_text = read("TAGS");
+      sources.push_back(absl::StrCat(prefix, "*"));
+      if (m.pattern.empty()) {
+        Fail(absl::StrCat(prefix, "PATTERN: no PATTERN specified for mogrifier ", id));
+        failed = true;
+        continue;
+      }
+      if (m.name.empty()) {
+        Fail(absl::StrCat(prefix, "NAME: no NAME specified for mogrifier ", id));
+        failed = true;
+        continue;
+      }
+      absl::StatusOr<std::vector<std::pair<std::string, std::string>>> pairs =
+          ParseEnvconfigMap(tags_text);
+      if (!pairs.ok()) {
+        Fail(absl::StrCat(prefix, "TAGS=", tags_text, ": failed to load mogrifier ", id, ": ",
+                          pairs.status().message()));
+        failed = true;
+        continue;
+      }
+      for (const auto& [key, value] : *pairs) {
+        if (key.empty()) {
+          Fail(absl::StrCat(prefix, "TAGS=", tags_text, ": no key specified for a tag of "
+                            "mogrifier ", id));
+          failed = true;
+        } else if (value.empty()) {
+          Fail(absl::StrCat(prefix, "TAGS=", tags_text, ": no value specified for tag ", key,
+                            " for mogrifier ", id));
+          failed = true;
+        }
+      }
+      m.tags = std::move(*pairs);
+      mogrifiers.push_back(std::move(m));
+    }
+    if (!failed) {
+      Set("statsd_mogrifiers", StatsdMogrifiersFlagText(mogrifiers), absl::StrJoin(sources, ", "));
+    }
+  }
+
+  void NotHonoured() {
     if (IsSet("EXPIRATION_JITTER_MAX_SECONDS")) {
       Warn("EXPIRATION_JITTER_MAX_SECONDS: no effect; Sluice's keys expire exactly when their "
            "state stops mattering, without jitter");
@@ -1092,6 +1331,8 @@ class Translator {
   UpstreamTranslation out_;
   // Whether a Redis was given TLS (REDIS_TLS, REDIS_PERSECOND_TLS or a rediss:// URL).
   bool tls_on_ = false;
+  // USE_PROMETHEUS=true in force (not cancelled by DISABLE_STATS=true).
+  bool prometheus_ = false;
   // The OTLP protocol TRACING_EXPORTER_PROTOCOL chose (with TRACING_ENABLED=true), and which
   // variable said so, for the OTEL_* variables.
   TracingProtocol tracing_protocol_ = TracingProtocol::kHttp;

@@ -19,7 +19,8 @@ constexpr absl::string_view kRuleCounters[] = {"near_limit", "over_limit", "tota
 // (ratelimit_service_rate_limit_over_limit_with_local_cache), the label names and the value.
 constexpr size_t kRuleSampleBytes = 96;
 
-void AddCounter(std::vector<StatsdSample>& out, std::string name, uint64_t value) {
+void AddCounter(std::vector<StatsdSample>& out, std::string name, uint64_t value,
+                std::shared_ptr<const void> series = nullptr) {
   if (value == 0) {
     return;
   }
@@ -27,6 +28,7 @@ void AddCounter(std::vector<StatsdSample>& out, std::string name, uint64_t value
   sample.name = std::move(name);
   sample.type = StatsdType::kCounter;
   sample.value = value;
+  sample.series = std::move(series);
   out.push_back(std::move(sample));
 }
 
@@ -89,7 +91,7 @@ std::vector<StatsdSample> UpstreamStatsdSamples(const Metrics& metrics, size_t m
         {"total_negative_hits", RuleSeries::kTotalNegativeHits},
     };
     for (const auto& [suffix, counter] : named) {
-      AddCounter(out, absl::StrCat(prefix, ".", suffix), rule->value(counter));
+      AddCounter(out, absl::StrCat(prefix, ".", suffix), rule->value(counter), rule);
     }
   }
   AddCounter(out, "ratelimit.service.config_load_success", metrics.ConfigsInForce());

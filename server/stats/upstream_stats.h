@@ -1,7 +1,8 @@
 // envoyproxy/ratelimit's statsd names, produced at scrape time from Sluice's own counters
 // (server/service/metrics.h), and the mapping upstream applies to them by default when it serves
 // Prometheus (USE_PROMETHEUS). prometheus_exposition.h turns these samples into the text format
-// through a mapping, as upstream's statsd_exporter sink does.
+// through a mapping, as upstream's statsd_exporter sink does; statsd_sink.h sends them to a
+// statsd, as upstream's gostats and DogStatsD sinks do (USE_STATSD, USE_DOG_STATSD).
 //
 // What upstream emits, and what Sluice produces of it (each name only once it is non-zero, as
 // upstream's stats library flushes a counter only when it moved):
@@ -31,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,10 @@ struct StatsdSample {
   // Observers: the observations so far, in microseconds (upstream observes milliseconds: the
   // renderer divides by 1000 before the mapping's scale).
   MetricHistogram::Snapshot observations;
+  // Per-rule counters: the series the value was read from. A later value under the same name
+  // from another series counts from 0 (the key's series was dropped and made again); the statsd
+  // sink sends increases. Null for the others, which never start again.
+  std::shared_ptr<const void> series;
 };
 
 // Every statsd name above that Sluice can produce and that is non-zero now, with the per-rule

@@ -279,5 +279,32 @@ TEST(PartOptionsTest, HttpAndGrpcOptions) {
   EXPECT_EQ(tls.reload_interval_seconds, 2);
 }
 
+// Verifies the statsd settings reach the sink: address, protocol, interval, DogStatsD, the tags
+// and the mogrifiers in their order.
+TEST(PartOptionsTest, StatsdSinkOptions) {
+  StatsdSettings statsd;
+  statsd.address = "statsd:9125";
+  statsd.protocol = StatsdSettings::Protocol::kTcp;
+  statsd.flush_interval = absl::Seconds(3);
+  statsd.dogstatsd = true;
+  statsd.extra_tags = {{"b", "2"}, {"a", "1"}};
+  statsd.dogstatsd_tags = {"env:prod"};
+  statsd.mogrifiers = {{"M", "^x(.*)$", "y$1", {{"t", "$1"}}}, {"N", "z", "w", {}}};
+  const StatsdSinkOptions options = StatsdSinkOptionsFrom(statsd);
+  EXPECT_EQ(options.address, "statsd:9125");
+  EXPECT_EQ(options.protocol, StatsdProtocol::kTcp);
+  EXPECT_EQ(options.flush_interval, absl::Seconds(3));
+  EXPECT_TRUE(options.encoder.dogstatsd);
+  EXPECT_EQ(options.encoder.extra_tags, statsd.extra_tags);
+  EXPECT_EQ(options.encoder.global_tags, statsd.dogstatsd_tags);
+  ASSERT_EQ(options.mogrifiers.size(), 2u);
+  EXPECT_EQ(options.mogrifiers[0].id, "M");
+  EXPECT_EQ(options.mogrifiers[0].pattern, "^x(.*)$");
+  EXPECT_EQ(options.mogrifiers[0].name, "y$1");
+  EXPECT_EQ(options.mogrifiers[0].tags, statsd.mogrifiers[0].tags);
+  EXPECT_EQ(options.mogrifiers[1].id, "N");
+  EXPECT_EQ(StatsdSinkOptionsFrom(StatsdSettings{}).protocol, StatsdProtocol::kUdp);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -372,6 +372,52 @@ TEST(SettingFlagsTest, NormalizesTextsAsTheFlagPrintsThem) {
   EXPECT_EQ(error, "Illegal value 'lots' specified for flag 'max_entries'");
 }
 
+// Verifies the statsd flags are read into their settings (off by default), and what
+// ValidateSettings refuses of them is refused, naming the flag.
+TEST(SettingFlagsTest, ReadsStatsdFlags) {
+  EXPECT_TRUE(Settings().statsd.address.empty());
+  SettingsOrErrors read = SettingsFromFlags(CommandLine({
+      {"config", "/c"},
+      {"statsd_address", "127.0.0.1:8125"},
+      {"statsd_protocol", "tcp"},
+      {"statsd_dogstatsd", "true"},
+      {"statsd_flush_interval", "2s"},
+      {"statsd_extra_tags", "cluster:eu, version:1.2"},
+      {"statsd_dogstatsd_tags", "env:prod,team"},
+      {"statsd_mogrifiers", "[{pattern: '^a\\.(.*)$', name: 'a', tags: 'k:$1'}]"},
+  }));
+  ASSERT_THAT(read.errors, IsEmpty());
+  const StatsdSettings& statsd = read.settings.statsd;
+  EXPECT_EQ(statsd.address, "127.0.0.1:8125");
+  EXPECT_EQ(statsd.protocol, StatsdSettings::Protocol::kTcp);
+  EXPECT_TRUE(statsd.dogstatsd);
+  EXPECT_EQ(statsd.flush_interval, absl::Seconds(2));
+  EXPECT_THAT(statsd.extra_tags, ElementsAre(std::make_pair("cluster", "eu"),
+                                             std::make_pair("version", "1.2")));
+  EXPECT_THAT(statsd.dogstatsd_tags, ElementsAre("env:prod", "team"));
+  ASSERT_EQ(statsd.mogrifiers.size(), 1u);
+  EXPECT_EQ(statsd.mogrifiers[0].pattern, "^a\\.(.*)$");
+
+  EXPECT_THAT(SettingsFromFlags(CommandLine({{"config", "/c"}, {"statsd_protocol", "quic"}})).errors,
+              ElementsAre("--statsd_protocol: 'quic' is not udp or tcp"));
+  EXPECT_THAT(SettingsFromFlags(CommandLine({{"config", "/c"}, {"statsd_address", "statsd"}})).errors,
+              ElementsAre("--statsd_address: 'statsd' is not HOST:PORT"));
+  EXPECT_THAT(SettingsFromFlags(CommandLine({{"config", "/c"},
+                                             {"statsd_address", "h:1"},
+                                             {"statsd_flush_interval", "0s"}}))
+                  .errors,
+              ElementsAre("--statsd_flush_interval must be at least 1ms"));
+  EXPECT_THAT(SettingsFromFlags(CommandLine({{"config", "/c"},
+                                             {"statsd_address", "h:1"},
+                                             {"statsd_dogstatsd_tags", "env:prod"},
+                                             {"statsd_mogrifiers", "[{pattern: x, name: y}]"}}))
+                  .errors,
+              ElementsAre(HasSubstr("--statsd_mogrifiers needs --statsd_dogstatsd"),
+                          HasSubstr("--statsd_dogstatsd_tags needs --statsd_dogstatsd")));
+  EXPECT_THAT(SettingsFromFlags(CommandLine({{"config", "/c"}, {"statsd_mogrifiers", "[{pattern: x}]"}})).errors,
+              ElementsAre("--statsd_mogrifiers: mogrifier 1: no name"));
+}
+
 // Verifies the list of flags holds each one once, and IsSettingFlag agrees with it.
 TEST(SettingFlagsTest, ListsEveryFlagOnce) {
   const std::vector<std::string> names = SettingFlagNames();

@@ -1,10 +1,12 @@
 #include "server/settings/upstream_env.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,14 +22,18 @@ using ::testing::SizeIs;
 
 class UpstreamEnvTest : public ::testing::Test {
  protected:
-  // The translation of `env`, without the upstream charging that every translation of some
-  // variable ends with (checked by UpstreamChargesAlwaysUnlessStopped, on TranslateAll's).
+  // The translation of `env`, without what every translation of some variable brings along
+  // where upstream's variables do not say otherwise (its charging, its statsd sink: assignments
+  // whose source is "envoyproxy/ratelimit's default (...)"), which the tests of each check on
+  // TranslateAll's.
   UpstreamTranslation Translate(std::map<std::string, std::string> env) {
     UpstreamTranslation t = TranslateAll(std::move(env));
-    if (!t.flags.empty() && t.flags.back().flag == "default_charge_fixed_window" &&
-        t.flags.back().source != "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") {
-      t.flags.pop_back();
-    }
+    t.flags.erase(std::remove_if(t.flags.begin(), t.flags.end(),
+                                 [](const FlagAssignment& a) {
+                                   return absl::StartsWith(a.source,
+                                                           "envoyproxy/ratelimit's default");
+                                 }),
+                  t.flags.end());
     return t;
   }
 
@@ -79,11 +85,18 @@ TEST_F(UpstreamEnvTest, UpstreamChargesAlwaysUnlessStopped) {
                     {"REDIS_URL", "r:6379"},
                     {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}});
   EXPECT_EQ(Flag(stopped, "default_charge_fixed_window"), "if_admitted");
-  EXPECT_THAT(Flags(stopped), ElementsAre("backend=redis", "redis_addresses=r:6379",
-                                          "default_charge_fixed_window=if_admitted"));
+  EXPECT_THAT(Flags(Translate({{"REDIS_SOCKET_TYPE", "tcp"},
+                               {"REDIS_URL", "r:6379"},
+                               {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}})),
+              ElementsAre("backend=redis", "redis_addresses=r:6379",
+                          "default_charge_fixed_window=if_admitted"));
   UpstreamTranslation plain = TranslateAll({{"REDIS_URL", "r:6379"}});
-  EXPECT_EQ(plain.flags.back().source,
-            "envoyproxy/ratelimit's default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset)");
+  for (const FlagAssignment& a : plain.flags) {
+    if (a.flag == "default_charge_fixed_window") {
+      EXPECT_EQ(a.source,
+                "envoyproxy/ratelimit's default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset)");
+    }
+  }
   EXPECT_EQ(Flag(TranslateAll({{"PATH", "/bin"}}), "default_charge_fixed_window"), "unset");
 }
 
@@ -627,16 +640,13 @@ TEST_F(UpstreamEnvTest, LimiterSettings) {
 
 // Verifies what is accepted but not honoured is named in a warning, one per family.
 TEST_F(UpstreamEnvTest, WarnsAboutWhatItIgnores) {
-  UpstreamTranslation t = Translate({{"USE_STATSD", "true"},
-                                     {"STATSD_HOST", "statsd"},
-                                     {"EXPIRATION_JITTER_MAX_SECONDS", "300"},
+  UpstreamTranslation t = Translate({{"EXPIRATION_JITTER_MAX_SECONDS", "300"},
                                      {"REDIS_URL", "/run/r.sock"},
                                      {"REDIS_PIPELINE_WINDOW", "150us"},
                                      {"REDIS_TIMEOUT", "5s"}});
   EXPECT_THAT(t.errors, IsEmpty());
-  EXPECT_THAT(t.warnings, SizeIs(4));
+  EXPECT_THAT(t.warnings, SizeIs(3));
   const std::string all = absl::StrJoin(t.warnings, "\n");
-  EXPECT_THAT(all, HasSubstr("USE_STATSD=true, STATSD_HOST: Sluice has no statsd sink"));
   EXPECT_THAT(all, HasSubstr("EXPIRATION_JITTER_MAX_SECONDS: no effect"));
   EXPECT_THAT(all, HasSubstr("REDIS_PIPELINE_WINDOW: no effect"));
   EXPECT_THAT(all, HasSubstr("REDIS_TIMEOUT: not mapped"));
@@ -863,6 +873,183 @@ TEST_F(UpstreamEnvTest, UsePrometheus) {
   EXPECT_THAT(t.warnings, ElementsAre("PROMETHEUS_ADDR: no effect without USE_PROMETHEUS=true"));
   EXPECT_THAT(Translate({{"USE_PROMETHEUS", "maybe"}}).errors,
               ElementsAre("USE_PROMETHEUS=maybe: not a boolean (true or false)"));
+}
+
+// Verifies upstream's statsd sink is on wherever upstream's is: under any of upstream's
+// variables USE_STATSD defaults to true, to localhost:8125 over TCP (gostats' net sink), with
+// STATSD_HOST, STATSD_PORT, STATSD_PROTOCOL, STATS_FLUSH_INTERVAL and EXTRA_TAGS; without any
+// of upstream's variables (a native run, or the Datadog and OTEL_* ones alone) it stays off.
+TEST_F(UpstreamEnvTest, StatsdOnByDefaultAsUpstream) {
+  UpstreamTranslation t = TranslateAll({{"REDIS_URL", "r:6379"}});
+  EXPECT_EQ(Flag(t, "statsd_address"), "localhost:8125");
+  EXPECT_EQ(Flag(t, "statsd_protocol"), "tcp");
+  EXPECT_EQ(Flag(t, "statsd_dogstatsd"), "unset");
+  EXPECT_THAT(t.warnings, IsEmpty());
+  for (const FlagAssignment& a : t.flags) {
+    if (a.flag == "statsd_address") {
+      EXPECT_EQ(a.source, "envoyproxy/ratelimit's default (USE_STATSD unset: true), STATSD_HOST, "
+                          "STATSD_PORT unset: localhost:8125");
+    }
+  }
+  EXPECT_EQ(Flag(TranslateAll({}), "statsd_address"), "unset");
+  EXPECT_EQ(Flag(TranslateAll({{"DD_ENV", "prod"}, {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"}}),
+                 "statsd_address"),
+            "unset");
+
+  t = Translate({{"USE_STATSD", "true"},
+                 {"STATSD_HOST", "statsd.monitoring"},
+                 {"STATSD_PORT", "9125"},
+                 {"STATSD_PROTOCOL", "udp"},
+                 {"STATS_FLUSH_INTERVAL", "1m30s"},
+                 {"EXTRA_TAGS", "cluster:eu-1,version:1.2"}});
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("statsd_address=statsd.monitoring:9125", "statsd_protocol=udp",
+                                    "statsd_flush_interval=1m30s",
+                                    "statsd_extra_tags=cluster:eu-1,version:1.2"));
+  EXPECT_EQ(t.flags[0].source, "USE_STATSD, STATSD_HOST, STATSD_PORT");
+  EXPECT_EQ(Flag(TranslateAll({{"STATSD_HOST", "::1"}}), "statsd_address"), "[::1]:8125");
+  EXPECT_EQ(Flag(TranslateAll({{"STATSD_PROTOCOL", "tcp6"}}), "statsd_protocol"), "tcp");
+
+  // USE_STATSD=false: nothing sent; what only a sink reads is named.
+  t = TranslateAll({{"USE_STATSD", "false"}, {"STATSD_HOST", "statsd"}, {"EXTRA_TAGS", "a:b"}});
+  EXPECT_EQ(Flag(t, "statsd_address"), "unset");
+  EXPECT_THAT(t.warnings, ElementsAre("STATSD_HOST, EXTRA_TAGS: no effect without a statsd sink "
+                                      "(USE_STATSD=false)"));
+}
+
+// Verifies how the sinks combine as upstream's runner.go picks them: DISABLE_STATS turns off
+// statsd and Prometheus alike; USE_PROMETHEUS=true alone (upstream refuses it beside
+// USE_STATSD's default) serves Prometheus only; both asked for explicitly are both served
+// (with a warning); USE_DOG_STATSD=true beside USE_STATSD=true is refused, as upstream.
+TEST_F(UpstreamEnvTest, StatsSinksCombineAsUpstream) {
+  UpstreamTranslation t = TranslateAll({{"DISABLE_STATS", "true"},
+                                        {"USE_PROMETHEUS", "true"},
+                                        {"STATSD_HOST", "statsd"}});
+  EXPECT_EQ(Flag(t, "statsd_address"), "unset");
+  EXPECT_EQ(Flag(t, "prometheus_address"), "unset");
+  EXPECT_THAT(t.warnings,
+              ElementsAre("USE_PROMETHEUS=true: no effect with DISABLE_STATS=true, as upstream "
+                          "(nothing served on PROMETHEUS_ADDR)",
+                          "STATSD_HOST: no effect with DISABLE_STATS=true, as upstream"));
+
+  t = TranslateAll({{"USE_PROMETHEUS", "true"}});
+  EXPECT_EQ(Flag(t, "prometheus_address"), "0.0.0.0:9090");
+  EXPECT_EQ(Flag(t, "statsd_address"), "unset");
+  EXPECT_THAT(t.warnings, IsEmpty());
+
+  t = TranslateAll({{"USE_PROMETHEUS", "true"}, {"USE_STATSD", "false"}});  // Envoy Gateway
+  EXPECT_EQ(Flag(t, "prometheus_address"), "0.0.0.0:9090");
+  EXPECT_EQ(Flag(t, "statsd_address"), "unset");
+  EXPECT_THAT(t.warnings, IsEmpty());
+
+  t = TranslateAll({{"USE_PROMETHEUS", "true"}, {"USE_STATSD", "true"}});
+  EXPECT_EQ(Flag(t, "prometheus_address"), "0.0.0.0:9090");
+  EXPECT_EQ(Flag(t, "statsd_address"), "localhost:8125");
+  EXPECT_THAT(t.warnings, ElementsAre("USE_STATSD=true with USE_PROMETHEUS=true: upstream refuses "
+                                      "two stats sinks; Sluice serves both"));
+
+  t = TranslateAll({{"USE_DOG_STATSD", "true"}, {"USE_STATSD", "true"}});
+  EXPECT_EQ(Flag(t, "statsd_address"), "unset");
+  ASSERT_THAT(t.errors, SizeIs(1));
+  EXPECT_THAT(t.errors[0], HasSubstr("USE_DOG_STATSD=true with USE_STATSD=true: two statsd sinks"));
+
+  EXPECT_THAT(TranslateAll({{"USE_STATSD", "maybe"}}).errors,
+              ElementsAre("USE_STATSD=maybe: not a boolean (true or false)"));
+}
+
+// Verifies the values upstream would refuse at start (its settings panic) stop Sluice's too,
+// naming the variable, and an EXTRA_TAGS item with an empty key or value is dropped as gostats
+// drops it.
+TEST_F(UpstreamEnvTest, StatsValuesUpstreamRefuses) {
+  EXPECT_THAT(TranslateAll({{"EXTRA_TAGS", "a:b,c"}}).errors,
+              ElementsAre("EXTRA_TAGS=a:b,c: invalid map item: \"c\" (key:value,key2:value2)"));
+  EXPECT_THAT(TranslateAll({{"EXTRA_TAGS", "a:b:c"}}).errors,
+              ElementsAre("EXTRA_TAGS=a:b:c: invalid map item: \"a:b:c\" (key:value,key2:value2)"));
+  UpstreamTranslation t = TranslateAll({{"EXTRA_TAGS", "a:,b:1,:c"}});
+  EXPECT_EQ(Flag(t, "statsd_extra_tags"), "b:1");
+  EXPECT_THAT(t.warnings, SizeIs(2));
+  EXPECT_THAT(TranslateAll({{"STATS_FLUSH_INTERVAL", "10"}}).errors,
+              ElementsAre("STATS_FLUSH_INTERVAL=10: not a positive duration (\"10s\", \"1m\", "
+                          "\"500ms\")"));
+  EXPECT_THAT(TranslateAll({{"STATS_FLUSH_INTERVAL", "0s"}}).errors, SizeIs(1));
+  EXPECT_EQ(Flag(TranslateAll({{"STATS_FLUSH_INTERVAL", "500ms"}}), "statsd_flush_interval"),
+            "500ms");
+  EXPECT_THAT(TranslateAll({{"STATSD_PORT", "99999"}}).errors,
+              ElementsAre("STATSD_PORT=99999: not a whole number from 1 to 65535"));
+  EXPECT_THAT(TranslateAll({{"STATSD_PROTOCOL", "quic"}}).errors,
+              ElementsAre("STATSD_PROTOCOL=quic: not tcp or udp"));
+}
+
+// Verifies USE_DOG_STATSD: DogStatsD over UDP to STATSD_HOST:STATSD_PORT, the DD_* tags
+// datadog-go adds (in its order), and the mogrifiers USE_DOG_STATSD_MOGRIFIERS names, read as
+// upstream's envconfig reads them (names upper-cased; PATTERN, NAME, TAGS as fallbacks).
+TEST_F(UpstreamEnvTest, DogStatsdWithMogrifiers) {
+  UpstreamTranslation t = TranslateAll({
+      {"USE_DOG_STATSD", "true"},
+      {"USE_STATSD", "false"},
+      {"STATSD_HOST", "10.0.0.7"},
+      {"DD_ENV", "prod"},
+      {"DD_ENTITY_ID", "pod-uid"},
+      {"EXTRA_TAGS", "version:1.2"},
+      {"USE_DOG_STATSD_MOGRIFIERS", "hits,DOMAIN"},
+      {"DOG_STATSD_MOGRIFIER_HITS_PATTERN",
+       R"(^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$)"},
+      {"DOG_STATSD_MOGRIFIER_HITS_NAME", "ratelimit.service.rate_limit.$3"},
+      {"DOG_STATSD_MOGRIFIER_HITS_TAGS", "domain:$1,descriptor:$2"},
+      {"DOG_STATSD_MOGRIFIER_DOMAIN_PATTERN", R"(^some\.original\.metric\.(.*)$)"},
+      {"DOG_STATSD_MOGRIFIER_DOMAIN_NAME", "some.original.metric"},
+      {"TAGS", "domain:$1"},  // envconfig's fallback for the unset _TAGS
+  });
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_EQ(Flag(t, "statsd_address"), "10.0.0.7:8125");
+  EXPECT_EQ(Flag(t, "statsd_protocol"), "udp");
+  EXPECT_EQ(Flag(t, "statsd_dogstatsd"), "true");
+  EXPECT_EQ(Flag(t, "statsd_extra_tags"), "version:1.2");
+  EXPECT_EQ(Flag(t, "statsd_dogstatsd_tags"), "dd.internal.entity_id:pod-uid,env:prod");
+  EXPECT_EQ(Flag(t, "statsd_mogrifiers"),
+            R"([{"id": "hits", "pattern": "^ratelimit\\.service\\.rate_limit\\.([^.]+)\\.(.*)\\.([^.]+)$", )"
+            R"("name": "ratelimit.service.rate_limit.$3", "tags": "domain:$1,descriptor:$2"}, )"
+            R"({"id": "DOMAIN", "pattern": "^some\\.original\\.metric\\.(.*)$", )"
+            R"("name": "some.original.metric", "tags": "domain:$1"}])");
+  // USE_STATSD unset beside it: upstream refuses; Sluice takes it as false.
+  EXPECT_EQ(Flag(TranslateAll({{"USE_DOG_STATSD", "true"}}), "statsd_dogstatsd"), "true");
+  // Mogrifiers without DogStatsD do nothing, as upstream.
+  t = TranslateAll({{"USE_DOG_STATSD_MOGRIFIERS", "X"}});
+  EXPECT_EQ(Flag(t, "statsd_mogrifiers"), "unset");
+  EXPECT_THAT(t.warnings,
+              ElementsAre("USE_DOG_STATSD_MOGRIFIERS: no effect without USE_DOG_STATSD=true, as "
+                          "upstream"));
+}
+
+// Verifies a mogrifier upstream refuses at start (newMogrifierMapFromEnv) stops the start,
+// naming the variable.
+TEST_F(UpstreamEnvTest, DogStatsdMogrifierErrors) {
+  auto errors = [this](std::map<std::string, std::string> env) {
+    env["USE_DOG_STATSD"] = "true";
+    env["USE_DOG_STATSD_MOGRIFIERS"] = "M";
+    return TranslateAll(std::move(env)).errors;
+  };
+  EXPECT_THAT(errors({{"DOG_STATSD_MOGRIFIER_M_NAME", "n"}}),
+              ElementsAre("DOG_STATSD_MOGRIFIER_M_PATTERN: no PATTERN specified for mogrifier M"));
+  EXPECT_THAT(errors({{"DOG_STATSD_MOGRIFIER_M_PATTERN", "x"}}),
+              ElementsAre("DOG_STATSD_MOGRIFIER_M_NAME: no NAME specified for mogrifier M"));
+  EXPECT_THAT(errors({{"DOG_STATSD_MOGRIFIER_M_PATTERN", "x"},
+                      {"DOG_STATSD_MOGRIFIER_M_NAME", "n"},
+                      {"DOG_STATSD_MOGRIFIER_M_TAGS", ":5"}}),
+              ElementsAre("DOG_STATSD_MOGRIFIER_M_TAGS=:5: no key specified for a tag of "
+                          "mogrifier M"));
+  EXPECT_THAT(errors({{"DOG_STATSD_MOGRIFIER_M_PATTERN", "x"},
+                      {"DOG_STATSD_MOGRIFIER_M_NAME", "n"},
+                      {"DOG_STATSD_MOGRIFIER_M_TAGS", "domain:$1,descriptor:"}}),
+              ElementsAre("DOG_STATSD_MOGRIFIER_M_TAGS=domain:$1,descriptor:: no value specified "
+                          "for tag descriptor for mogrifier M"));
+  EXPECT_THAT(errors({{"DOG_STATSD_MOGRIFIER_M_PATTERN", "x"},
+                      {"DOG_STATSD_MOGRIFIER_M_NAME", "n"},
+                      {"DOG_STATSD_MOGRIFIER_M_TAGS", "a"}}),
+              ElementsAre("DOG_STATSD_MOGRIFIER_M_TAGS=a: failed to load mogrifier M: invalid "
+                          "map item: \"a\""));
 }
 
 // Verifies a setting's source names only the variables that were set and chose it, saying
