@@ -1,7 +1,5 @@
 #include "server/quota/quota_server.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/heap_bytes.h"
+#include "server/common/heap_trim.h"
 #include "server/common/logging.h"
 #include "server/common/status_macros.h"
 #include "server/quota/envoy_assignment.h"
@@ -23,12 +22,11 @@ using BucketAction = QuotaResponse::BucketAction;
 // the ones that moved the other way are sent, whatever the hysteresis.
 constexpr double kOverTolerance = 0.02;
 
-// Freed bytes past which a rebalance gives the heap's free pages back to the system (at most
-// every kTrimEveryUs): a flood of streams that ended would otherwise leave its memory resident,
-// for glibc keeps freed pages of its arenas. What is counted is the state; the buffers that
-// served it (reports parsed, responses written) go with it.
-constexpr size_t kTrimAfterBytes = size_t{1} << 20;
+// Every kTrimEveryUs a rebalance gives the heap's free pages back when it holds at least
+// kTrimWhenFreeBytes free (heap_trim.h): a flood of streams that went, or of reports refused,
+// would otherwise leave its memory resident.
 constexpr int64_t kTrimEveryUs = 5'000'000;
+constexpr size_t kTrimWhenFreeBytes = size_t{16} << 20;
 
 // At most one log line per this long for buckets refused by a shared bound.
 constexpr int64_t kRefusalLogEveryUs = 10'000'000;
@@ -260,7 +258,6 @@ void QuotaServer::Unsubscribe(StreamId id, Stream& stream, Bucket* bucket) {
     buckets_.erase(BucketName{bucket->domain, bucket->key});
   }
   bytes_ -= freed;
-  freed_ += freed;
 }
 
 void QuotaServer::Abandon(StreamId id, Stream& stream, Bucket* bucket, Outbox& out) {
@@ -494,7 +491,7 @@ void QuotaServer::Tick(int64_t now_us) {
   if (!published.empty()) {
     exchanged = remote_->Exchange(published);
   }
-  size_t trim = 0;
+  bool trim = false;
   {
     MutexLock lock(mu_);
     for (size_t i = 0; i < published.size(); ++i) {
@@ -510,26 +507,16 @@ void QuotaServer::Tick(int64_t now_us) {
       }
     }
     Rebalance(now_us, out);
-    // Streams have gone: give their pages back, at most every few seconds (a trim walks the
-    // heap), and at once when nothing is held any more.
-    // The calls that served them (gRPC's buffers, reports parsed) are freed after their
-    // streams' state: one more trim follows each, kTrimEveryUs later.
-    if (freed_ >= kTrimAfterBytes &&
-        (now_us - trimmed_us_ >= kTrimEveryUs || streams_.empty())) {
-      trim = freed_;
-      freed_ = 0;
+    trim = now_us - trimmed_us_ >= kTrimEveryUs;
+    if (trim) {
       trimmed_us_ = now_us;
-      trim_again_us_ = now_us + kTrimEveryUs;
-    } else if (trim_again_us_ != 0 && now_us >= trim_again_us_) {
-      trim = 1;
-      trimmed_us_ = now_us;
-      trim_again_us_ = 0;
     }
   }
   Deliver(std::move(out));
-  if (trim > 0) {
-    // Streams that held much have gone: give their pages back (glibc keeps them otherwise).
-    malloc_trim(0);
+  if (trim) {
+    // What served the streams (reports parsed, state of clients gone, responses written) is
+    // freed on many threads' arenas: give it back once there is much of it.
+    TrimHeapIfFree(kTrimWhenFreeBytes);
   }
 }
 

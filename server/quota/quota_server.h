@@ -283,10 +283,8 @@ class QuotaServer {
   absl::flat_hash_map<BucketName, std::unique_ptr<Bucket>> buckets_ ABSL_GUARDED_BY(mu_);
   size_t subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Bytes freed since the heap was last trimmed (Tick gives them back to the system), and when.
-  size_t freed_ ABSL_GUARDED_BY(mu_) = 0;
+  // When Tick last looked whether to give the heap's free pages back.
   int64_t trimmed_us_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t trim_again_us_ ABSL_GUARDED_BY(mu_) = 0;  // 0: none due
   int64_t refusal_logged_us_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<int64_t>::min() / 2;
   // The config last seen, held so that its address cannot be reused by another, and its
   // generation (buckets remember the one their rule was matched in).
