@@ -87,12 +87,24 @@ ABSL_FLAG(absl::Duration, rlqs_write_timeout, Defaults().grpc.rlqs_write_timeout
 ABSL_FLAG(bool, rlqs_page_values, Defaults().grpc.rlqs_page_values,
           "GET /rlqs shows buckets' descriptor values as sent (escaped); by default they are "
           "redacted to their length and a hash");
+ABSL_FLAG(absl::Duration, grpc_max_connection_age, Defaults().grpc.max_connection_age,
+          "a client connection older than this (+/-10%, gRPC's jitter) is sent a GOAWAY and the "
+          "client reconnects, so that connections spread over replicas added since; 0: never "
+          "(envoyproxy/ratelimit's GRPC_MAX_CONNECTION_AGE, default 24h under its variables)");
+ABSL_FLAG(absl::Duration, grpc_max_connection_age_grace,
+          Defaults().grpc.max_connection_age_grace,
+          "after that GOAWAY, how long calls still running may take before the connection is "
+          "closed; 0: no limit (GRPC_MAX_CONNECTION_AGE_GRACE, default 1h under upstream's "
+          "variables)");
 ABSL_FLAG(std::string, http_address, Defaults().http.address,
           "HTTP listen address for /json, /healthz, /healthcheck, /readyz, /config, /rlconfig, "
           "/metrics (HOST:PORT)");
 ABSL_FLAG(std::string, debug_address, Defaults().http.debug_address,
           "a second HTTP listen address with the same endpoints (envoyproxy/ratelimit's debug "
           "port, where it serves /rlconfig and stats); empty: none");
+ABSL_FLAG(bool, debug_address_required, Defaults().http.debug_address_required,
+          "a --debug_address that cannot be listened on stops the start; false: a warning, and "
+          "Sluice serves without it (as envoyproxy/ratelimit, whose variables set it false)");
 ABSL_FLAG(int32_t, http_max_connections, Defaults().http.max_connections,
           "most HTTP connections open at once (both HTTP addresses together), at most half of "
           "the file-descriptor limit (ulimit -n); at the cap, the connection waiting longest for "
@@ -357,6 +369,22 @@ ABSL_FLAG(bool, config_watch, Defaults().config.watch,
           "ConfigMap's ..data swap included), besides --config_poll_interval");
 ABSL_FLAG(absl::Duration, shutdown_grace, Defaults().shutdown_grace,
           "on SIGTERM, how long in-flight calls may take before they are cancelled");
+ABSL_FLAG(bool, wait_for_backend, Defaults().wait_for_backend.enabled,
+          "health (gRPC and /healthcheck) answers unhealthy until the backend (every Redis) has "
+          "answered once, checked on the --wait_for_backend_* schedule; calls are answered by "
+          "the failure mode meanwhile, and after that first answer health no longer follows "
+          "the backend (envoyproxy/ratelimit's start-up, on under its variables)");
+ABSL_FLAG(absl::Duration, wait_for_backend_initial_interval,
+          Defaults().wait_for_backend.initial_interval,
+          "--wait_for_backend: the first wait between checks; each later one is drawn from "
+          "[initial, initial * 2^n), at most --wait_for_backend_max_interval "
+          "(REDIS_STARTUP_INITIAL_INTERVAL)");
+ABSL_FLAG(absl::Duration, wait_for_backend_max_interval, Defaults().wait_for_backend.max_interval,
+          "--wait_for_backend: the longest wait between checks (REDIS_STARTUP_MAX_INTERVAL)");
+ABSL_FLAG(absl::Duration, wait_for_backend_max_elapsed, Defaults().wait_for_backend.max_elapsed,
+          "--wait_for_backend: a check that finds the backend still silent this long after it "
+          "began connecting stops the process (exit status 1); 0: wait forever "
+          "(REDIS_STARTUP_MAX_ELAPSED_TIME)");
 
 ABSL_FLAG(std::string, config_source,
           std::string(sluice::ConfigSourceKindName(Defaults().config.source)),

@@ -123,6 +123,7 @@ absl::Status Assembly::BuildTracing() {
 }
 
 absl::Status Assembly::BuildBackend() {
+  backend_started_ = absl::Now();
   const BackendSettings& backend = settings_.backend;
   if (backend.kind == BackendKind::kMemory) {
     backend_ = std::make_unique<MemoryBackend>(clock_, MemoryBackendOptionsFrom(backend));
@@ -209,6 +210,11 @@ absl::Status Assembly::BuildServers() {
                         << " file descriptors ulimit -n allows (raise it for more)";
   }
   http_ = std::make_unique<HttpServer>(*limiter_, store_, *backend_, metrics_, http_options);
+  if (settings_.wait_for_backend.enabled) {
+    MutexLock lock(health_mu_);
+    backend_answered_ = false;
+    http_->SetWaitingForBackend(true);
+  }
   return BuildPrometheus();
 }
 
@@ -293,7 +299,10 @@ void Assembly::BuildReloads() {
 
 absl::Status Assembly::StartGrpc() {
   grpc::ServerBuilder builder;
-  ApplyGrpcServerSettings(GrpcServerSettings{}, builder);
+  GrpcServerSettings grpc_settings;
+  grpc_settings.max_connection_age = settings_.grpc.max_connection_age;
+  grpc_settings.max_connection_age_grace = settings_.grpc.max_connection_age_grace;
+  ApplyGrpcServerSettings(grpc_settings, builder);
   builder.AddListeningPort(settings_.grpc.address, credentials_, &grpc_port_);
   builder.RegisterService(service_.get());
   if (rlqs_service_ != nullptr) {
@@ -309,7 +318,8 @@ absl::Status Assembly::StartGrpc() {
 }
 
 absl::Status Assembly::StartHttp() {
-  RETURN_IF_ERROR(http_->Start(settings_.http.address, settings_.http.debug_address));
+  RETURN_IF_ERROR(http_->Start(settings_.http.address, settings_.http.debug_address,
+                               settings_.http.debug_address_required));
   if (prometheus_ != nullptr) {
     RETURN_IF_ERROR(prometheus_->Start(settings_.prometheus.address));
   }
@@ -351,7 +361,12 @@ std::string Assembly::ServingSummary() const {
                          settings_.prometheus.path)
           : "",
       ", backend ",
-      backend_->Name(), ", ", config != nullptr ? config->RuleCount() : 0, " rules");
+      backend_->Name(), ", ", config != nullptr ? config->RuleCount() : 0, " rules",
+      settings_.grpc.max_connection_age > absl::ZeroDuration()
+          ? absl::StrCat(", gRPC connections sent GOAWAY at ",
+                         absl::FormatDuration(settings_.grpc.max_connection_age),
+                         " of age (+/-10%)")
+          : "");
 }
 
 void Assembly::RequestReload(bool force) {
@@ -383,7 +398,19 @@ bool Assembly::StopReloads() {
 void Assembly::FollowConfigHealth() {
   MutexLock lock(health_mu_);
   health_follows_config_ = true;
-  SetHealth(ConfigHealthy());
+  SetHealth(backend_answered_ && ConfigHealthy());
+}
+
+void Assembly::BackendAnswered() {
+  MutexLock lock(health_mu_);
+  if (backend_answered_) {
+    return;
+  }
+  backend_answered_ = true;
+  http_->SetWaitingForBackend(false);
+  if (health_follows_config_) {
+    SetHealth(ConfigHealthy());
+  }
 }
 
 void Assembly::OnXdsSnapshot(const Config* accepted, const absl::Status& rejected) {
@@ -397,7 +424,7 @@ void Assembly::OnReload(bool ok, const Config* next) {
     metrics_.ConfigInForce(next->RuleCount(), ConfigVersion(*next), absl::Now());
     MutexLock lock(health_mu_);
     if (health_follows_config_) {
-      SetHealth(HealthyWith(next));
+      SetHealth(backend_answered_ && HealthyWith(next));
     }
   }
 }

@@ -69,8 +69,9 @@ class Assembly {
   // Starts the gRPC server on --grpc_address; kUnavailable "cannot listen on gRPC address ..."
   // if it cannot. REQUIRES: once.
   absl::Status StartGrpc();
-  // Binds --http_address (and --debug_address) and starts the HTTP thread, then
-  // --prometheus_address if given; errors name the flag. REQUIRES: once.
+  // Binds --http_address (and --debug_address, optional unless --debug_address_required) and
+  // starts the HTTP thread, then --prometheus_address if given; errors name the flag.
+  // REQUIRES: once.
   absl::Status StartHttp();
 
   // gRPC health for the whole server (""), "ratelimit" (what envoyproxy/ratelimit registers),
@@ -85,6 +86,21 @@ class Assembly {
   // What health the config in force calls for: serving, unless
   // --healthy_with_at_least_one_config_loaded and it has no domain.
   bool ConfigHealthy() const;
+
+  // --wait_for_backend: until BackendAnswered, gRPC health stays NOT_SERVING and /healthcheck
+  // answers 500 whatever the config says; calls are answered meanwhile (by the failure policy
+  // while the backend cannot decide). Without it, the backend is taken as answered from the
+  // start.
+  // Whether every backend can decide now (a Redis: a connection is up; memory: always). Any
+  // thread.
+  bool BackendReady() const { return backend_->Ready(); }
+  // "redis", "redis_cluster" or "memory" (with a per-second Redis, the main one's name).
+  absl::string_view backend_name() const { return backend_->Name(); }
+  // When the backends began connecting: what --wait_for_backend_max_elapsed counts from.
+  absl::Time backend_started() const { return backend_started_; }
+  // The backend has answered once: health follows the config alone from now on (the failure
+  // policy, not health, answers for a backend away later). Idempotent.
+  void BackendAnswered();
   // "gRPC on port 8081, HTTP on port 8080, backend redis, 12 rules": what the start logs.
   std::string ServingSummary() const;
 
@@ -159,9 +175,13 @@ class Assembly {
   // With --statsd_address: upstream's statsd names, sent from a thread of its own. Destroyed
   // before the servers, after their drain: its last flush sends the drain's counts.
   std::unique_ptr<StatsdSink> statsd_;
+  // When BuildBackend began.
+  absl::Time backend_started_;
   // Whether config changes set health: from FollowConfigHealth until StopReloads.
   Mutex health_mu_;
   bool health_follows_config_ ABSL_GUARDED_BY(health_mu_) = false;
+  // False from the start with --wait_for_backend, until BackendAnswered: health is NOT_SERVING.
+  bool backend_answered_ ABSL_GUARDED_BY(health_mu_) = true;
   // Shared with a load that StopReloads left running.
   std::shared_ptr<ConfigWatcher> watcher_;
   std::unique_ptr<ConfigReloader> reloader_;

@@ -15,11 +15,14 @@
 #include <optional>
 #include <utility>
 
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/log_text.h"
 #include "server/common/logging.h"
 #include "server/common/status_macros.h"
+#include "server/process/backend_wait.h"
 
 namespace sluice {
 namespace {
@@ -74,43 +77,77 @@ void TakeProcessSignals() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 }
 
-absl::StatusOr<int> WaitForStopSignal(absl::Duration poll_interval, ConfigChangeNotifier* notifier,
-                                      const std::function<void(bool force)>& request_reload) {
+absl::StatusOr<std::unique_ptr<StopSignalWaiter>> StopSignalWaiter::Create(
+    absl::Duration poll_interval, ConfigChangeNotifier* notifier,
+    std::function<void(bool force)> request_reload) {
   const sigset_t signals = ProcessSignals();
   const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
   if (signal_fd < 0) {
     return absl::InternalError(absl::StrCat("signalfd: ", std::strerror(errno)));
   }
+  return std::unique_ptr<StopSignalWaiter>(
+      new StopSignalWaiter(signal_fd, poll_interval, notifier, std::move(request_reload)));
+}
+
+StopSignalWaiter::StopSignalWaiter(int signal_fd, absl::Duration poll_interval,
+                                   ConfigChangeNotifier* notifier,
+                                   std::function<void(bool force)> request_reload)
+    : signal_fd_(signal_fd),
+      poll_interval_(poll_interval),
+      notifier_(notifier),
+      request_reload_(std::move(request_reload)),
+      next_poll_(absl::Now() + poll_interval) {}
+
+StopSignalWaiter::~StopSignalWaiter() { close(signal_fd_); }
+
+std::optional<int> StopSignalWaiter::WaitUntil(absl::Time deadline) {
   // The poll stays as a fallback for file systems inotify does not see into.
-  const bool polling = poll_interval > absl::ZeroDuration();
-  absl::Time next_poll = absl::Now() + poll_interval;
+  const bool polling = poll_interval_ > absl::ZeroDuration();
   while (true) {
-    pollfd fds[2] = {{signal_fd, POLLIN, 0}, {notifier ? notifier->fd() : -1, POLLIN, 0}};
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return std::nullopt;
+    }
+    pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {notifier_ ? notifier_->fd() : -1, POLLIN, 0}};
+    const absl::Time wake = std::min(deadline, polling ? next_poll_ : now + absl::Hours(1));
     const absl::Duration wait =
-        polling ? std::max(next_poll - absl::Now(), absl::ZeroDuration()) : absl::Hours(1);
-    const int ready = ::poll(fds, 2, static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1);
+        std::min(std::max(wake - now, absl::ZeroDuration()), absl::Hours(1));
+    // Rounded up, so that a wait does not end a little before its deadline and spin.
+    const int timeout_ms =
+        static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))));
+    const int ready = ::poll(fds, 2, timeout_ms);
     if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
-      const std::optional<int> signal = ReadSignal(signal_fd);
+      const std::optional<int> signal = ReadSignal(signal_fd_);
       if (!signal.has_value()) {
         continue;
       }
       if (*signal == SIGHUP) {
-        request_reload(/*force=*/true);
+        request_reload_(/*force=*/true);
         continue;
       }
-      close(signal_fd);
       return *signal;
     }
     if (ready > 0 && (fds[1].revents & POLLIN) != 0) {
-      SettleChanges(*notifier);
-      request_reload(/*force=*/false);
+      SettleChanges(*notifier_);
+      request_reload_(/*force=*/false);
       continue;
     }
-    if (polling && absl::Now() >= next_poll) {
-      request_reload(/*force=*/false);
-      next_poll = absl::Now() + poll_interval;
+    if (polling && absl::Now() >= next_poll_) {
+      request_reload_(/*force=*/false);
+      next_poll_ = absl::Now() + poll_interval_;
     }
   }
+}
+
+absl::StatusOr<int> WaitForStopSignal(absl::Duration poll_interval, ConfigChangeNotifier* notifier,
+                                      const std::function<void(bool force)>& request_reload) {
+  ASSIGN_OR_RETURN(std::unique_ptr<StopSignalWaiter> waiter,
+                   StopSignalWaiter::Create(poll_interval, notifier, request_reload));
+  std::optional<int> signal;
+  while (!signal.has_value()) {
+    signal = waiter->WaitUntil(absl::InfiniteFuture());
+  }
+  return *signal;
 }
 
 absl::StatusOr<bool> Lifecycle::AwaitFirstConfig() {
@@ -145,18 +182,65 @@ absl::Status Lifecycle::Run() {
     parts_.StopReloads();
     return absl::OkStatus();
   }
+  // A backend that answers by now needs no wait: health is right from the first moment.
+  if (parts_.BackendReady()) {
+    parts_.BackendAnswered();
+  }
   RETURN_IF_ERROR(Start());
   std::unique_ptr<ConfigChangeNotifier> notifier =
       settings_.config.source == ConfigSourceKind::kFiles ? WatchConfig(settings_.config) : nullptr;
-  ASSIGN_OR_RETURN(const int signal,
-                   WaitForStopSignal(settings_.config.source == ConfigSourceKind::kFiles
-                                         ? settings_.config.poll_interval
-                                         : absl::ZeroDuration(),
-                                     notifier.get(),
-                                     [this](bool force) { parts_.RequestReload(force); }));
-  SLUICE_LOG(INFO) << "signal " << signal << ": draining";
+  ASSIGN_OR_RETURN(std::unique_ptr<StopSignalWaiter> waiter,
+                   StopSignalWaiter::Create(settings_.config.source == ConfigSourceKind::kFiles
+                                                ? settings_.config.poll_interval
+                                                : absl::ZeroDuration(),
+                                            notifier.get(),
+                                            [this](bool force) { parts_.RequestReload(force); }));
+  std::optional<int> signal;
+  if (settings_.wait_for_backend.enabled) {
+    ASSIGN_OR_RETURN(signal, AwaitBackend(*waiter));
+  }
+  while (!signal.has_value()) {
+    signal = waiter->WaitUntil(absl::InfiniteFuture());
+  }
+  SLUICE_LOG(INFO) << "signal " << *signal << ": draining";
   Stop(Drain());
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<int>> Lifecycle::AwaitBackend(StopSignalWaiter& waiter) {
+  absl::BitGen random;
+  BackendWaitSchedule schedule(settings_.wait_for_backend, parts_.backend_started(),
+                               [&random] { return absl::Uniform<double>(random, 0.0, 1.0); });
+  while (!parts_.BackendReady()) {
+    const absl::Time now = absl::Now();
+    const absl::Duration elapsed = now - parts_.backend_started();
+    const std::optional<absl::Duration> wait = schedule.AfterSilentCheck(now);
+    if (!wait.has_value()) {
+      return absl::UnavailableError(absl::StrCat(
+          "backend ", parts_.backend_name(), " has not answered ",
+          absl::FormatDuration(absl::Trunc(elapsed, absl::Milliseconds(1))),
+          " after it began connecting (--wait_for_backend_max_elapsed=",
+          absl::FormatDuration(settings_.wait_for_backend.max_elapsed), ", ",
+          schedule.silent_checks(), " checks): stopping"));
+    }
+    SLUICE_LOG(WARNING) << "health unhealthy until backend " << parts_.backend_name()
+                        << " answers (--wait_for_backend): silent "
+                        << absl::FormatDuration(absl::Trunc(elapsed, absl::Milliseconds(1)))
+                        << " after it began connecting; next check in "
+                        << absl::FormatDuration(absl::Trunc(*wait, absl::Milliseconds(1)));
+    if (std::optional<int> signal = waiter.WaitUntil(now + *wait)) {
+      return signal;
+    }
+  }
+  if (schedule.silent_checks() > 0) {
+    SLUICE_LOG(INFO) << "backend " << parts_.backend_name() << " answered "
+                     << absl::FormatDuration(absl::Trunc(
+                            absl::Now() - parts_.backend_started(), absl::Milliseconds(1)))
+                     << " after it began connecting: healthy (the failure policy answers if it "
+                        "goes away later)";
+  }
+  parts_.BackendAnswered();
+  return std::optional<int>();
 }
 
 absl::Status Lifecycle::Start() {

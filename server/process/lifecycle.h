@@ -4,6 +4,12 @@
 //           SIGTERM or SIGINT meanwhile stops the process.
 //   start:  gRPC listens and its health follows the config in force; HTTP listens;
 //           "sluice serving: ..." is logged.
+//   backend: with --wait_for_backend and a backend that has not answered yet, health stays
+//           unhealthy (calls are answered, by the failure policy) while the backend is checked
+//           on BackendWaitSchedule's times; its first answer makes health follow the config
+//           alone. Past --wait_for_backend_max_elapsed, Run returns an error (the process exits
+//           1, as envoyproxy/ratelimit panics then). SIGTERM or SIGINT meanwhile drains and
+//           stops as below; reloads go on.
 //   reload: SIGHUP forces a reload; a change under --config that inotify sees (--config_watch)
 //           and every --config_poll_interval ask for one. ConfigReloader runs them on its own
 //           thread, so SIGTERM is taken however long a load takes.
@@ -18,6 +24,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,11 +42,36 @@ namespace sluice {
 // REQUIRES: before any thread starts (threads inherit the calling thread's mask).
 void TakeProcessSignals();
 
-// Waits for SIGTERM or SIGINT and returns its number; meanwhile calls `request_reload(true)` on
-// SIGHUP, `request_reload(false)` when `notifier` (optional) sees a change (once the path has
-// been quiet for 50 ms, or after at most half a second of changes) and every `poll_interval`
-// (zero: never). An error when the signalfd cannot be made.
+// Waits for SIGTERM or SIGINT; meanwhile calls `request_reload(true)` on SIGHUP,
+// `request_reload(false)` when `notifier` (optional) sees a change (once the path has been quiet
+// for 50 ms, or after at most half a second of changes) and every `poll_interval` (zero: never).
 // REQUIRES: SIGINT, SIGTERM and SIGHUP blocked in every thread (TakeProcessSignals).
+class StopSignalWaiter {
+ public:
+  // An error when the signalfd cannot be made. `notifier` and `request_reload` must outlive the
+  // waiter.
+  static absl::StatusOr<std::unique_ptr<StopSignalWaiter>> Create(
+      absl::Duration poll_interval, ConfigChangeNotifier* notifier,
+      std::function<void(bool force)> request_reload);
+  ~StopSignalWaiter();
+  StopSignalWaiter(const StopSignalWaiter&) = delete;
+  StopSignalWaiter& operator=(const StopSignalWaiter&) = delete;
+
+  // The number of the stop signal once one comes, or nullopt once `deadline` passes first.
+  std::optional<int> WaitUntil(absl::Time deadline);
+
+ private:
+  StopSignalWaiter(int signal_fd, absl::Duration poll_interval, ConfigChangeNotifier* notifier,
+                   std::function<void(bool force)> request_reload);
+
+  const int signal_fd_;
+  const absl::Duration poll_interval_;
+  ConfigChangeNotifier* const notifier_;
+  const std::function<void(bool force)> request_reload_;
+  absl::Time next_poll_;
+};
+
+// StopSignalWaiter's wait with no deadline: the stop signal's number.
 absl::StatusOr<int> WaitForStopSignal(absl::Duration poll_interval, ConfigChangeNotifier* notifier,
                                       const std::function<void(bool force)>& request_reload);
 
@@ -57,6 +90,9 @@ class Lifecycle {
   // when a stop signal came first.
   absl::StatusOr<bool> AwaitFirstConfig();
   absl::Status Start();
+  // With --wait_for_backend: until the backend has answered once (nullopt), or a stop signal
+  // comes first (its number). An error once --wait_for_backend_max_elapsed has passed.
+  absl::StatusOr<std::optional<int>> AwaitBackend(StopSignalWaiter& waiter);
   // True if no reload was left loading.
   bool Drain();
   void Stop(bool reloads_stopped);

@@ -133,19 +133,39 @@ void FinishJson(evutil_socket_t, short, void* arg) {
         json + "\n");
 }
 
-enum class Endpoint { kJson, kHealthz, kHealthcheck, kReadyz, kConfig, kMetrics, kQuota };
+enum class Endpoint {
+  kJson, kHealthz, kHealthcheck, kReadyz, kConfig, kMetrics, kQuota, kIndex
+};
 
 struct Route {
   absl::string_view path;
   Endpoint endpoint;
+  absl::string_view help;  // the index's line for it
 };
 
+// Sorted by path: the index lists them in this order.
 constexpr Route kRoutes[] = {
-    {"/json", Endpoint::kJson},       {"/healthz", Endpoint::kHealthz},
-    {"/healthcheck", Endpoint::kHealthcheck}, {"/readyz", Endpoint::kReadyz},
-    {"/config", Endpoint::kConfig},   {"/rlconfig", Endpoint::kConfig},
-    {"/metrics", Endpoint::kMetrics}, {"/rlqs", Endpoint::kQuota},
+    {"/", Endpoint::kIndex, "this list"},
+    {"/config", Endpoint::kConfig, "the rules in force, one per line"},
+    {"/healthcheck", Endpoint::kHealthcheck,
+     "200 OK while healthy, 500 otherwise (envoyproxy/ratelimit's health check)"},
+    {"/healthz", Endpoint::kHealthz, "200 OK while serving, 503 once draining"},
+    {"/json", Endpoint::kJson, "POST a RateLimitRequest as JSON, get its RateLimitResponse"},
+    {"/metrics", Endpoint::kMetrics, "metrics in Prometheus text format"},
+    {"/readyz", Endpoint::kReadyz, "200 while calls can be decided, 503 saying why not"},
+    // Upstream's text for it.
+    {"/rlconfig", Endpoint::kConfig,
+     "print out the currently loaded configuration for debugging"},
+    {"/rlqs", Endpoint::kQuota, "the quota streams (RLQS) and their buckets"},
 };
+
+std::string EndpointIndex() {
+  std::string index;
+  for (const Route& route : kRoutes) {
+    absl::StrAppend(&index, route.path, ": ", route.help, "\n");
+  }
+  return index;
+}
 
 }  // namespace
 
@@ -159,7 +179,8 @@ HttpServer::HttpServer(RateLimiter& limiter, const ConfigStore& config, const Ba
 
 HttpServer::~HttpServer() { Stop(); }
 
-absl::Status HttpServer::Start(const std::string& address, const std::string& debug_address) {
+absl::Status HttpServer::Start(const std::string& address, const std::string& debug_address,
+                              bool debug_required) {
   // Decisions and /config pages complete on other threads and hand their reply to this base.
   static const int kThreads = evthread_use_pthreads();
   (void)kThreads;
@@ -186,6 +207,12 @@ absl::Status HttpServer::Start(const std::string& address, const std::string& de
   absl::StatusOr<int> debug_port = 0;
   if (port.ok() && !debug_address.empty()) {
     debug_port = connections_->Listen(debug_address, "--debug_address");
+    if (!debug_port.ok() && !debug_required) {
+      SLUICE_LOG(WARNING) << "serving without the debug address: " << debug_port.status().message()
+                          << " (--debug_address_required=false: only logged, as "
+                             "envoyproxy/ratelimit logs it)";
+      debug_port = 0;
+    }
   }
   if (!port.ok() || !debug_port.ok()) {
     Release();
@@ -241,7 +268,7 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
   if (route == nullptr) {
     Reply(req, 404, "Not Found", "text/plain",
           "not found; try POST /json, /healthz, /healthcheck, /readyz, /config, /rlconfig, "
-          "/metrics or /rlqs\n");
+          "/metrics or /rlqs (GET / lists them)\n");
     return;
   }
   const evhttp_cmd_type method = evhttp_request_get_command(req);
@@ -274,6 +301,9 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       std::shared_ptr<const Config> config = self->config_.Get();
       if (self->draining_.load()) {
         Reply(req, 500, "Internal Server Error", "text/plain", "draining\n");
+      } else if (self->waiting_for_backend_.load()) {
+        Reply(req, 500, "Internal Server Error", "text/plain",
+              "waiting for the backend's first answer\n");
       } else if (self->options_.healthy_requires_config &&
                  (config == nullptr || config->domains().empty())) {
         Reply(req, 500, "Internal Server Error", "text/plain", "no domain loaded\n");
@@ -290,6 +320,9 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       return;
     case Endpoint::kMetrics:
       self->HandleMetrics(req);
+      return;
+    case Endpoint::kIndex:
+      Reply(req, 200, "OK", "text/plain", EndpointIndex());
       return;
     case Endpoint::kQuota:
       if (self->options_.quota == nullptr) {

@@ -4,7 +4,8 @@
 //                   maps to HTTP (400 for a bad request, 503 while no config is loaded, ...:
 //                   see http_status.h)
 //   GET  /healthz   200 "OK" while serving, 503 once draining
-//   GET  /healthcheck  envoyproxy/ratelimit's: 200 "OK" while serving, 500 once draining, and
+//   GET  /healthcheck  envoyproxy/ratelimit's: 200 "OK" while serving, 500 once draining, 500
+//                   while waiting for the backend's first answer (SetWaitingForBackend), and
 //                   500 while no domain is loaded if HttpServerOptions::healthy_requires_config
 //   GET  /readyz    200 while calls can be decided: a config is loaded and the backend can
 //                   decide (e.g. Redis is connected); else 503 saying why
@@ -12,6 +13,8 @@
 //                   rendered off the HTTP thread once per config (config_dump_cache.h)
 //   GET  /metrics   Prometheus text format, rendered off the HTTP thread at most once a second
 //                   and shared by the scrapes that ask meanwhile (scrape_cache.h)
+//   GET  /          the endpoints, one "path: what" line each, sorted (as envoyproxy/ratelimit's
+//                   debug port lists its own)
 // The GET endpoints answer HEAD too (headers only); another method on a known path is 405 with
 // an Allow header, a method libevent does not know is 501, an unknown path 404.
 // Connections are bounded by count, a request by the time it may take to arrive, and an answer
@@ -93,10 +96,15 @@ class HttpServer {
   // Binds `address` ("host:port") and, if not empty, `debug_address` (a second listener with
   // the same endpoints, where envoyproxy/ratelimit's deployments look for /rlconfig and stats),
   // then starts the HTTP thread. Errors name the flag of the address at fault (--http_address,
-  // --debug_address).
-  absl::Status Start(const std::string& address, const std::string& debug_address = "");
+  // --debug_address). A debug address that cannot be listened on is an error only if
+  // `debug_required`; otherwise it is logged (a warning) and debug_port() stays 0.
+  absl::Status Start(const std::string& address, const std::string& debug_address = "",
+                     bool debug_required = true);
   // Answers /healthz with 503 from now on, so load balancers stop sending new work.
   void SetDraining() { draining_.store(true); }
+  // While true, /healthcheck answers 500: the backend has not answered yet at start
+  // (--wait_for_backend). Any thread.
+  void SetWaitingForBackend(bool waiting) { waiting_for_backend_.store(waiting); }
   // Stops the thread; requests in flight are dropped. Idempotent.
   void Stop();
   // The ports actually bound (useful with port 0); debug_port() is 0 without a debug address.
@@ -132,6 +140,7 @@ class HttpServer {
   std::unique_ptr<LoopMailbox> mailbox_;
   std::thread thread_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> waiting_for_backend_{false};
   int port_ = 0;
   int debug_port_ = 0;
 };

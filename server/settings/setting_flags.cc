@@ -323,6 +323,7 @@ using Target = RedisTargetSettings;
 using Redis = RedisSettings;
 using Limiter = LimiterSettings;
 using Tracing = TracingSettings;
+using Wait = BackendWaitSettings;
 
 // Every flag, in server/main.cc's order.
 constexpr Entry kFlags[] = {
@@ -344,8 +345,11 @@ constexpr Entry kFlags[] = {
     Plain<&S::grpc, &Grpc::rlqs_max_stream_mib>("rlqs_max_stream_mib"),
     Plain<&S::grpc, &Grpc::rlqs_max_pending_kib>("rlqs_max_pending_kib"),
     Plain<&S::grpc, &Grpc::rlqs_page_values>("rlqs_page_values"),
+    Plain<&S::grpc, &Grpc::max_connection_age>("grpc_max_connection_age"),
+    Plain<&S::grpc, &Grpc::max_connection_age_grace>("grpc_max_connection_age_grace"),
     Plain<&S::http, &Http::address>("http_address"),
     Plain<&S::http, &Http::debug_address>("debug_address"),
+    Plain<&S::http, &Http::debug_address_required>("debug_address_required"),
     Plain<&S::http, &Http::max_connections>("http_max_connections"),
     Plain<&S::http, &Http::request_timeout>("http_request_timeout"),
     Plain<&S::http, &Http::config_dump_max_bytes>("config_dump_max_bytes"),
@@ -445,6 +449,10 @@ constexpr Entry kFlags[] = {
     Plain<&S::config, &ConfigS::poll_interval>("config_poll_interval"),
     Plain<&S::config, &ConfigS::watch>("config_watch"),
     Plain<&S::shutdown_grace>("shutdown_grace"),
+    Plain<&S::wait_for_backend, &Wait::enabled>("wait_for_backend"),
+    Plain<&S::wait_for_backend, &Wait::initial_interval>("wait_for_backend_initial_interval"),
+    Plain<&S::wait_for_backend, &Wait::max_interval>("wait_for_backend_max_interval"),
+    Plain<&S::wait_for_backend, &Wait::max_elapsed>("wait_for_backend_max_elapsed"),
     Converted<std::string, &ReadConfigSource>("config_source"),
     Plain<&S::config, &ConfigS::xds, &Xds::server>("xds_server"),
     Plain<&S::config, &ConfigS::xds, &Xds::node_id>("xds_node_id"),

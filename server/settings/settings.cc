@@ -129,6 +129,11 @@ void CheckListeners(const Settings& settings, Errors& errors) {
                    grpc.rlqs_max_pending_kib <= (int64_t{1} << 40) &&
                    grpc.rlqs_max_pending_mib <= (int64_t{1} << 30),
                {"rlqs_max_mib"}, "the --rlqs_max_*_mib bounds must be at most 2^30 MiB");
+  errors.Check(grpc.max_connection_age >= absl::ZeroDuration(), {"grpc_max_connection_age"},
+               "--grpc_max_connection_age must not be negative (0: connections never age out)");
+  errors.Check(grpc.max_connection_age_grace >= absl::ZeroDuration(),
+               {"grpc_max_connection_age_grace"},
+               "--grpc_max_connection_age_grace must not be negative (0: no limit)");
   errors.AtLeastOne("http_max_connections", settings.http.max_connections);
   errors.Check(settings.http.request_timeout >= absl::Milliseconds(1), {"http_request_timeout"},
                "--http_request_timeout must be at least 1ms");
@@ -139,6 +144,16 @@ void CheckListeners(const Settings& settings, Errors& errors) {
                {"metrics_max_page_bytes"},
                absl::StrCat("--metrics_max_page_bytes must be at least ", kMinMetricsPageBytes,
                             " (64 KiB), to hold the metrics that are not per rule"));
+}
+
+void CheckBackendWait(const BackendWaitSettings& wait, Errors& errors) {
+  errors.Check(wait.initial_interval > absl::ZeroDuration(),
+               {"wait_for_backend_initial_interval"},
+               "--wait_for_backend_initial_interval must be positive");
+  errors.Check(wait.max_interval > absl::ZeroDuration(), {"wait_for_backend_max_interval"},
+               "--wait_for_backend_max_interval must be positive");
+  errors.Check(wait.max_elapsed >= absl::ZeroDuration(), {"wait_for_backend_max_elapsed"},
+               "--wait_for_backend_max_elapsed must not be negative (0: wait forever)");
 }
 
 void CheckPrometheus(const PrometheusSettings& prometheus, Errors& errors) {
@@ -395,6 +410,7 @@ std::vector<SettingError> ValidateSettings(const Settings& settings) {
   CheckBackend(settings.backend, errors);
   CheckLimiter(settings.limiter, errors);
   CheckListeners(settings, errors);
+  CheckBackendWait(settings.wait_for_backend, errors);
   CheckPrometheus(settings.prometheus, errors);
   CheckStatsd(settings.statsd, errors);
   CheckTracing(settings.tracing, errors);

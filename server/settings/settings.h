@@ -162,6 +162,14 @@ struct GrpcSettings {
   absl::Duration rlqs_write_timeout = absl::Seconds(10);
   // --rlqs_page_values: GET /rlqs shows descriptor values as sent (else redacted).
   bool rlqs_page_values = false;
+  // --grpc_max_connection_age: a client connection older than this is sent a GOAWAY, so that
+  // the client reconnects (spreading long-lived connections over new replicas after a
+  // scale-out); gRPC adds a jitter of +/-10% per connection. 0: never. >= 0. Longer than gRPC's
+  // int milliseconds can say (about 24.8 days) is held to that.
+  absl::Duration max_connection_age = absl::ZeroDuration();
+  // --grpc_max_connection_age_grace: how long calls still running on a connection sent that
+  // GOAWAY may take before the connection is closed under them. 0: as long as they take. >= 0.
+  absl::Duration max_connection_age_grace = absl::ZeroDuration();
 };
 
 struct HttpSettings {
@@ -169,6 +177,10 @@ struct HttpSettings {
   std::string address = "0.0.0.0:8080";
   // --debug_address: a second listener with the same endpoints; empty: none.
   std::string debug_address;
+  // --debug_address_required: a --debug_address that cannot be listened on stops the start;
+  // false: a warning, and the start goes on without it (envoyproxy/ratelimit's debug listener,
+  // whose failure it only logs; its variables set this false).
+  bool debug_address_required = true;
   // --http_max_connections: most connections at once over both addresses (lowered at start to
   // half the file-descriptor limit). >= 1.
   int32_t max_connections = 1024;
@@ -432,6 +444,26 @@ struct TracingSettings {
   absl::Duration export_interval = absl::Seconds(5);
 };
 
+// Health at start while the backend has never answered (envoyproxy/ratelimit's
+// REDIS_STARTUP_* variables; their defaults are upstream's). Checked on a jittered exponential
+// schedule: the first check as soon as the listeners are up, then after waits drawn uniformly
+// from [initial_interval, initial_interval * 2^n), held within [initial_interval, max_interval]
+// (upstream's jpillora/backoff with Factor 2 and Jitter).
+struct BackendWaitSettings {
+  // --wait_for_backend: health (gRPC and /healthcheck) answers unhealthy until every backend has
+  // answered once (the memory backend at once); then the failure policy decides while one is
+  // away, and health no longer follows the backend. Calls are answered meanwhile, by the
+  // failure policy. False: health does not wait for the backend.
+  bool enabled = false;
+  // --wait_for_backend_initial_interval, --wait_for_backend_max_interval: the schedule above.
+  // > 0 each; an initial interval above the max makes every wait the max.
+  absl::Duration initial_interval = absl::Seconds(1);
+  absl::Duration max_interval = absl::Seconds(30);
+  // --wait_for_backend_max_elapsed: a check that finds a backend still silent this long after
+  // it began connecting stops the process (exit status 1). 0: wait forever. >= 0.
+  absl::Duration max_elapsed = absl::ZeroDuration();
+};
+
 struct Settings {
   // --check_config: load and validate the config, print it, exit 0 or 1; serve nothing.
   bool check_config = false;
@@ -440,6 +472,7 @@ struct Settings {
   bool healthy_requires_config = false;
   // --shutdown_grace: on SIGTERM/SIGINT, how long in-flight calls may take.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  BackendWaitSettings wait_for_backend;
   LogSettings log;
   ConfigSettings config;
   GrpcSettings grpc;

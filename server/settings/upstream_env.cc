@@ -78,9 +78,34 @@ constexpr absl::string_view kRedisTlsSkipHostname = "REDIS_TLS_SKIP_HOSTNAME_VER
 constexpr absl::string_view kRedisTuning[] = {
     "PIPELINE_WINDOW", "PIPELINE_LIMIT", "CLUSTER_PIPELINE_PARALLELISM", "POOL_ON_EMPTY_BEHAVIOR",
     "HEALTH_CHECK_ACTIVE_CONNECTION"};
-constexpr absl::string_view kStartupTuning[] = {"REDIS_STARTUP_INITIAL_INTERVAL",
-                                                "REDIS_STARTUP_MAX_INTERVAL",
-                                                "REDIS_STARTUP_MAX_ELAPSED_TIME"};
+// Upstream's retries of its first Redis connection (driver_impl.go's NewClientImpl), its
+// health unhealthy meanwhile: the --wait_for_backend schedule.
+constexpr std::pair<absl::string_view, absl::string_view> kStartupWait[] = {
+    {"REDIS_STARTUP_INITIAL_INTERVAL", "wait_for_backend_initial_interval"},
+    {"REDIS_STARTUP_MAX_INTERVAL", "wait_for_backend_max_interval"},
+    {"REDIS_STARTUP_MAX_ELAPSED_TIME", "wait_for_backend_max_elapsed"},
+};
+// GRPC_MAX_CONNECTION_AGE, GRPC_MAX_CONNECTION_AGE_GRACE and their flags.
+constexpr std::pair<absl::string_view, absl::string_view> kConnectionAge[] = {
+    {"GRPC_MAX_CONNECTION_AGE", "grpc_max_connection_age"},
+    {"GRPC_MAX_CONNECTION_AGE_GRACE", "grpc_max_connection_age_grace"},
+};
+// What a deployment configured by upstream's variables gets for a variable it does not set, as
+// upstream's settings.go defaults it.
+struct UpstreamDefault {
+  absl::string_view variable;
+  absl::string_view flag;
+  absl::string_view value;     // the flag's
+  absl::string_view upstream;  // upstream's, as its settings.go writes it
+};
+constexpr UpstreamDefault kUpstreamDefaults[] = {
+    {"LOG_LEVEL", "log_level", "warning", "WARN"},
+    {"GRPC_MAX_CONNECTION_AGE", "grpc_max_connection_age", "24h", "24h"},
+    {"GRPC_MAX_CONNECTION_AGE_GRACE", "grpc_max_connection_age_grace", "1h", "1h"},
+    {"REDIS_STARTUP_INITIAL_INTERVAL", "wait_for_backend_initial_interval", "1s", "1s"},
+    {"REDIS_STARTUP_MAX_INTERVAL", "wait_for_backend_max_interval", "30s", "30s"},
+    {"REDIS_STARTUP_MAX_ELAPSED_TIME", "wait_for_backend_max_elapsed", "0s", "0, forever"},
+};
 // Upstream's stats variables besides its switches (USE_STATSD, USE_DOG_STATSD, DISABLE_STATS):
 // settings.go's, and STATSD_PROTOCOL, which its plain statsd sink (lyft/gostats) reads itself.
 constexpr absl::string_view kStatsVariables[] = {
@@ -193,6 +218,7 @@ class Translator {
     const bool upstream = !out_.flags.empty() || !out_.warnings.empty() || !out_.errors.empty();
     OpenTelemetry();
     UpstreamCharge(upstream);
+    UpstreamDefaults(upstream);
     return std::move(out_);
   }
 
@@ -290,9 +316,11 @@ class Translator {
              "GRPC_CLIENT_TLS_CACERT, so there is no name to check (as upstream)");
       }
     }
-    for (absl::string_view name : {"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE"}) {
-      if (IsSet(name)) {
-        Warn(absl::StrCat(name, ": not honoured; Sluice keeps its own gRPC server settings"));
+    // Upstream passes them to its gRPC server's keepalive.ServerParameters (server_impl.go's
+    // newServer), where 0 means no limit, as --grpc_max_connection_age* read it.
+    for (const auto& [name, flag] : kConnectionAge) {
+      if (std::optional<std::string> value = Get(name)) {
+        Set(flag, *value, std::string(name));
       }
     }
   }
@@ -751,17 +779,37 @@ class Translator {
       }
     }
     RedisTls();
-    std::vector<std::string> startup;
-    for (absl::string_view name : kStartupTuning) {
-      if (IsSet(name)) {
-        startup.emplace_back(name);
+    for (const auto& [name, flag] : kStartupWait) {
+      if (std::optional<std::string> value = Get(name)) {
+        Set(flag, *value, std::string(name));
       }
     }
-    if (!startup.empty()) {
-      Warn(absl::StrCat(absl::StrJoin(startup, ", "),
-                        ": no effect; Sluice serves at once and reconnects to Redis in the "
-                        "background with backoff, answering by --failure_mode meanwhile"));
+  }
+
+  // What upstream does by default that Sluice does only when told, for a deployment configured
+  // by upstream's variables: its log level, its gRPC connection age, health that waits for
+  // Redis at start, and its debug port (settings.go's defaults; server_impl.go's Start always
+  // listens on DEBUG_HOST:DEBUG_PORT and only logs a failure to). Each is a flag assignment whose
+  // source says it is upstream's default, so SLUICE_* and the command line still win.
+  void UpstreamDefaults(bool upstream) {
+    if (!upstream) {
+      return;
     }
+    for (const UpstreamDefault& d : kUpstreamDefaults) {
+      if (!IsSet(d.variable)) {
+        Set(d.flag, std::string(d.value),
+            absl::StrCat("envoyproxy/ratelimit's default (", d.variable, " unset: ", d.upstream,
+                         ")"));
+      }
+    }
+    Set("wait_for_backend", "true",
+        "envoyproxy/ratelimit's default (unhealthy until Redis first answers)");
+    if (!IsSet("DEBUG_HOST") && !IsSet("DEBUG_PORT")) {
+      Set("debug_address", "0.0.0.0:6070",
+          "envoyproxy/ratelimit's default (DEBUG_HOST, DEBUG_PORT unset: 0.0.0.0, 6070)");
+    }
+    Set("debug_address_required", "false",
+        "envoyproxy/ratelimit's default (a debug port it cannot listen on is only logged)");
   }
 
   // A deployment configured by upstream's variables gets upstream's charging on the algorithm

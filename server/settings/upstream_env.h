@@ -2,10 +2,12 @@
 // Sluice flags, so that a Deployment written for envoyproxy/ratelimit starts Sluice unchanged.
 // Each variable that is set maps onto the flag with the same behaviour, is accepted with a
 // warning that says what Sluice does instead, or (when honouring it silently would be unsafe:
-// memcache) is an error that names it. The standard OpenTelemetry variables upstream's tracer
-// reads (OTEL_EXPORTER_OTLP_*, OTEL_BSP_*) are translated too, whenever they are set; they alone
-// do not make the environment upstream's. docs/envoyproxy-ratelimit-settings.md and the README
-// have the table.
+// memcache) is an error that names it. Where upstream's default behaviour is one Sluice has
+// only when told (its log level, connection age, health that waits for Redis, debug port), any
+// upstream variable set brings upstream's default too, as an assignment whose source says so.
+// The standard OpenTelemetry variables upstream's tracer reads (OTEL_EXPORTER_OTLP_*,
+// OTEL_BSP_*) are translated too, whenever they are set; they alone do not make the environment
+// upstream's. docs/envoyproxy-ratelimit-settings.md and the README have the table.
 //
 // A pure function of the environment it is given; thread-safe.
 #pragma once

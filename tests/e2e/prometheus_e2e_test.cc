@@ -114,7 +114,11 @@ TEST_F(PrometheusE2eTest, ServesUpstreamNamesThroughAGatewayMapping) {
                       dir_.path() + "/sluice.log",
                       {"USE_PROMETHEUS=true",
                        absl::StrCat("PROMETHEUS_ADDR=127.0.0.1:", prometheus_port),
-                       "PROMETHEUS_MAPPER_YAML=" + mapping});
+                       "PROMETHEUS_MAPPER_YAML=" + mapping,
+                       // Upstream's WARN would hide the serving line checked below, and its
+                       // default debug port is 0.0.0.0:6070: a loopback one.
+                       "LOG_LEVEL=info", "DEBUG_HOST=127.0.0.1",
+                       absl::StrCat("DEBUG_PORT=", FreePort())});
   ASSERT_TRUE(WaitForPort(prometheus_port, std::chrono::seconds(20))) << sluice.ReadLog();
   ASSERT_TRUE(WaitForPort(grpc_port, std::chrono::seconds(20))) << sluice.ReadLog();
 

@@ -57,7 +57,11 @@ TEST(SettingsE2eTest, LogsWhichSettingWon) {
   ChildProcess sluice({Bin("sluice"), "--config=" + config,
                        absl::StrCat("--http_address=127.0.0.1:", http_port)},
                       dir.path() + "/sluice.log",
-                      {"PORT=1", "GRPC_HOST=127.0.0.1", absl::StrCat("GRPC_PORT=", grpc_port)});
+                      {"PORT=1", "GRPC_HOST=127.0.0.1", absl::StrCat("GRPC_PORT=", grpc_port),
+                       // Upstream's variables log warnings only by default (its WARN), and
+                       // listen on a debug port (0.0.0.0:6070 by default): a loopback one.
+                       "LOG_LEVEL=info", "DEBUG_HOST=127.0.0.1",
+                       absl::StrCat("DEBUG_PORT=", FreePort())});
   ASSERT_TRUE(WaitForPort(http_port, std::chrono::seconds(20))) << sluice.ReadLog();
   const std::string log = sluice.ReadLog();
   EXPECT_THAT(log, HasSubstr(absl::StrCat("PORT: --http_address=0.0.0.0:1 overridden by the "

@@ -334,7 +334,9 @@ TEST_F(TracingE2eTest, EnvoyGatewayVariablesExportUnchanged) {
       {"TRACING_ENABLED=true", "TRACING_SERVICE_NAME=envoy-ratelimit",
        "TRACING_SERVICE_NAMESPACE=envoy-gateway-system",
        "TRACING_SERVICE_INSTANCE_ID=envoy-ratelimit-7d9c-abcde", "TRACING_SAMPLING_RATE=1.0",
-       absl::StrCat("OTEL_EXPORTER_OTLP_ENDPOINT=", endpoint), "OTEL_BSP_SCHEDULE_DELAY=100"});
+       absl::StrCat("OTEL_EXPORTER_OTLP_ENDPOINT=", endpoint), "OTEL_BSP_SCHEDULE_DELAY=100",
+       // Not Envoy Gateway's: a loopback debug port, not upstream's default 0.0.0.0:6070.
+       "DEBUG_HOST=127.0.0.1", absl::StrCat("DEBUG_PORT=", FreePort())});
   ASSERT_TRUE(WaitForPort(grpc_port, std::chrono::seconds(20))) << sluice.ReadLog();
   stub_ = RlsService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
                                                   grpc::InsecureChannelCredentials()));

@@ -150,6 +150,8 @@ class XdsE2eTest : public ::testing::Test {
         absl::StrCat("PORT=", http_port_),
         "GRPC_HOST=127.0.0.1",
         absl::StrCat("GRPC_PORT=", grpc_port_),
+        "DEBUG_HOST=127.0.0.1",
+        absl::StrCat("DEBUG_PORT=", FreePort()),
         "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=200ms",
     };
   }

@@ -83,6 +83,44 @@ TEST(AssemblyTest, HealthFollowsTheConfigThatReloadsPutInForce) {
   EXPECT_THAT((*parts)->ServingSummary(), HasSubstr("1 rules"));
 }
 
+// Verifies --wait_for_backend holds health unhealthy (gRPC NOT_SERVING, /healthcheck 500)
+// whatever a reload puts in force, until BackendAnswered; then health follows the config; and
+// the summary says when connections age out.
+TEST(AssemblyTest, HealthWaitsForTheBackendThroughReloads) {
+  TempDir dir;
+  const std::string path = dir.WriteFile("limits.yaml", kConfig);
+  Settings settings = LoopbackSettings(path);
+  settings.healthy_requires_config = true;
+  settings.wait_for_backend.enabled = true;
+  settings.grpc.max_connection_age = absl::Minutes(30);
+  auto parts = Assembly::Create(settings, nullptr);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_TRUE((*parts)->BackendReady());  // memory: at once; the lifecycle then says so
+  ASSERT_TRUE((*parts)->StartGrpc().ok());
+  (*parts)->FollowConfigHealth();
+  ASSERT_TRUE((*parts)->StartHttp().ok());
+  const std::string summary = (*parts)->ServingSummary();
+  EXPECT_THAT(summary, HasSubstr(", gRPC connections sent GOAWAY at 30m of age (+/-10%)"));
+  const std::string address = "127.0.0.1:" + summary.substr(13, summary.find(',') - 13);
+  const int http_port = (*parts)->http().port();
+
+  (*parts)->RequestReload(/*force=*/true);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!(*parts)->ConfigHealthy() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE((*parts)->ConfigHealthy());
+  EXPECT_EQ(GrpcHealthCheck(address, ""), kNotServing);
+  EXPECT_EQ(GrpcHealthCheck(address, "ratelimit"), kNotServing);
+  EXPECT_THAT(HttpGet(http_port, "/healthcheck"), HasSubstr("500"));
+
+  (*parts)->BackendAnswered();
+  EXPECT_EQ(GrpcHealthCheck(address, ""), kServing);
+  EXPECT_EQ(GrpcHealthCheck(address, "ratelimit"), kServing);
+  EXPECT_EQ(HttpGet(http_port, "/healthcheck"), "OK\n200");
+  EXPECT_TRUE((*parts)->StopReloads());
+}
+
 // Verifies a Redis backend that cannot be made fails the assembly naming the backend.
 TEST(AssemblyTest, NamesARedisBackendItCannotCreate) {
   Settings settings = LoopbackSettings("/nonexistent");

@@ -108,6 +108,22 @@ TEST_F(LifecycleTest, AChangeUnderTheConfigAsksForAReload) {
   EXPECT_THAT(reloads, ElementsAre(false));
 }
 
+// Verifies a waiter's deadline ends a wait without a signal (nullopt), SIGHUP meanwhile asking
+// for a forced reload, and that the same waiter then returns a stop signal.
+TEST_F(LifecycleTest, WaiterReturnsAtItsDeadlineOrOnAStopSignal) {
+  std::vector<bool> reloads;
+  auto waiter = StopSignalWaiter::Create(absl::ZeroDuration(), nullptr,
+                                         [&](bool force) { reloads.push_back(force); });
+  ASSERT_TRUE(waiter.ok()) << waiter.status();
+  ASSERT_EQ(raise(SIGHUP), 0);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ((*waiter)->WaitUntil(start + absl::Milliseconds(50)), std::nullopt);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(50));
+  EXPECT_THAT(reloads, ElementsAre(true));
+  ASSERT_EQ(raise(SIGTERM), 0);
+  EXPECT_EQ((*waiter)->WaitUntil(absl::InfiniteFuture()), SIGTERM);
+}
+
 constexpr char kConfig[] =
     "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n";
 

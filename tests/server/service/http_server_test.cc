@@ -219,6 +219,52 @@ TEST_F(HttpServerTest, DebugAddressInUseNamesItsFlag) {
   EXPECT_THAT(std::string(status.message()), HasSubstr(absl::StrCat("--http_address=", taken)));
 }
 
+// Verifies a debug address whose port is taken, when not required (envoyproxy/ratelimit's
+// variables), lets Start go on: the HTTP address serves and debug_port() is 0.
+TEST_F(HttpServerTest, DebugAddressNotRequiredIsSkippedWhenTaken) {
+  Serve(Load("domain: h\n"), {});
+  const std::string taken = absl::StrCat("127.0.0.1:", http_->port());
+  HttpServer second(*limiter_, *store_, backend_, metrics_);
+  ASSERT_TRUE(second.Start("127.0.0.1:0", taken, /*debug_required=*/false).ok());
+  EXPECT_EQ(second.debug_port(), 0);
+  EXPECT_EQ(HttpGet(second.port(), "/healthcheck"), "OK\n200");
+}
+
+// Verifies /healthcheck answers 500 while the backend has not answered at start
+// (--wait_for_backend), 200 once it has, and that draining still wins.
+TEST_F(HttpServerTest, HealthcheckIs500WhileWaitingForTheBackend) {
+  Serve(Load("domain: h\n"), {});
+  http_->SetWaitingForBackend(true);
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"),
+            "waiting for the backend's first answer\n\n500");
+  EXPECT_EQ(HttpGet(http_->port(), "/healthz"), "OK\n\n200");
+  http_->SetWaitingForBackend(false);
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "OK\n200");
+  http_->SetWaitingForBackend(true);
+  http_->SetDraining();
+  EXPECT_EQ(HttpGet(http_->port(), "/healthcheck"), "draining\n\n500");
+}
+
+// Verifies GET / lists every endpoint as envoyproxy/ratelimit's debug port lists its own, one
+// "path: help" line each, sorted, /rlconfig with upstream's text.
+TEST_F(HttpServerTest, RootListsTheEndpoints) {
+  Serve(Load("domain: h\n"), {});
+  const std::string index = HttpGet(http_->port(), "/");
+  EXPECT_THAT(index, ::testing::StartsWith("/: this list\n/config: "));
+  EXPECT_THAT(index,
+              HasSubstr("\n/rlconfig: print out the currently loaded configuration for "
+                        "debugging\n"));
+  std::vector<std::string> paths;
+  for (absl::string_view line : absl::StrSplit(index, '\n')) {
+    if (absl::StartsWith(line, "/")) {
+      paths.emplace_back(line.substr(0, line.find(':')));
+    }
+  }
+  EXPECT_THAT(paths, ::testing::ElementsAre("/", "/config", "/healthcheck", "/healthz", "/json",
+                                            "/metrics", "/readyz", "/rlconfig", "/rlqs"));
+  EXPECT_THAT(index, ::testing::EndsWith("\n200"));
+}
+
 // Opens a TCP connection to 127.0.0.1:port; returns the socket.
 int Connect(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -164,6 +164,51 @@ TEST_F(FlagLayersTest, FakeEnvironmentBecomesSettings) {
                           "REDIS_TYPE)"));
 }
 
+// Verifies upstream's defaults become Settings under upstream's variables (health waiting for
+// Redis on upstream's schedule, connection age 24h and grace 1h, WARN, the debug port whose
+// failure is only logged), a variable set and a SLUICE_* variable each winning over a default,
+// and a connection age that is not a duration named by its variable.
+TEST_F(FlagLayersTest, UpstreamDefaultsBecomeSettings) {
+  env_ = {{"RUNTIME_ROOT", "/data"},
+          {"REDIS_SOCKET_TYPE", "tcp"},
+          {"REDIS_URL", "10.0.0.1:6379"},
+          {"GRPC_MAX_CONNECTION_AGE", "90s"},
+          {"REDIS_STARTUP_MAX_ELAPSED_TIME", "2m"},
+          {"SLUICE_LOG_LEVEL", "info"}};
+  LayeredFlags layered = Layer();
+  ASSERT_THAT(layered.errors, IsEmpty());
+  SettingsOrErrors read = SettingsFromFlags(layered.flags);
+  ASSERT_THAT(read.errors, IsEmpty());
+  const Settings& settings = read.settings;
+  EXPECT_TRUE(settings.wait_for_backend.enabled);
+  EXPECT_EQ(settings.wait_for_backend.initial_interval, absl::Seconds(1));
+  EXPECT_EQ(settings.wait_for_backend.max_interval, absl::Seconds(30));
+  EXPECT_EQ(settings.wait_for_backend.max_elapsed, absl::Minutes(2));
+  EXPECT_EQ(settings.grpc.max_connection_age, absl::Seconds(90));
+  EXPECT_EQ(settings.grpc.max_connection_age_grace, absl::Hours(1));
+  EXPECT_EQ(settings.http.debug_address, "0.0.0.0:6070");
+  EXPECT_FALSE(settings.http.debug_address_required);
+  EXPECT_EQ(settings.log.level, LogLevel::kInfo);  // SLUICE_LOG_LEVEL over upstream's WARN
+  EXPECT_THAT(layered.notes,
+              ::testing::Contains("envoyproxy/ratelimit's default (LOG_LEVEL unset: WARN): "
+                                  "--log_level=warning overridden by SLUICE_LOG_LEVEL "
+                                  "(--log_level=info in force)"));
+
+  env_ = {{"GRPC_MAX_CONNECTION_AGE", "a day"}};
+  EXPECT_THAT(Layer().errors,
+              ElementsAre(HasSubstr("GRPC_MAX_CONNECTION_AGE: Illegal value 'a day' specified for "
+                                    "flag 'grpc_max_connection_age'")));
+
+  // Sluice's own defaults without upstream's variables.
+  env_ = {{"SLUICE_SHADOW_MODE", "true"}};
+  read = SettingsFromFlags(Layer().flags);
+  EXPECT_FALSE(read.settings.wait_for_backend.enabled);
+  EXPECT_EQ(read.settings.grpc.max_connection_age, absl::ZeroDuration());
+  EXPECT_EQ(read.settings.http.debug_address, "");
+  EXPECT_TRUE(read.settings.http.debug_address_required);
+  EXPECT_EQ(read.settings.log.level, LogLevel::kInfo);
+}
+
 // Verifies Envoy Gateway's tracing environment becomes valid tracing Settings through the
 // layers, a SLUICE_* variable still winning, and the header values kept out of the notes.
 TEST_F(FlagLayersTest, EnvoyGatewayTracingBecomesSettings) {

@@ -122,6 +122,33 @@ TEST(SettingsTest, ErrorsNameTheirFlags) {
   EXPECT_EQ(errors[1].message, "--tls_reload_interval must be at least 1s");
 }
 
+// Verifies the connection age and the start-up wait: 0 is valid for the age, the grace and the
+// max elapsed time (no limit), an initial interval above the max too (every wait is the max, as
+// upstream's backoff); a negative age or grace, a non-positive interval and a negative max
+// elapsed time are errors naming their flags.
+TEST(SettingsTest, ConnectionAgeAndBackendWaitAreChecked) {
+  Settings settings = Valid();
+  settings.wait_for_backend.enabled = true;
+  settings.wait_for_backend.initial_interval = absl::Minutes(1);
+  settings.wait_for_backend.max_interval = absl::Seconds(1);
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  settings.grpc.max_connection_age = absl::Seconds(-1);
+  settings.grpc.max_connection_age_grace = absl::Seconds(-1);
+  settings.wait_for_backend.initial_interval = absl::ZeroDuration();
+  settings.wait_for_backend.max_interval = absl::Seconds(-1);
+  settings.wait_for_backend.max_elapsed = absl::Seconds(-1);
+  const std::vector<SettingError> errors = ValidateSettings(settings);
+  ASSERT_EQ(errors.size(), 5u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("grpc_max_connection_age"));
+  EXPECT_EQ(errors[0].message,
+            "--grpc_max_connection_age must not be negative (0: connections never age out)");
+  EXPECT_THAT(errors[1].flags, ElementsAre("grpc_max_connection_age_grace"));
+  EXPECT_THAT(errors[2].flags, ElementsAre("wait_for_backend_initial_interval"));
+  EXPECT_EQ(errors[2].message, "--wait_for_backend_initial_interval must be positive");
+  EXPECT_THAT(errors[3].flags, ElementsAre("wait_for_backend_max_interval"));
+  EXPECT_THAT(errors[4].flags, ElementsAre("wait_for_backend_max_elapsed"));
+}
+
 // Verifies --prometheus_address and --prometheus_path are checked only when the Prometheus
 // listener is on, each error naming its flag.
 TEST(SettingsTest, PrometheusListenerIsChecked) {

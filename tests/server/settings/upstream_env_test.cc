@@ -68,6 +68,17 @@ class UpstreamEnvTest : public ::testing::Test {
     return value;
   }
 
+  // The source of the value given to `flag`, or "unset".
+  static std::string Source(const UpstreamTranslation& t, absl::string_view flag) {
+    std::string source = "unset";
+    for (const FlagAssignment& a : t.flags) {
+      if (a.flag == flag) {
+        source = a.source;
+      }
+    }
+    return source;
+  }
+
   std::map<std::string, std::string> env_;
 };
 
@@ -137,6 +148,72 @@ TEST_F(UpstreamEnvTest, LogLevelAndFormat) {
   EXPECT_EQ(Flag(Translate({{"LOG_FORMAT", "JSON"}}), "log_format"), "json");
   EXPECT_THAT(Translate({{"LOG_FORMAT", "xml"}}).errors,
               ElementsAre("LOG_FORMAT=xml: not text or json"));
+}
+
+// Verifies what a deployment configured by upstream's variables gets where it sets none of them,
+// as upstream's settings.go defaults them: WARN logging, connection age 24h and grace 1h, health
+// waiting for Redis (1s, 30s, forever), the debug port 0.0.0.0:6070, whose failure to listen is
+// only logged. Each names itself upstream's default; a variable set replaces its default; and
+// without any upstream variable none applies.
+TEST_F(UpstreamEnvTest, UpstreamDefaults) {
+  UpstreamTranslation t = TranslateAll({{"REDIS_URL", "r:6379"}});
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_EQ(Flag(t, "log_level"), "warning");
+  EXPECT_EQ(Source(t, "log_level"), "envoyproxy/ratelimit's default (LOG_LEVEL unset: WARN)");
+  EXPECT_EQ(Flag(t, "grpc_max_connection_age"), "24h");
+  EXPECT_EQ(Source(t, "grpc_max_connection_age"),
+            "envoyproxy/ratelimit's default (GRPC_MAX_CONNECTION_AGE unset: 24h)");
+  EXPECT_EQ(Flag(t, "grpc_max_connection_age_grace"), "1h");
+  EXPECT_EQ(Flag(t, "wait_for_backend"), "true");
+  EXPECT_EQ(Flag(t, "wait_for_backend_initial_interval"), "1s");
+  EXPECT_EQ(Flag(t, "wait_for_backend_max_interval"), "30s");
+  EXPECT_EQ(Flag(t, "wait_for_backend_max_elapsed"), "0s");
+  EXPECT_EQ(Flag(t, "debug_address"), "0.0.0.0:6070");
+  EXPECT_EQ(Source(t, "debug_address"),
+            "envoyproxy/ratelimit's default (DEBUG_HOST, DEBUG_PORT unset: 0.0.0.0, 6070)");
+  EXPECT_EQ(Flag(t, "debug_address_required"), "false");
+
+  // Set, a variable is mapped instead of its default (and named as the source).
+  t = TranslateAll({{"LOG_LEVEL", "debug"},
+                    {"GRPC_MAX_CONNECTION_AGE", "30m"},
+                    {"DEBUG_PORT", "7070"}});
+  EXPECT_EQ(Flag(t, "log_level"), "debug");
+  EXPECT_EQ(Source(t, "log_level"), "LOG_LEVEL");
+  EXPECT_EQ(Flag(t, "grpc_max_connection_age"), "30m");
+  EXPECT_EQ(Flag(t, "grpc_max_connection_age_grace"), "1h");
+  EXPECT_EQ(Flag(t, "debug_address"), "0.0.0.0:7070");
+  EXPECT_EQ(Source(t, "debug_address"), "DEBUG_PORT");
+  EXPECT_EQ(Flag(t, "debug_address_required"), "false");
+
+  // Not upstream's environment: Sluice's own defaults stay.
+  t = TranslateAll({{"PATH", "/bin"}, {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"}});
+  for (absl::string_view flag : {"log_level", "grpc_max_connection_age", "wait_for_backend",
+                                 "debug_address", "debug_address_required"}) {
+    EXPECT_EQ(Flag(t, flag), "unset") << flag;
+  }
+}
+
+// Verifies GRPC_MAX_CONNECTION_AGE and _GRACE (Go durations, 0 meaning no limit, as upstream's
+// gRPC server reads them) and the REDIS_STARTUP_* schedule map onto their flags as they are,
+// with no warning; a value that is not a duration is named by its variable (LayerFlags' check).
+TEST_F(UpstreamEnvTest, ConnectionAgeAndStartupWait) {
+  UpstreamTranslation t = Translate({{"GRPC_MAX_CONNECTION_AGE", "1s"},
+                                     {"GRPC_MAX_CONNECTION_AGE_GRACE", "0"},
+                                     {"REDIS_STARTUP_INITIAL_INTERVAL", "250ms"},
+                                     {"REDIS_STARTUP_MAX_INTERVAL", "1m"},
+                                     {"REDIS_STARTUP_MAX_ELAPSED_TIME", "2m30s"}});
+  EXPECT_THAT(t.warnings, IsEmpty());
+  EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_THAT(Flags(t), ElementsAre("grpc_max_connection_age=1s",
+                                    "grpc_max_connection_age_grace=0",
+                                    "wait_for_backend_initial_interval=250ms",
+                                    "wait_for_backend_max_interval=1m",
+                                    "wait_for_backend_max_elapsed=2m30s"));
+  EXPECT_EQ(t.flags[0].source, "GRPC_MAX_CONNECTION_AGE");
+  EXPECT_EQ(t.flags[4].source, "REDIS_STARTUP_MAX_ELAPSED_TIME");
+  // The wait itself is upstream's default behaviour, on whatever the schedule.
+  EXPECT_EQ(Flag(TranslateAll({{"REDIS_STARTUP_MAX_ELAPSED_TIME", "5s"}}), "wait_for_backend"),
+            "true");
 }
 
 // Verifies the runtime layout becomes one recursive config directory, with upstream's defaults
