@@ -38,6 +38,10 @@ constexpr char kUsage[] =
 
 ABSL_FLAG(std::string, config, Defaults().config.path,
           "YAML config file, or a directory of *.yaml files (one domain each)");
+ABSL_FLAG(std::string, default_config, Defaults().config.default_path,
+          "the --config to use when nothing names the rules (no --config, no "
+          "--config_source=xds) and none of envoyproxy/ratelimit's variables is set; the image "
+          "sets SLUICE_DEFAULT_CONFIG=/etc/sluice/config");
 ABSL_FLAG(std::string, grpc_address, Defaults().grpc.address,
           "gRPC listen address: HOST:PORT (port 0: any free one), unix:PATH or "
           "unix-abstract:NAME");

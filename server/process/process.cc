@@ -33,6 +33,9 @@ void StartLog(const LoadedSettings& loaded) {
   for (const std::string& warning : loaded.upstream_warnings) {
     SLUICE_LOG(WARNING) << "envoyproxy/ratelimit setting not honoured: " << warning;
   }
+  if (!loaded.default_config_note.empty()) {
+    SLUICE_LOG(INFO) << loaded.default_config_note;
+  }
 }
 
 // The config to start with. Null with --config_source=xds, or when the files cannot be loaded

@@ -16,6 +16,7 @@ std::string OwnVariable(absl::string_view flag) {
 
 void ApplyUpstream(const EnvLookup& env, LayeredFlags& out) {
   UpstreamTranslation translation = TranslateUpstreamEnvironment(env);
+  out.upstream_environment = translation.upstream_environment;
   if (!translation.errors.empty()) {
     out.errors.push_back(absl::StrCat("envoyproxy/ratelimit settings Sluice cannot honour:\n  ",
                                       absl::StrJoin(translation.errors, "\n  ")));
@@ -55,6 +56,31 @@ void ApplyOwnVariables(const EnvLookup& env, LayeredFlags& out) {
   }
 }
 
+// A flag's text in force, or "" when no layer set it.
+absl::string_view TextOf(const FlagTexts& flags, const std::string& flag) {
+  auto it = flags.find(flag);
+  return it != flags.end() ? absl::string_view(it->second.text) : absl::string_view();
+}
+
+// --default_config becomes --config when nothing names the rules and the environment is not
+// upstream's (flag_layers.h, "The default config").
+void ApplyDefaultConfig(LayeredFlags& layered) {
+  auto default_config = layered.flags.find("default_config");
+  if (default_config == layered.flags.end() || default_config->second.text.empty() ||
+      layered.upstream_environment || !TextOf(layered.flags, "config").empty() ||
+      TextOf(layered.flags, "config_source") == ConfigSourceKindName(ConfigSourceKind::kXds)) {
+    return;
+  }
+  const FlagText from = default_config->second;
+  const std::string set_by =
+      from.source == FlagSource::kCommandLine ? "the command line" : from.variables;
+  layered.default_config_note =
+      absl::StrCat("--config=", from.text, " from --default_config (", set_by,
+                   "): no --config, no --config_source=xds and none of envoyproxy/ratelimit's "
+                   "variables");
+  layered.flags["config"] = from;
+}
+
 }  // namespace
 
 LayeredFlags LayerEnvironment(const EnvLookup& env) {
@@ -79,6 +105,7 @@ void LayerCommandLine(const std::map<std::string, std::string>& command_line, co
     layered.notes.push_back(UpstreamAssignmentNote(
         assignment, applied, layered.flags[assignment.flag].text, overridden_by));
   }
+  ApplyDefaultConfig(layered);
 }
 
 LayeredFlags LayerFlags(const EnvLookup& env,

@@ -99,6 +99,7 @@ LoadedSettings LoadSettings(int argc, char** argv, absl::string_view flags_file)
                    &ProcessEnvironment, layered);
   out.upstream_notes = std::move(layered.notes);
   out.upstream_warnings = std::move(layered.warnings);
+  out.default_config_note = std::move(layered.default_config_note);
   out.errors.insert(out.errors.end(), layered.errors.begin(), layered.errors.end());
   SettingsOrErrors read = SettingsFromFlags(layered.flags);
   out.settings = std::move(read.settings);

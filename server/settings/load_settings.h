@@ -22,6 +22,8 @@ struct LoadedSettings {
   // are not honoured.
   std::vector<std::string> upstream_notes;
   std::vector<std::string> upstream_warnings;
+  // For the log: that --default_config stood in for --config (flag_layers.h), or empty.
+  std::string default_config_note;
 };
 
 // Parses `argv` with absl::ParseCommandLine (which prints --help and reports a malformed

@@ -328,6 +328,7 @@ using Wait = BackendWaitSettings;
 // Every flag, in server/main.cc's order.
 constexpr Entry kFlags[] = {
     Plain<&S::config, &ConfigS::path>("config"),
+    Plain<&S::config, &ConfigS::default_path>("default_config"),
     Plain<&S::grpc, &Grpc::address>("grpc_address"),
     Plain<&S::grpc, &Grpc::tls_cert>("tls_cert"),
     Plain<&S::grpc, &Grpc::tls_key>("tls_key"),

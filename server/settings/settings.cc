@@ -74,9 +74,17 @@ void CheckConfig(const ConfigSettings& config, Errors& errors) {
   if (config.source == ConfigSourceKind::kXds) {
     CheckXds(config.xds, errors);
   } else {
+    // With --default_config given, the only reason it did not stand in for --config is
+    // upstream's environment (flag_layers.h).
     errors.Check(!config.path.empty(), {"config"},
-                 "--config is required (a YAML file or a directory of them; or "
-                 "envoyproxy/ratelimit's RUNTIME_ROOT and friends; or --config_source=xds)");
+                 absl::StrCat("--config is required (a YAML file or a directory of them; or "
+                              "envoyproxy/ratelimit's RUNTIME_ROOT and friends; or "
+                              "--config_source=xds)",
+                              config.default_path.empty()
+                                  ? ""
+                                  : absl::StrCat("; --default_config=", config.default_path,
+                                                 " is not used under envoyproxy/ratelimit's "
+                                                 "variables, which name no rules here")));
   }
   errors.AtLeastOne("config_max_file_bytes", config.max_file_bytes);
   errors.AtLeastOne("config_max_nodes", config.max_nodes);

@@ -94,6 +94,11 @@ struct ConfigSettings {
   // --config: a YAML file, or a directory of them (one domain each). Required with
   // --config_source=files; not read with xds.
   std::string path;
+  // --default_config: what --config becomes when nothing names the rules (no --config, not
+  // xds) and none of envoyproxy/ratelimit's variables is set (flag_layers.h decides). The
+  // image sets it (SLUICE_DEFAULT_CONFIG=/etc/sluice/config) in place of a default command, so
+  // that the image run with no command and upstream's variables reads them as upstream's does.
+  std::string default_path;
   // --config_recursive: read `path` as envoyproxy/ratelimit's runtime directory (every file of
   // any name below it, ".." names skipped).
   bool recursive = false;

@@ -219,6 +219,7 @@ class Translator {
     OpenTelemetry();
     UpstreamCharge(upstream);
     UpstreamDefaults(upstream);
+    out_.upstream_environment = upstream;
     return std::move(out_);
   }
 

@@ -33,6 +33,10 @@ struct UpstreamTranslation {
   std::vector<std::string> warnings;
   // Must stop the start: one line each, naming the variable and its value (never a password).
   std::vector<std::string> errors;
+  // Whether the environment is upstream's: one of upstream's own variables is set (the standard
+  // OTEL_* variables alone do not make it so). Then --default_config does not apply
+  // (flag_layers.h): the rules are the ones upstream's variables name, or none.
+  bool upstream_environment = false;
 };
 
 // The value of an environment variable, or nullopt when unset. Callers treat an empty value as

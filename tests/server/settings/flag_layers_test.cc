@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/settings/setting_flags.h"
@@ -241,6 +242,190 @@ TEST_F(FlagLayersTest, EnvoyGatewayTracingBecomesSettings) {
   for (const std::string& note : layered.notes) {
     EXPECT_THAT(note, ::testing::Not(HasSubstr("s3cret")));
   }
+}
+
+
+// The image's environment (Dockerfile: ENV SLUICE_DEFAULT_CONFIG, no CMD).
+constexpr char kImageDefault[] = "SLUICE_DEFAULT_CONFIG";
+constexpr char kImageConfig[] = "/etc/sluice/config";
+// What Sluice says when nothing names the rules.
+constexpr char kConfigRequired[] =
+    "--config is required (a YAML file or a directory of them; or envoyproxy/ratelimit's "
+    "RUNTIME_ROOT and friends; or --config_source=xds)";
+
+// A deployment written for envoyproxy/ratelimit's image: its config directory mounted at
+// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config, Redis over TCP, no statsd.
+std::map<std::string, std::string> UpstreamDeployment() {
+  return {{"RUNTIME_ROOT", "/data"},
+          {"RUNTIME_SUBDIRECTORY", "ratelimit"},
+          {"REDIS_SOCKET_TYPE", "tcp"},
+          {"REDIS_URL", "127.0.0.1:6379"},
+          {"USE_STATSD", "false"}};
+}
+
+// Verifies a native run given nothing names no rules (the start stops, saying what would),
+// --default_config being unset.
+TEST_F(FlagLayersTest, DefaultConfigNothingGivenNamesNoRules) {
+  LayeredFlags layered = Layer();
+  EXPECT_FALSE(layered.upstream_environment);
+  EXPECT_EQ(layered.flags.count("config"), 0u);
+  EXPECT_EQ(layered.default_config_note, "");
+  EXPECT_THAT(SettingsFromFlags(layered.flags).errors, ElementsAre(kConfigRequired));
+}
+
+// Verifies a native run with no arguments and upstream's variables (/bin/ratelimit as upstream's
+// image runs it) reads the rules and Redis they name.
+TEST_F(FlagLayersTest, DefaultConfigNoArgumentsUpstreamVariablesNameTheRules) {
+  env_ = UpstreamDeployment();
+  LayeredFlags layered = Layer();
+  EXPECT_TRUE(layered.upstream_environment);
+  SettingsOrErrors read = SettingsFromFlags(layered.flags);
+  ASSERT_THAT(read.errors, IsEmpty());
+  EXPECT_EQ(read.settings.config.path, "/data/ratelimit/config");
+  EXPECT_TRUE(read.settings.config.recursive);
+  EXPECT_EQ(read.settings.backend.kind, BackendKind::kRedis);
+  EXPECT_THAT(read.settings.backend.redis.addresses, ElementsAre("127.0.0.1:6379"));
+  EXPECT_EQ(layered.default_config_note, "");
+}
+
+// Verifies flags name the rules whether the image's default is there or not: a native run with
+// flags is what it was, and so is the image run with them.
+TEST_F(FlagLayersTest, DefaultConfigFlagsNameTheRules) {
+  const std::map<std::string, std::string> flags = {{"config", "/rules"}, {"backend", "redis"}};
+  LayeredFlags native = Layer(flags);
+  env_ = {{kImageDefault, kImageConfig}};
+  LayeredFlags image = Layer(flags);
+  for (const LayeredFlags* layered : {&native, &image}) {
+    SettingsOrErrors read = SettingsFromFlags(layered->flags);
+    ASSERT_THAT(read.errors, IsEmpty());
+    EXPECT_EQ(read.settings.config.path, "/rules");
+    EXPECT_EQ(read.settings.backend.kind, BackendKind::kRedis);
+    EXPECT_EQ(layered->flags.at("config").source, FlagSource::kCommandLine);
+    EXPECT_EQ(layered->default_config_note, "");
+  }
+}
+
+// Verifies the image run bare (`docker run IMAGE`: no command, no variable but its own) serves
+// its example config, saying so; so does the image given other flags or SLUICE_* variables but
+// no config, or the standard OTEL_* variables alone (which are not upstream's environment).
+TEST_F(FlagLayersTest, DefaultConfigServesWhenNothingElseNamesRules) {
+  env_ = {{kImageDefault, kImageConfig}};
+  LayeredFlags layered = Layer();
+  EXPECT_FALSE(layered.upstream_environment);
+  const FlagText& config = layered.flags["config"];
+  EXPECT_EQ(config.text, kImageConfig);
+  EXPECT_EQ(config.source, FlagSource::kEnvironment);
+  EXPECT_EQ(config.variables, kImageDefault);
+  EXPECT_EQ(layered.default_config_note,
+            "--config=/etc/sluice/config from --default_config (SLUICE_DEFAULT_CONFIG): no "
+            "--config, no --config_source=xds and none of envoyproxy/ratelimit's variables");
+  SettingsOrErrors read = SettingsFromFlags(layered.flags);
+  ASSERT_THAT(read.errors, IsEmpty());
+  EXPECT_EQ(read.settings.config.path, kImageConfig);
+  EXPECT_EQ(read.settings.config.source, ConfigSourceKind::kFiles);
+  EXPECT_EQ(read.settings.backend.kind, BackendKind::kMemory);
+
+  read = SettingsFromFlags(Layer({{"backend", "redis"}, {"redis_addresses", "r:6379"}}).flags);
+  ASSERT_THAT(read.errors, IsEmpty());
+  EXPECT_EQ(read.settings.config.path, kImageConfig);
+  EXPECT_EQ(read.settings.backend.kind, BackendKind::kRedis);
+
+  env_ = {{kImageDefault, kImageConfig},
+          {"SLUICE_BACKEND", "redis"},
+          {"SLUICE_CONFIG_SOURCE", "files"},
+          {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"}};
+  layered = Layer();
+  EXPECT_FALSE(layered.upstream_environment);
+  EXPECT_EQ(SettingsFromFlags(layered.flags).settings.config.path, kImageConfig);
+
+  // Given on the command line, it is credited to it.
+  env_ = {};
+  layered = Layer({{"default_config", "/rules"}});
+  EXPECT_EQ(layered.flags["config"].text, "/rules");
+  EXPECT_THAT(layered.default_config_note, HasSubstr("from --default_config (the command line)"));
+}
+
+// Verifies the image run with no command and upstream's variables behaves as /bin/ratelimit
+// with no arguments, exactly: every flag, note and warning as without the image's default, for
+// a runtime directory, for Envoy Gateway's config over xDS, and for variables that name no rules
+// (the start stops, saying why the image's default is not used).
+TEST_F(FlagLayersTest, DefaultConfigUnusedUnderUpstreamVariables) {
+  const std::vector<std::map<std::string, std::string>> deployments = {
+      UpstreamDeployment(),
+      {{"CONFIG_TYPE", "GRPC_XDS_SOTW"},
+       {"CONFIG_GRPC_XDS_SERVER_URL", "envoy-gateway:18001"},
+       {"FORCE_START_WITHOUT_INITIAL_CONFIG", "true"},
+       {"REDIS_SOCKET_TYPE", "tcp"},
+       {"REDIS_URL", "redis:6379"}},
+      {{"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "redis:6379"}},
+      {{"LOG_LEVEL", "debug"}},
+  };
+  for (const auto& deployment : deployments) {
+    env_ = deployment;
+    LayeredFlags native = Layer();
+    env_[kImageDefault] = kImageConfig;
+    LayeredFlags image = Layer();
+    EXPECT_TRUE(image.upstream_environment);
+    EXPECT_EQ(image.default_config_note, "");
+    ASSERT_EQ(image.flags.count("default_config"), 1u);
+    image.flags.erase("default_config");
+    ASSERT_EQ(image.flags.size(), native.flags.size());
+    for (const auto& [flag, text] : native.flags) {
+      EXPECT_EQ(image.flags[flag].text, text.text) << flag;
+      EXPECT_EQ(image.flags[flag].source, text.source) << flag;
+    }
+    EXPECT_EQ(image.notes, native.notes);
+    EXPECT_EQ(image.warnings, native.warnings);
+    EXPECT_EQ(image.errors, native.errors);
+  }
+
+  env_ = UpstreamDeployment();
+  env_[kImageDefault] = kImageConfig;
+  EXPECT_EQ(SettingsFromFlags(Layer().flags).settings.config.path, "/data/ratelimit/config");
+
+  env_ = deployments[1];
+  env_[kImageDefault] = kImageConfig;
+  SettingsOrErrors read = SettingsFromFlags(Layer().flags);
+  ASSERT_THAT(read.errors, IsEmpty());
+  EXPECT_EQ(read.settings.config.source, ConfigSourceKind::kXds);
+  EXPECT_EQ(read.settings.config.path, "");
+
+  env_ = deployments[2];
+  EXPECT_THAT(SettingsFromFlags(Layer().flags).errors, ElementsAre(kConfigRequired));
+  env_[kImageDefault] = kImageConfig;
+  EXPECT_THAT(SettingsFromFlags(Layer().flags).errors,
+              ElementsAre(absl::StrCat(kConfigRequired,
+                                       "; --default_config=/etc/sluice/config is not used under "
+                                       "envoyproxy/ratelimit's variables, which name no rules "
+                                       "here")));
+}
+
+// Verifies anything that names the rules wins over the image's default: --config and
+// SLUICE_CONFIG, --config_source=xds; and, with upstream's variables too, the command line
+// still wins over them as documented (README, Flags), the note saying so.
+TEST_F(FlagLayersTest, DefaultConfigLosesToAnythingNamingTheRules) {
+  env_ = {{kImageDefault, kImageConfig}, {"SLUICE_CONFIG", "/own"}};
+  LayeredFlags layered = Layer();
+  EXPECT_EQ(layered.flags["config"].text, "/own");
+  EXPECT_EQ(layered.default_config_note, "");
+
+  env_ = {{kImageDefault, kImageConfig}};
+  layered = Layer({{"config_source", "xds"}});
+  EXPECT_EQ(layered.flags.count("config"), 0u);
+  EXPECT_EQ(layered.default_config_note, "");
+
+  env_ = UpstreamDeployment();
+  env_[kImageDefault] = kImageConfig;
+  layered = Layer({{"config", "/rules"}});
+  SettingsOrErrors read = SettingsFromFlags(layered.flags);
+  ASSERT_THAT(read.errors, IsEmpty());
+  EXPECT_EQ(read.settings.config.path, "/rules");
+  EXPECT_EQ(read.settings.backend.kind, BackendKind::kRedis);  // upstream's, not overridden
+  EXPECT_THAT(layered.notes,
+              ::testing::Contains("RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY, "
+                                  "RUNTIME_IGNOREDOTFILES: --config=/data/ratelimit/config "
+                                  "overridden by the command line (--config=/rules in force)"));
+  EXPECT_EQ(layered.default_config_note, "");
 }
 
 }  // namespace

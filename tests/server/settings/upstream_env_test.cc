@@ -117,6 +117,17 @@ TEST_F(UpstreamEnvTest, NothingSetIsEmpty) {
   EXPECT_THAT(t.flags, IsEmpty());
   EXPECT_THAT(t.warnings, IsEmpty());
   EXPECT_THAT(t.errors, IsEmpty());
+  EXPECT_FALSE(t.upstream_environment);
+}
+
+// Verifies any one of upstream's own variables makes the environment upstream's, whether it is
+// honoured, only warned about, or refused.
+TEST_F(UpstreamEnvTest, AnyOwnVariableIsUpstreamEnvironment) {
+  for (const char* variable :
+       {"LOG_LEVEL", "REDIS_URL", "RUNTIME_ROOT", "USE_STATSD", "EXPIRATION_JITTER_MAX_SECONDS"}) {
+    EXPECT_TRUE(TranslateAll({{variable, "1"}}).upstream_environment) << variable;
+  }
+  EXPECT_TRUE(TranslateAll({{"BACKEND_TYPE", "memcache"}}).upstream_environment);
 }
 
 // Verifies the listeners: host/port pairs with upstream's defaults for the missing half, IPv6
@@ -920,6 +931,7 @@ TEST_F(UpstreamEnvTest, OtelVariablesAloneAreNotUpstream) {
                                         {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"}});
   EXPECT_EQ(Flag(t, "tracing_endpoint"), "http://c:4318/v1/traces");
   EXPECT_EQ(Flag(t, "default_charge_fixed_window"), "unset");
+  EXPECT_FALSE(t.upstream_environment);
   EXPECT_EQ(Flag(TranslateAll({{"TRACING_ENABLED", "true"}}), "default_charge_fixed_window"), "always");
 }
 
