@@ -89,12 +89,16 @@ descriptors:
 )");
   ASSERT_TRUE(config.ok()) << config.status();
   const Domain& domain = *(*config)->FindDomain("kw");
-  BucketMatch match = MatchBucket(domain, {{"user", "u1"}, {"svc", "api"}});
+  // The match's path views the pairs given: they must outlive it.
+  const std::vector<std::pair<std::string, std::string>> first = {{"user", "u1"}, {"svc", "api"}};
+  BucketMatch match = MatchBucket(domain, first);
   ASSERT_NE(match.node, nullptr);
   EXPECT_EQ(match.node->rules.front().requests_per_unit, 7u);
   ASSERT_EQ(match.path.size(), 2u);
   EXPECT_EQ(match.path[0].key, "svc");
-  match = MatchBucket(domain, {{"svc_name", "api"}, {"user", "u1"}});
+  const std::vector<std::pair<std::string, std::string>> second = {{"svc_name", "api"},
+                                                                    {"user", "u1"}};
+  match = MatchBucket(domain, second);
   ASSERT_NE(match.node, nullptr);
   EXPECT_EQ(match.node->rules.front().requests_per_unit, 7u);
   EXPECT_EQ(MatchBucket(domain, {{"svc", "api"}}).node, nullptr);  // the wildcard has no rule
