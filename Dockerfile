@@ -22,13 +22,15 @@ RUN BUILD_TYPE=Release TESTS=OFF ./scripts/build sluice sluicectl
 # ---- runtime ----
 FROM debian:12-slim
 # The runtime packages of every library the two binaries link (Debian 12 names; libc6 comes
-# with the base image), and the system's CA bundle (Sluice's own TLS reads the files its
-# --tls_* flags name).
+# with the base image; libcurl4, the OTLP/HTTP exporter's client, brings the libraries it links
+# itself as its dependencies), and the system's CA bundle (Sluice's own TLS reads the files its
+# --tls_* flags name; the OTLP exporters trust it without --tracing_ca).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       ca-certificates \
       libabsl20220623 \
       libc-ares2 \
+      libcurl4 \
       libevent-core-2.1-7 \
       libevent-extra-2.1-7 \
       libevent-pthreads-2.1-7 \

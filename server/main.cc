@@ -3,6 +3,8 @@
 // loads the settings (envoyproxy/ratelimit's variables < SLUICE_* variables < the command
 // line), reports everything wrong with them at once, and hands them to RunProcess
 // (server/process/process.h): settings -> assembly -> lifecycle.
+#include <curl/curl.h>
+
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -474,6 +476,12 @@ int main(int argc, char** argv) {
     for (const std::string& error : loaded.errors) {
       std::fprintf(stderr, "sluice: %s\n", error.c_str());
     }
+    return 1;
+  }
+  // libcurl's process-wide state (the OTLP/HTTP exporter's client), made once here, before any
+  // thread starts, as libcurl asks; the decision path never touches libcurl.
+  if (const CURLcode curl = curl_global_init(CURL_GLOBAL_DEFAULT); curl != CURLE_OK) {
+    std::fprintf(stderr, "sluice: libcurl cannot start: %s\n", curl_easy_strerror(curl));
     return 1;
   }
   return sluice::RunProcess(loaded);

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "server/common/status_macros.h"
-#include "server/trace/otlp/http_url.h"
+#include "server/trace/otlp/otlp_endpoint.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
 #include "server/trace/otlp/otlp_wire.h"
@@ -49,12 +49,12 @@ absl::StatusOr<OtlpGrpcTarget> ParseOtlpGrpcEndpoint(absl::string_view endpoint,
   const std::string url =
       has_scheme ? std::string(endpoint)
                  : absl::StrCat(insecure ? "http://" : "https://", endpoint);
-  absl::StatusOr<HttpUrl> parsed = ParseHttpUrl(url, "");
+  absl::StatusOr<OtlpEndpoint> parsed = ParseOtlpEndpoint(url, "");
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("OTLP/gRPC endpoint \"", endpoint, "\": ", parsed.status().message()));
   }
-  if (!parsed->path.empty() && parsed->path != "/") {
+  if (parsed->path != "/") {
     return absl::InvalidArgumentError(absl::StrCat(
         "OTLP/gRPC endpoint \"", endpoint, "\": has a path; gRPC's is the method's"));
   }

@@ -1,8 +1,11 @@
 // Tests of both OTLP exporters (otlp_grpc_exporter.h, otlp_http_exporter.h) against the fake
-// collector, of their endpoint parsing, and of the HTTP client's TLS against a small HTTPS
-// server made here.
+// collector, of their endpoint parsing (otlp_endpoint.h), and of what the HTTP exporter's libcurl
+// does for it: answers however framed, redirects not followed, TLS against a small HTTPS server
+// made here, and proxies from the environment, through a small proxy made here.
+#include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,20 +14,25 @@
 #include <deque>
 #include <mutex>
 #include <csignal>
+#include <cstdlib>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/trace/otlp/batch_span_processor.h"
-#include "server/trace/otlp/http_url.h"
+#include "server/trace/otlp/otlp_endpoint.h"
 #include "server/trace/otlp/otlp_grpc_exporter.h"
 #include "server/trace/otlp/otlp_http_exporter.h"
 #include "tests/support/certificates.h"
@@ -226,6 +234,37 @@ TEST(OtlpHttpExporterTest, KeepsOneConnectionAndReconnects) {
   EXPECT_TRUE((*collector)->WaitForSpans(4, kWait));
 }
 
+// Verifies the HTTP request's own headers: the exporter's User-Agent, a configured header with an
+// empty value sent as one, and no "Expect: 100-continue" even for a batch of a megabyte or more
+// (libcurl's own would hold it back for a round trip).
+TEST(OtlpHttpExporterTest, SendsHeadersAsGivenAndNoExpect) {
+  auto collector = FakeOtlpCollector::Start();
+  ASSERT_TRUE(collector.ok()) << collector.status();
+  OtlpExporterOptions options = Options((*collector)->http_endpoint());
+  options.headers.emplace_back("X-Empty", "");
+  auto exporter = OtlpHttpExporter::Create(options);
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  std::vector<SpanData> spans = Spans(2);
+  const std::string long_value(200, 'v');
+  for (SpanData& span : spans) {
+    for (int i = 0; i < 32; ++i) {
+      span.Add("sluice.test", absl::string_view(long_value));
+    }
+  }
+  std::vector<SpanData> batch;
+  for (int i = 0; i < 150; ++i) {
+    batch.insert(batch.end(), spans.begin(), spans.end());
+  }
+  const absl::Status status = (*exporter)->Export(batch);
+  EXPECT_TRUE(status.ok()) << status;
+  const auto exports = (*collector)->Exports();
+  ASSERT_EQ(exports.size(), 1u);
+  EXPECT_GE(exports[0].request.ByteSizeLong(), 1u << 20);
+  EXPECT_EQ(Header(exports[0], "user-agent"), "sluice-otlp");
+  EXPECT_EQ(Header(exports[0], "x-empty"), "");
+  EXPECT_EQ(Header(exports[0], "expect"), "<none>");
+}
+
 // Verifies that options that cannot work are refused when the exporter is made, by name.
 TEST(OtlpExporterOptionsTest, CreateRefusesBadOptions) {
   struct Case {
@@ -265,7 +304,7 @@ TEST(OtlpExporterOptionsTest, CreateRefusesBadOptions) {
 
 // Verifies URL parsing: schemes, default ports and path, IPv6 literals, queries, and what is
 // refused.
-TEST(HttpUrlTest, ParsesOtlpUrls) {
+TEST(OtlpEndpointTest, ParsesOtlpUrls) {
   struct Case {
     std::string url;
     bool ok = false;
@@ -273,28 +312,36 @@ TEST(HttpUrlTest, ParsesOtlpUrls) {
     std::string host = "";
     int port = 0;
     std::string path = "";
-    std::string host_header = "";
+    std::string written = "";
   };
   const std::vector<Case> cases = {
       {"http://collector:4318/v1/traces", true, false, "collector", 4318, "/v1/traces",
-       "collector:4318"},
-      {"http://collector:4318", true, false, "collector", 4318, "/v1/traces", "collector:4318"},
+       "http://collector:4318/v1/traces"},
+      {"http://collector:4318", true, false, "collector", 4318, "/v1/traces",
+       "http://collector:4318/v1/traces"},
       {"https://otel.example.com", true, true, "otel.example.com", 443, "/v1/traces",
-       "otel.example.com"},
-      {"http://collector", true, false, "collector", 80, "/v1/traces", "collector"},
-      {"http://collector:80/", true, false, "collector", 80, "/", "collector"},
+       "https://otel.example.com/v1/traces"},
+      {"http://collector", true, false, "collector", 80, "/v1/traces",
+       "http://collector/v1/traces"},
+      {"http://collector:80/", true, false, "collector", 80, "/", "http://collector:80/"},
       {"https://collector:443/otlp/v1/traces?tenant=a", true, true, "collector", 443,
-       "/otlp/v1/traces?tenant=a", "collector"},
-      {"http://collector:4318?x=1", true, false, "collector", 4318, "/?x=1", "collector:4318"},
-      {"http://[::1]:4318/v1/traces", true, false, "::1", 4318, "/v1/traces", "[::1]:4318"},
-      {"https://[fd00::2]", true, true, "fd00::2", 443, "/v1/traces", "[fd00::2]"},
+       "/otlp/v1/traces?tenant=a", "https://collector:443/otlp/v1/traces?tenant=a"},
+      {"http://collector:4318?x=1", true, false, "collector", 4318, "/?x=1",
+       "http://collector:4318/?x=1"},
+      {"http://[::1]:4318/v1/traces", true, false, "[::1]", 4318, "/v1/traces",
+       "http://[::1]:4318/v1/traces"},
+      {"https://[fd00::2]", true, true, "[fd00::2]", 443, "/v1/traces",
+       "https://[fd00::2]/v1/traces"},
       {"http://10.0.0.7:4318/v1/traces", true, false, "10.0.0.7", 4318, "/v1/traces",
-       "10.0.0.7:4318"},
+       "http://10.0.0.7:4318/v1/traces"},
+      // An empty port is the scheme's (RFC 3986, 3.2.3), as libcurl reads it.
+      {"http://collector:/v1/traces", true, false, "collector", 80, "/v1/traces",
+       "http://collector/v1/traces"},
       {"collector:4318", false},
       {"grpc://collector:4317", false},
+      {"ftp://collector:21/v1/traces", false},
       {"http://", false},
       {"http://:4318/v1/traces", false},
-      {"http://collector:/v1/traces", false},
       {"http://collector:0", false},
       {"http://collector:65536", false},
       {"http://collector:43a8", false},
@@ -305,20 +352,22 @@ TEST(HttpUrlTest, ParsesOtlpUrls) {
       {"http://[collector]:4318", false},
       {"http://[::1]4318", false},
       {"http://coll ector:4318", false},
+      {"http://collector:4318/v1/tra ces", false},
   };
   for (const Case& c : cases) {
-    absl::StatusOr<HttpUrl> url = ParseHttpUrl(c.url, "/v1/traces");
-    ASSERT_EQ(url.ok(), c.ok) << c.url << ": " << url.status();
+    absl::StatusOr<OtlpEndpoint> endpoint = ParseOtlpEndpoint(c.url, "/v1/traces");
+    ASSERT_EQ(endpoint.ok(), c.ok) << c.url << ": " << endpoint.status();
     if (!c.ok) {
-      EXPECT_EQ(url.status().code(), absl::StatusCode::kInvalidArgument) << c.url;
-      EXPECT_THAT(std::string(url.status().message()), HasSubstr(c.url));
+      EXPECT_EQ(endpoint.status().code(), absl::StatusCode::kInvalidArgument) << c.url;
+      EXPECT_THAT(std::string(endpoint.status().message()), HasSubstr(c.url));
       continue;
     }
-    EXPECT_EQ(url->tls, c.tls) << c.url;
-    EXPECT_EQ(url->host, c.host) << c.url;
-    EXPECT_EQ(url->port, c.port) << c.url;
-    EXPECT_EQ(url->path, c.path) << c.url;
-    EXPECT_EQ(url->HostHeader(), c.host_header) << c.url;
+    EXPECT_EQ(endpoint->tls, c.tls) << c.url;
+    EXPECT_EQ(endpoint->host, c.host) << c.url;
+    EXPECT_EQ(endpoint->port, c.port) << c.url;
+    EXPECT_EQ(endpoint->path, c.path) << c.url;
+    EXPECT_EQ(endpoint->url, c.written) << c.url;
+    EXPECT_EQ(endpoint->Authority(), absl::StrCat(c.host, ":", c.port)) << c.url;
   }
 }
 
@@ -457,10 +506,11 @@ class ScriptedHttpServer {
   std::thread thread_;
 };
 
-// Verifies the HTTP client's reading of responses: a chunked error body (extensions, trailer)
-// read to its end so the connection carries the next export; an interim 100 skipped; an
-// HTTP/1.0 body delimited by the close, after which a new connection is made; a 204 without a
-// body; an error body kept only up to 256 bytes; and a reply that is not HTTP.
+// Verifies how the HTTP exporter takes answers however they are framed: a chunked error body
+// (extensions, trailer) read to its end so the connection carries the next export; an interim
+// 100 skipped; an HTTP/1.0 body delimited by the close, after which a new connection is made; a
+// 204 without a body; a redirect reported, not followed (the next scripted answer goes to the next
+// export); an error body kept only up to 256 bytes; and a reply that is not HTTP.
 TEST(OtlpHttpExporterTest, ReadsEveryResponseFraming) {
   const std::string long_body(1000, 'x');
   ScriptedHttpServer server({
@@ -469,6 +519,7 @@ TEST(OtlpHttpExporterTest, ReadsEveryResponseFraming) {
       {"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"},
       {"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\naccepted", /*close=*/true},
       {"HTTP/1.1 204 No Content\r\n\r\n"},
+      {"HTTP/1.1 307 Temporary Redirect\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n"},
       {absl::StrCat("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 1000\r\n\r\n",
                     long_body)},
       {"SSH-2.0-OpenSSH_9.2\r\n\r\n", /*close=*/true},
@@ -492,13 +543,19 @@ TEST(OtlpHttpExporterTest, ReadsEveryResponseFraming) {
   EXPECT_EQ((*exporter)->connections_made(), 2);
 
   status = (*exporter)->Export(Spans(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnknown) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("HTTP/1.1 307 Temporary Redirect"));
+
+  status = (*exporter)->Export(Spans(1));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("HTTP/1.1 503 Service Unavailable"));
   EXPECT_THAT(std::string(status.message()), HasSubstr(std::string(256, 'x')));
   EXPECT_THAT(std::string(status.message()), Not(HasSubstr(std::string(257, 'x'))));
 
   status = (*exporter)->Export(Spans(1));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr("not an HTTP/1.x response"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("HTTP/0.9"));
+  EXPECT_EQ(server.connections(), 2);
 }
 
 // A small HTTPS server: answers every request with 200 (and counts those that are export
@@ -715,6 +772,20 @@ TEST_F(OtlpTlsTest, HttpExporterChecksTheServersCertificateAndName) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("certificate"));
 
+  // Without a CA file the system's trust store decides, and it does not know the test CA.
+  options.ca_file = "";
+  std::unique_ptr<SpanExporter> system_roots = Make(Protocol::kHttp, options);
+  ASSERT_NE(system_roots, nullptr);
+  status = system_roots->Export(Spans(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("certificate"));
+
+  // A CA file without a certificate in it is refused when the exporter is made.
+  options.ca_file = File("server.key");
+  const absl::Status refused = OtlpHttpExporter::Create(options).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("server.key"));
+
   if (server.dual_stack()) {
     // ::1 is the same machine, but not a name the certificate carries.
     options = Options(absl::StrCat("https://[::1]:", server.port(), "/v1/traces"));
@@ -723,9 +794,285 @@ TEST_F(OtlpTlsTest, HttpExporterChecksTheServersCertificateAndName) {
     ASSERT_NE(wrong_name, nullptr);
     status = wrong_name->Export(Spans(1));
     EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-    EXPECT_THAT(std::string(status.message()), HasSubstr("IP address mismatch"));
+    EXPECT_THAT(std::string(status.message()), HasSubstr("target host name '::1'"));
   }
   EXPECT_EQ(server.exports(), 2);
+}
+
+// The proxy variables libcurl (and the exporter) read, set or unset for one test and restored
+// after it.
+class ScopedProxyEnvironment {
+ public:
+  static constexpr const char* kNames[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
+                                           "HTTPS_PROXY", "all_proxy",  "ALL_PROXY",
+                                           "no_proxy",    "NO_PROXY"};
+
+  // Every proxy variable unset, then `set` set.
+  explicit ScopedProxyEnvironment(std::vector<std::pair<std::string, std::string>> set) {
+    for (const char* name : kNames) {
+      const char* value = std::getenv(name);
+      saved_.emplace_back(name, value == nullptr ? std::nullopt
+                                                 : std::optional<std::string>(value));
+      ::unsetenv(name);
+    }
+    for (const auto& [name, value] : set) {
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+  ~ScopedProxyEnvironment() {
+    for (const auto& [name, value] : saved_) {
+      if (value.has_value()) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// A forward HTTP proxy of the smallest kind, on loopback. For each connection it reads the first
+// request's head: a CONNECT opens a tunnel to the host and port it names (https); any other
+// request, in absolute form ("POST http://host:port/path HTTP/1.1"), goes to that origin with its
+// target made a path. From then on it copies bytes both ways as they come, so a connection
+// carries one origin's traffic. It records each connection's first request line.
+class TinyProxy {
+ public:
+  TinyProxy() {
+    const testing::LoopbackListener listener = testing::ListenOnLoopback(8);
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
+    accepter_ = std::thread([this] { Accept(); });
+  }
+  ~TinyProxy() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    accepter_.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int fd : open_) {
+        ::shutdown(fd, SHUT_RDWR);
+      }
+    }
+    for (std::thread& handler : handlers_) {
+      handler.join();
+    }
+    ::close(listen_fd_);
+  }
+
+  std::string url() const { return absl::StrCat("http://127.0.0.1:", port_); }
+  std::vector<std::string> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+ private:
+  void Accept() {
+    while (true) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) {
+          continue;
+        }
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      open_.insert(fd);
+      handlers_.emplace_back([this, fd] { Serve(fd); });
+    }
+  }
+
+  // A connection to host:port (host may be a bracketed IPv6 literal), or -1.
+  static int Connect(const std::string& authority) {
+    const size_t colon = authority.rfind(':');
+    std::string host = authority.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[') {
+      host = host.substr(1, host.size() - 2);
+    }
+    const std::string port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) {
+      return -1;
+    }
+    int fd = -1;
+    for (const addrinfo* address = found; address != nullptr && fd < 0;
+         address = address->ai_next) {
+      fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, 0);
+      if (fd >= 0 && ::connect(fd, address->ai_addr, address->ai_addrlen) != 0) {
+        ::close(fd);
+        fd = -1;
+      }
+    }
+    ::freeaddrinfo(found);
+    return fd;
+  }
+
+  static bool SendAll(int fd, absl::string_view data) {
+    while (!data.empty()) {
+      const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n <= 0) {
+        return false;
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  void Serve(int client) {
+    std::string in;
+    char buffer[16 * 1024];
+    size_t head_end = 0;
+    while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
+      const ssize_t n = ::recv(client, buffer, sizeof(buffer), 0);
+      if (n <= 0) {
+        break;
+      }
+      in.append(buffer, static_cast<size_t>(n));
+    }
+    int upstream = -1;
+    if (head_end != std::string::npos) {
+      const std::string line = in.substr(0, in.find("\r\n"));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        requests_.push_back(line);
+      }
+      const std::vector<std::string> parts = absl::StrSplit(line, ' ');
+      if (parts.size() == 3 && parts[0] == "CONNECT") {
+        upstream = Connect(parts[1]);
+        if (upstream >= 0 &&
+            SendAll(client, "HTTP/1.1 200 Connection established\r\n\r\n")) {
+          in.erase(0, head_end + 4);
+        }
+      } else if (parts.size() == 3 && absl::StartsWith(parts[1], "http://")) {
+        const std::string target = parts[1].substr(7);
+        const size_t slash = target.find('/');
+        upstream = Connect(target.substr(0, slash));
+        const std::string path = slash == std::string::npos ? "/" : target.substr(slash);
+        in = absl::StrCat(parts[0], " ", path, " ", parts[2], in.substr(line.size()));
+      }
+    }
+    if (upstream >= 0 && (in.empty() || SendAll(upstream, in))) {
+      Copy(client, upstream);
+    }
+    if (upstream >= 0) {
+      ::close(upstream);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    open_.erase(client);
+    ::close(client);
+  }
+
+  // Copies bytes both ways until either side closes.
+  static void Copy(int client, int upstream) {
+    char buffer[16 * 1024];
+    pollfd ready[2] = {{client, POLLIN, 0}, {upstream, POLLIN, 0}};
+    while (::poll(ready, 2, -1) > 0) {
+      for (int i = 0; i < 2; ++i) {
+        if (ready[i].revents == 0) {
+          continue;
+        }
+        const ssize_t n = ::recv(ready[i].fd, buffer, sizeof(buffer), 0);
+        if (n <= 0 ||
+            !SendAll(ready[1 - i].fd, absl::string_view(buffer, static_cast<size_t>(n)))) {
+          return;
+        }
+      }
+    }
+  }
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread accepter_;
+  mutable std::mutex mu_;
+  std::set<int> open_;
+  std::vector<std::thread> handlers_;
+  std::vector<std::string> requests_;
+};
+
+// Verifies that a proxy named by http_proxy or HTTP_PROXY carries the exports to an http://
+// collector (here a dead one: nothing reaches the collector), and that NO_PROXY naming the
+// collector's host keeps them direct whatever the proxy variables say.
+TEST(OtlpHttpExporterTest, ProxyVariablesAndNoProxy) {
+  auto collector = FakeOtlpCollector::Start();
+  ASSERT_TRUE(collector.ok()) << collector.status();
+  const int dead_port = testing::FreePort();
+  const std::string dead_proxy = absl::StrCat("http://127.0.0.1:", dead_port);
+  for (const char* variable : {"http_proxy", "HTTP_PROXY", "ALL_PROXY"}) {
+    {
+      ScopedProxyEnvironment environment({{variable, dead_proxy}});
+      auto exporter = OtlpHttpExporter::Create(Options((*collector)->http_endpoint()));
+      ASSERT_TRUE(exporter.ok()) << exporter.status();
+      const absl::Status status = (*exporter)->Export(Spans(1));
+      EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << variable << ": " << status;
+      // The proxy's port, not the collector's: the export went to the proxy.
+      EXPECT_THAT(std::string(status.message()), HasSubstr(absl::StrCat("port ", dead_port)));
+    }
+    for (const char* no_proxy : {"127.0.0.1", "localhost,127.0.0.0/8", "*"}) {
+      ScopedProxyEnvironment environment({{variable, dead_proxy}, {"NO_PROXY", no_proxy}});
+      auto exporter = OtlpHttpExporter::Create(Options((*collector)->http_endpoint()));
+      ASSERT_TRUE(exporter.ok()) << exporter.status();
+      const absl::Status status = (*exporter)->Export(Spans(1));
+      EXPECT_TRUE(status.ok()) << variable << ", NO_PROXY=" << no_proxy << ": " << status;
+    }
+  }
+  // An https proxy is not one for an http:// collector.
+  ScopedProxyEnvironment environment({{"HTTPS_PROXY", dead_proxy}});
+  auto exporter = OtlpHttpExporter::Create(Options((*collector)->http_endpoint()));
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const absl::Status status = (*exporter)->Export(Spans(1));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ((*collector)->exports(), 10);
+}
+
+// Verifies that exports to an http:// collector go through the proxy HTTP_PROXY names, with the
+// collector's URL as the target, and arrive whole.
+TEST(OtlpHttpExporterTest, ExportsThroughAProxy) {
+  auto collector = FakeOtlpCollector::Start();
+  ASSERT_TRUE(collector.ok()) << collector.status();
+  TinyProxy proxy;
+  ScopedProxyEnvironment environment({{"HTTP_PROXY", proxy.url()}});
+  auto exporter = OtlpHttpExporter::Create(Options((*collector)->http_endpoint()));
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const absl::Status status = (*exporter)->Export(Spans(3));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE((*collector)->WaitForSpans(3, kWait));
+  EXPECT_THAT(proxy.requests(),
+              ::testing::ElementsAre(absl::StrCat("POST ", (*collector)->http_endpoint(),
+                                                  " HTTP/1.1")));
+  const auto exports = (*collector)->Exports();
+  ASSERT_EQ(exports.size(), 1u);
+  EXPECT_EQ(Header(exports[0], "x-tenant"), "blue");
+}
+
+// Verifies that exports to an https:// collector go through the tunnel (CONNECT) of the proxy
+// HTTPS_PROXY names, the collector's certificate still checked end to end.
+TEST_F(OtlpTlsTest, HttpExporterTunnelsThroughAProxy) {
+  TlsHttpServer server;
+  ASSERT_TRUE(server.Start(File("server.crt"), File("server.key")));
+  TinyProxy proxy;
+  ScopedProxyEnvironment environment({{"HTTPS_PROXY", proxy.url()}});
+  OtlpExporterOptions options =
+      Options(absl::StrCat("https://localhost:", server.port(), "/v1/traces"));
+  options.ca_file = File("ca.crt");
+  std::unique_ptr<SpanExporter> exporter = Make(Protocol::kHttp, options);
+  ASSERT_NE(exporter, nullptr);
+  absl::Status status = exporter->Export(Spans(2));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(server.exports(), 1);
+  exporter.reset();  // the server serves one connection at a time
+
+  options.ca_file = File("other-ca.crt");
+  std::unique_ptr<SpanExporter> untrusted = Make(Protocol::kHttp, options);
+  ASSERT_NE(untrusted, nullptr);
+  status = untrusted->Export(Spans(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("certificate"));
+  EXPECT_EQ(server.exports(), 1);
+  const std::string connect = absl::StrCat("CONNECT localhost:", server.port(), " HTTP/1.1");
+  EXPECT_THAT(proxy.requests(), ::testing::ElementsAre(connect, connect));
 }
 
 }  // namespace
