@@ -33,7 +33,7 @@ using testing::RedisServer;
 using testing::SluiceServer;
 using testing::TempDir;
 
-// The README's in-flight example, with 3 in flight instead of 10; its `charge: if_admitted`
+// docs/algorithms.md's in-flight example, with 3 in flight instead of 10; its `charge: if_admitted`
 // twin; and a plain limit far above the load, whose answers say whether Redis decided (a failure
 // mode's answer carries no remaining).
 constexpr char kConfig[] = R"(domain: edge
@@ -51,7 +51,7 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1000000}
 )";
 
-// One request through Envoy's rate-limit filter, on the README's route:
+// One request through Envoy's rate-limit filter, on that page's route:
 //   rate_limits:
 //     - actions: [{request_headers: {header_name: x-user, descriptor_key: user_inflight}}]
 //     - actions: [{request_headers: {header_name: x-user, descriptor_key: user_inflight}}]

@@ -1,6 +1,6 @@
-// The worked examples of the README's "ride-hailing platform" section, decision by decision,
-// on examples/config/rideshare.yaml, and of its "Token and cost budgets" section, on
-// examples/config/ai_tokens.yaml: if this fails, the README is wrong.
+// The worked examples of docs/algorithms.md's "ride-hailing platform" section, decision by
+// decision, on examples/config/rideshare.yaml, and of its "Token and cost budgets" section, on
+// examples/config/ai_tokens.yaml: if this fails, that page is wrong.
 #include <memory>
 #include <string>
 
