@@ -165,8 +165,8 @@ ABSL_FLAG(std::string, statsd_mogrifiers, "",
           "(\"key:value,...\"), $1... standing for its groups (upstream's "
           "USE_DOG_STATSD_MOGRIFIERS and DOG_STATSD_MOGRIFIER_<ID>_PATTERN, _NAME, _TAGS)");
 ABSL_FLAG(std::string, backend, std::string(sluice::BackendKindName(Defaults().backend.kind)),
-          "where limits are kept: memory (in process), redis or redis_cluster (shared by every "
-          "replica)");
+          "where limits are kept: memory (in process), redis, redis_cluster or memcached (shared "
+          "by every replica; memcached keeps fixed windows only)");
 ABSL_FLAG(std::string, redis_addresses, absl::StrJoin(Defaults().backend.redis.addresses, ","),
           "redis: the server, HOST:PORT; redis_cluster: seed nodes, HOST:PORT,HOST:PORT,... "
           "(not with --redis_sentinels, which find the server)");
@@ -271,6 +271,30 @@ ABSL_FLAG(std::string, redis_per_second_sentinel_password,
           "password of the per-second Redis's sentinels");
 ABSL_FLAG(int32_t, redis_per_second_connections, Defaults().backend.per_second.connections,
           "per-second Redis connections per I/O thread");
+ABSL_FLAG(std::string, memcached_servers, absl::StrJoin(Defaults().backend.memcached.servers, ","),
+          "--backend=memcached: the servers, HOST:PORT,... (or unix:PATH), keys placed over them "
+          "in this order as envoyproxy/ratelimit places them (not with --memcached_srv)");
+ABSL_FLAG(std::string, memcached_srv, Defaults().backend.memcached.srv,
+          "--backend=memcached: a DNS SRV name, _service._proto.name, whose targets are the "
+          "servers (not with --memcached_servers)");
+ABSL_FLAG(absl::Duration, memcached_srv_refresh, Defaults().backend.memcached.srv_refresh,
+          "how often --memcached_srv is looked up again (0: only at start)");
+ABSL_FLAG(int32_t, memcached_connections, Defaults().backend.memcached.connections,
+          "connections to each memcached server (pipelined)");
+ABSL_FLAG(bool, memcached_tls, Defaults().backend.memcached.tls,
+          "TLS to the memcached servers (HOST:PORT, not unix:)");
+ABSL_FLAG(std::string, memcached_tls_ca, Defaults().backend.memcached.tls_ca,
+          "--memcached_tls: PEM CA bundle trusted besides the system's roots");
+ABSL_FLAG(std::string, memcached_tls_cert, Defaults().backend.memcached.tls_cert,
+          "--memcached_tls: PEM certificate chain of this client (with --memcached_tls_key)");
+ABSL_FLAG(std::string, memcached_tls_key, Defaults().backend.memcached.tls_key,
+          "--memcached_tls: PEM key of --memcached_tls_cert");
+ABSL_FLAG(std::string, memcached_tls_server_name, Defaults().backend.memcached.tls_server_name,
+          "--memcached_tls: the name sent as SNI and checked in each server's certificate, in "
+          "place of its host");
+ABSL_FLAG(bool, memcached_tls_skip_hostname_verification,
+          Defaults().backend.memcached.tls_skip_hostname_verification,
+          "--memcached_tls: verify the servers' certificate chain but not the name in it");
 ABSL_FLAG(int64_t, over_limit_cache_keys, Defaults().limiter.over_limit_cache_keys,
           "redis backend: keys remembered as over limit, answered without a Redis call until "
           "their retry time (0 disables)");

@@ -109,6 +109,11 @@ struct LimitParams {
   // a check that charges always is charged whatever the group's outcome; the others consume
   // only when the whole group is admitted.
   Charge charge = Charge::kIfAdmitted;
+  // Storage only, never the arithmetic: the rule is one of several on its descriptor
+  // (rate_limits). A store whose keys name no rule, as envoyproxy/ratelimit's keys on memcached
+  // do (upstream has one rule per descriptor), tells this rule's windows from the others' by
+  // their period (server/key/upstream_key.h). Set by the config; false for a request's override.
+  bool shares_descriptor = false;
 };
 
 struct Decision {

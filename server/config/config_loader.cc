@@ -165,7 +165,9 @@ absl::StatusOr<std::vector<ConfigSource>> ReadSources(const std::string& path,
 absl::StatusOr<std::unique_ptr<Config>> LoadSources(const std::vector<ConfigSource>& sources,
                                                     const ConfigLoadOptions& options) {
   YamlConfigReader reader(options.max_nodes, options.max_scalar_bytes, options.strict);
-  ConfigValidator validator(ValidateOptions{options.merge_domains});
+  ConfigValidator validator(
+      ValidateOptions{.merge_domains = options.merge_domains,
+                      .fixed_windows_only = options.fixed_windows_only});
   // One file at a time, read then validated: a file's errors come before the next one's.
   for (const ConfigSource& source : sources) {
     if (static_cast<int64_t>(source.text.size()) > options.max_file_bytes) {

@@ -37,6 +37,8 @@ struct ConfigLoadOptions {
   // twice, a null boolean or number, a second YAML document) instead of loading it with a
   // warning (yaml_config_reader.h). --strict_config.
   bool strict = false;
+  // The backend's name when it keeps fixed windows only (ValidateOptions::fixed_windows_only).
+  std::string fixed_windows_only{};
 
   // Bounds on what a config may cost to load, far above any real config, so that a hostile
   // or broken one is refused in a fraction of a second instead of taking the memory and time

@@ -22,8 +22,9 @@ constexpr absl::string_view kFailureModeChoices = "allow, deny or local";
 class DomainBuilder {
  public:
   // Warnings (see Config::warnings) are appended to `warnings`.
-  DomainBuilder(absl::string_view source, std::vector<std::string>& warnings)
-      : source_(source), warnings_(warnings) {}
+  DomainBuilder(absl::string_view source, std::vector<std::string>& warnings,
+                absl::string_view fixed_windows_only = {})
+      : source_(source), warnings_(warnings), fixed_windows_only_(fixed_windows_only) {}
 
   absl::StatusOr<std::unique_ptr<Domain>> Build(DomainDescription& description);
 
@@ -48,8 +49,15 @@ class DomainBuilder {
   // Where `node` (attached) was given, for a message about a later duplicate of it.
   std::string Place(const DescriptorNode& node) const;
 
+  // With a backend that keeps fixed windows only (ValidateOptions::fixed_windows_only): the
+  // first rule of another algorithm, named with its file, line and path.
+  absl::Status CheckBackendAlgorithms(const DescriptorDescription& description,
+                                      const std::string& path,
+                                      const std::vector<RateLimitRule>& rules) const;
+
   const std::string source_;
   std::vector<std::string>& warnings_;
+  const std::string fixed_windows_only_;
   // Each wildcard descriptor attached so far, by parent and "key[_value]": siblings are
   // checked for duplicates by hash, not by a scan of all of them.
   absl::flat_hash_map<std::pair<const DescriptorNode*, std::string>, const DescriptorNode*>
@@ -127,11 +135,40 @@ absl::Status DomainBuilder::AddDescriptor(DescriptorDescription& description,
                        ? absl::StrCat(parent.full_key, ".", node->key)
                        : absl::StrCat(parent.full_key, ".", node->key, "_", node->value);
   RETURN_IF_ERROR(ValidateDescriptorRules(description, source_, path, warnings_, node->rules));
+  RETURN_IF_ERROR(CheckBackendAlgorithms(description, path, node->rules));
   DescriptorNode* attached = nullptr;
   RETURN_IF_ERROR(Attach(std::move(node), path, parent, attached));
   if (description.descriptors.given) {
     RETURN_IF_ERROR(AddDescriptors(description.descriptors, FieldPath(path, "descriptors"),
                                    depth + 1, *attached));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DomainBuilder::CheckBackendAlgorithms(const DescriptorDescription& description,
+                                                   const std::string& path,
+                                                   const std::vector<RateLimitRule>& rules) const {
+  if (fixed_windows_only_.empty()) {
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const RateLimitRule& rule = rules[i];
+    if (rule.unlimited || rule.params.algorithm == Algorithm::kFixedWindow) {
+      continue;
+    }
+    const bool single = description.rate_limit.has_value();
+    const RuleDescription& given = single ? *description.rate_limit
+                                          : description.rate_limits.value[i];
+    const std::string rule_path = single ? FieldPath(path, "rate_limit")
+                                         : ItemPath(FieldPath(path, "rate_limits"), i);
+    return ConfigError(
+        source_, given.algorithm.given ? given.algorithm.line : given.line,
+        FieldPath(rule_path, "algorithm"),
+        absl::StrCat(AlgorithmName(rule.params.algorithm), " is not kept by --backend=",
+                     fixed_windows_only_,
+                     ": its one atomic operation is an increment, which keeps fixed windows "
+                     "(as envoyproxy/ratelimit keeps them there); use fixed_window, or the "
+                     "memory, redis or redis_cluster backend"));
   }
   return absl::OkStatus();
 }
@@ -316,7 +353,8 @@ absl::Status ConfigValidator::AddDomain(DomainDescription description) {
   }
   ASSIGN_OR_RETURN(
       std::unique_ptr<Domain> domain,
-      DomainBuilder(description.source, config_->mutable_warnings()).Build(description));
+      DomainBuilder(description.source, config_->mutable_warnings(), options_.fixed_windows_only)
+          .Build(description));
   auto& domains = config_->mutable_domains();
   auto existing = domains.find(domain->name);
   if (existing == domains.end()) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,6 +32,10 @@ struct ValidateOptions {
   // otherwise take with a warning, as envoyproxy/ratelimit takes it (an unknown key in
   // metadata.sluice). --strict_config. (Files: ConfigLoadOptions::strict.)
   bool strict = false;
+  // The backend keeps fixed windows only (memcached, whose one atomic operation is an
+  // increment): a rule of another algorithm is refused, naming its file, line and algorithm
+  // and why. Empty: every algorithm. Otherwise the backend's name, for the message.
+  std::string fixed_windows_only{};
 };
 
 // Builds one Config from descriptions added one at a time, so that a source can read, and have

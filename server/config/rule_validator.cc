@@ -343,6 +343,7 @@ absl::Status ValidateRuleList(Field<std::vector<RuleDescription>>& list, absl::s
     ASSIGN_OR_RETURN(RateLimitRule rule,
                      ValidateRule(list.value[i], source, ItemPath(path, i), warnings));
     RETURN_IF_ERROR(CheckBesideEarlierRules(rule, i, rules, list.value, source, path));
+    rule.params.shares_descriptor = list.value.size() > 1;
     rules.push_back(std::move(rule));
   }
   return absl::OkStatus();

@@ -129,6 +129,25 @@ absl::Status Assembly::BuildBackend() {
     backend_ = std::make_unique<MemoryBackend>(clock_, MemoryBackendOptionsFrom(backend));
     return absl::OkStatus();
   }
+  if (backend.kind == BackendKind::kMemcached) {
+    auto created = MemcachedBackend::Create(
+        MemcachedBackendOptionsFrom(backend, settings_.limiter), clock_);
+    if (!created.ok()) {
+      return absl::Status(created.status().code(),
+                          absl::StrCat("memcached: ", created.status().message()));
+    }
+    // Serve even if memcached is not up yet: decisions follow --failure_mode until it is.
+    if (!(*created)->WaitUntilReady(absl::Seconds(2))) {
+      SLUICE_LOG(WARNING) << "memcached at "
+                          << absl::StrJoin((*created)->client().server_addresses(), ",")
+                          << " is not all reachable yet; answering by --failure_mode="
+                          << FailureModeName(settings_.limiter.failure_mode)
+                          << " (or the domain's failure_mode:) for its keys until it is";
+    }
+    memcached_backend_ = created->get();
+    backend_ = std::move(*created);
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<RedisBackend> main,
                    StartRedis(settings_, backend.redis, backend.kind, clock_,
                               std::string(BackendKindName(backend.kind))));
@@ -148,7 +167,8 @@ absl::Status Assembly::BuildBackend() {
 void Assembly::BuildLimiter() {
   const LimiterSettings& limiter = settings_.limiter;
   // The memory backend is as fast as the cache: only a remote backend gets one.
-  if (!redis_backends_.empty() && limiter.over_limit_cache_keys > 0) {
+  if ((!redis_backends_.empty() || memcached_backend_ != nullptr) &&
+      limiter.over_limit_cache_keys > 0) {
     over_limit_cache_ = std::make_unique<OverLimitCache>(
         clock_, static_cast<size_t>(limiter.over_limit_cache_keys),
         static_cast<size_t>(limiter.over_limit_cache_max_mib) << 20);
@@ -279,7 +299,8 @@ void Assembly::BuildReloads() {
     xds_ = std::make_unique<XdsConfigClient>(
         settings_.config.xds,
         ValidateOptions{.merge_domains = settings_.config.merge_domains,
-                        .strict = settings_.config.strict},
+                        .strict = settings_.config.strict,
+                        .fixed_windows_only = FixedWindowsOnlyBackend(settings_.backend)},
         store_,
         [this](const Config* accepted, const std::string&, const absl::Status& rejected) {
           OnXdsSnapshot(accepted, rejected);
@@ -289,7 +310,7 @@ void Assembly::BuildReloads() {
     return;
   }
   watcher_ = std::make_shared<ConfigWatcher>(
-      settings_.config.path, ConfigLoadOptionsFrom(settings_.config), store_,
+      settings_.config.path, ConfigLoadOptionsFrom(settings_.config, settings_.backend), store_,
       [this](bool ok, const Config* next) { OnReload(ok, next); });
   // Loads run on the reloader's thread; the slow half of one touches the watcher only, which
   // it shares, so it may outlive the assembly (StopReloads).

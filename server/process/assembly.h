@@ -24,6 +24,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "server/backend/backend.h"
+#include "server/backend/memcached_backend.h"
 #include "server/backend/redis_backend.h"
 #include "server/common/clock.h"
 #include "server/common/mutex.h"
@@ -124,6 +125,8 @@ class Assembly {
   grpc::Server& grpc_server() { return *grpc_server_; }
   // The Redis backends (none with the memory backend), to stop before the HTTP server.
   const std::vector<RedisBackend*>& redis_backends() const { return redis_backends_; }
+  // The memcached backend (null unless --backend=memcached), to stop before the HTTP server.
+  MemcachedBackend* memcached_backend() const { return memcached_backend_; }
 
  private:
   Assembly(const Settings& settings, std::shared_ptr<const Config> config);
@@ -157,7 +160,8 @@ class Assembly {
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<Backend> backend_;
   std::vector<RedisBackend*> redis_backends_;         // owned by backend_
-  std::unique_ptr<OverLimitCache> over_limit_cache_;  // only in front of Redis
+  MemcachedBackend* memcached_backend_ = nullptr;     // owned by backend_
+  std::unique_ptr<OverLimitCache> over_limit_cache_;  // only in front of Redis or memcached
   std::unique_ptr<RateLimiter> limiter_;
   std::unique_ptr<RateLimitGrpcService> service_;
   // With --rlqs: the exchange of demand with other replicas (a Redis backend only), the

@@ -266,6 +266,9 @@ bool Lifecycle::Drain() {
     // Completes any /json call still waiting on Redis before the HTTP loop goes away.
     redis->Stop();
   }
+  if (parts_.memcached_backend() != nullptr) {
+    parts_.memcached_backend()->Stop();
+  }
   parts_.http().Stop();
   return reloads_stopped;
 }

@@ -11,8 +11,42 @@ size_t MibToBytes(int64_t mib) { return static_cast<size_t>(mib) << 20; }
 
 }  // namespace
 
-ConfigLoadOptions ConfigLoadOptionsFrom(const ConfigSettings& config) {
+std::string FixedWindowsOnlyBackend(const BackendSettings& backend) {
+  return backend.kind == BackendKind::kMemcached ? std::string(BackendKindName(backend.kind))
+                                                 : std::string();
+}
+
+MemcachedBackendOptions MemcachedBackendOptionsFrom(const BackendSettings& backend,
+                                                    const LimiterSettings& limiter) {
+  const MemcachedSettings& memcached = backend.memcached;
+  const RedisSettings& shared = backend.shared;
+  MemcachedBackendOptions options;
+  options.timeout = shared.timeout;
+  options.key_prefix = limiter.key_prefix;
+  MemcachedClientOptions& client = options.client;
+  client.servers = memcached.servers;
+  client.srv = memcached.srv;
+  client.srv_refresh = memcached.srv_refresh;
+  client.connections = memcached.connections;
+  client.io_threads = shared.io_threads;
+  client.queue_grace = shared.queue_grace;
+  client.breaker_failures = shared.breaker_failures;
+  client.breaker_open = shared.breaker_open;
+  client.breaker_open_min = shared.breaker_open_min;
+  client.breaker_budget = shared.timeout;
+  client.tls.enabled = memcached.tls;
+  client.tls.ca_file = memcached.tls_ca;
+  client.tls.cert_file = memcached.tls_cert;
+  client.tls.key_file = memcached.tls_key;
+  client.tls.server_name = memcached.tls_server_name;
+  client.tls.skip_hostname_verification = memcached.tls_skip_hostname_verification;
+  return options;
+}
+
+ConfigLoadOptions ConfigLoadOptionsFrom(const ConfigSettings& config,
+                                        const BackendSettings& backend) {
   ConfigLoadOptions options;
+  options.fixed_windows_only = FixedWindowsOnlyBackend(backend);
   options.merge_domains = config.merge_domains;
   options.recursive = config.recursive;
   options.ignore_dot_files = config.ignore_dot_files;

@@ -5,6 +5,7 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include "server/backend/memcached_backend.h"
 #include "server/backend/memory_backend.h"
 #include "server/backend/redis_backend.h"
 #include "server/config/config_loader.h"
@@ -19,7 +20,17 @@
 
 namespace sluice {
 
-ConfigLoadOptions ConfigLoadOptionsFrom(const ConfigSettings& config);
+// The loader's options; a backend that keeps fixed windows only (memcached) makes it refuse
+// rules of other algorithms.
+ConfigLoadOptions ConfigLoadOptionsFrom(const ConfigSettings& config,
+                                        const BackendSettings& backend);
+// The name of the backend when it keeps fixed windows only (ValidateOptions), else empty.
+std::string FixedWindowsOnlyBackend(const BackendSettings& backend);
+
+// --backend=memcached: the servers, TLS, and the budget, breaker and I/O threads the Redis
+// backend's flags set (one failure policy for both); keys start with --redis_key_prefix.
+MemcachedBackendOptions MemcachedBackendOptionsFrom(const BackendSettings& backend,
+                                                    const LimiterSettings& limiter);
 
 // The memory backend's bounds (--memory_max_keys, --memory_max_mib).
 MemoryBackendOptions MemoryBackendOptionsFrom(const BackendSettings& backend);

@@ -45,7 +45,8 @@ absl::StatusOr<std::shared_ptr<const Config>> LoadInitialConfig(const Settings& 
   if (settings.config.source == ConfigSourceKind::kXds) {
     return nullptr;  // the xDS client's first snapshot (Lifecycle::AwaitFirstConfig)
   }
-  auto loaded = LoadConfigPath(settings.config.path, ConfigLoadOptionsFrom(settings.config));
+  auto loaded = LoadConfigPath(settings.config.path,
+                               ConfigLoadOptionsFrom(settings.config, settings.backend));
   if (loaded.ok()) {
     return std::shared_ptr<const Config>(*std::move(loaded));
   }

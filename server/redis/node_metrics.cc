@@ -17,31 +17,34 @@ void AppendFamily(absl::Span<const NodeMetrics> nodes, absl::string_view name,
 
 }  // namespace
 
-void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out) {
+void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out,
+                       absl::string_view system) {
   if (nodes.empty()) {
     return;
   }
-  AppendFamily(nodes, "sluice_redis_connections", "gauge", "Connections to the node ready now",
+  const std::string prefix = absl::StrCat("sluice_", system, "_");
+  auto name = [&prefix](absl::string_view rest) { return absl::StrCat(prefix, rest); };
+  AppendFamily(nodes, name("connections"), "gauge", "Connections to the node ready now",
                [](const NodeMetrics& n) { return n.ready_connections; }, out);
-  AppendFamily(nodes, "sluice_redis_reconnects_total", "counter",
+  AppendFamily(nodes, name("reconnects_total"), "counter",
                "Connections to the node made again after being lost",
                [](const NodeMetrics& n) { return n.reconnects; }, out);
-  AppendFamily(nodes, "sluice_redis_timeouts_total", "counter",
+  AppendFamily(nodes, name("timeouts_total"), "counter",
                "Batches to the node that reached their deadline without a reply",
                [](const NodeMetrics& n) { return n.timeouts; }, out);
-  AppendFamily(nodes, "sluice_redis_breaker_open", "gauge",
+  AppendFamily(nodes, name("breaker_open"), "gauge",
                "1 while the node's circuit breaker sends its decisions to the failure policy",
                [](const NodeMetrics& n) { return n.breaker_open ? 1 : 0; }, out);
-  AppendFamily(nodes, "sluice_redis_breaker_opens_total", "counter",
+  AppendFamily(nodes, name("breaker_opens_total"), "counter",
                "Times the node's circuit breaker opened",
                [](const NodeMetrics& n) { return n.breaker_opens; }, out);
-  AppendFamily(nodes, "sluice_redis_breaker_rejected_total", "counter",
+  AppendFamily(nodes, name("breaker_rejected_total"), "counter",
                "Batches failed at once while the node's breaker was open",
                [](const NodeMetrics& n) { return n.breaker_rejected; }, out);
-  AppendFamily(nodes, "sluice_redis_node_failing", "gauge",
+  AppendFamily(nodes, name("node_failing"), "gauge",
                "1 while the node's batches fail (a failure window is open)",
                [](const NodeMetrics& n) { return n.failing ? 1 : 0; }, out);
-  constexpr absl::string_view kWindows = "sluice_redis_node_failure_window_seconds";
+  const std::string kWindows = name("node_failure_window_seconds");
   MetricHistogram::AppendHelp(out, kWindows,
                                "Failure windows that ended: from the node's first failed batch "
                                "(answered by the failure policy) to the next it answered, or to "
@@ -50,7 +53,7 @@ void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out) {
     MetricHistogram::AppendSeries(out, kWindows, absl::StrCat("node=\"", node.address, "\""),
                                    node.failure_windows, MetricHistogram::kSpanBoundsUs);
   }
-  constexpr absl::string_view kLatency = "sluice_redis_call_duration_seconds";
+  const std::string kLatency = name("call_duration_seconds");
   MetricHistogram::AppendHelp(out, kLatency,
                                "Time from a batch's submission to the node's replies (or to its "
                                "deadline)");

@@ -32,7 +32,9 @@ struct NodeMetrics {
 // _breaker_opens_total, _breaker_rejected_total, _failing, and the _call_duration_seconds and
 // _failure_window_seconds histograms, each
 // labelled node="<address>", with HELP and TYPE lines. Nothing when `nodes` is empty.
-void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out);
+// `system` names the families: "redis" (sluice_redis_*), "memcached" (sluice_memcached_*).
+void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out,
+                       absl::string_view system = "redis");
 
 // sluice_redis_topology_changes_total with its HELP and TYPE lines: the times a client's master
 // moved (a new master named by the sentinels, a cluster slot map that moved slots).

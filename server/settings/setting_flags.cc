@@ -117,13 +117,15 @@ bool ReadLogFormat(const std::string& text, Settings& settings, std::string* err
 }
 
 bool ReadBackend(const std::string& text, Settings& settings, std::string* error) {
-  for (BackendKind kind : {BackendKind::kMemory, BackendKind::kRedis, BackendKind::kRedisCluster}) {
+  for (BackendKind kind : {BackendKind::kMemory, BackendKind::kRedis, BackendKind::kRedisCluster,
+                           BackendKind::kMemcached}) {
     if (text == BackendKindName(kind)) {
       settings.backend.kind = kind;
       return true;
     }
   }
-  *error = absl::StrCat("--backend: '", text, "' is not memory, redis or redis_cluster");
+  *error = absl::StrCat("--backend: '", text,
+                        "' is not memory, redis, redis_cluster or memcached");
   return false;
 }
 
@@ -300,6 +302,16 @@ bool ReadAddresses(const std::string& text, Settings& settings, std::string*) {
   return true;
 }
 
+// "HOST:PORT,HOST:PORT": the memcached servers, blanks around each and empty parts dropped.
+bool ReadMemcachedServers(const std::string& text, Settings& settings, std::string*) {
+  std::vector<std::string>& servers = settings.backend.memcached.servers;
+  servers.clear();
+  for (absl::string_view one : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    servers.emplace_back(absl::StripAsciiWhitespace(one));
+  }
+  return true;
+}
+
 // "HOST:PORT,HOST:PORT": the sentinels of one Redis, blanks around each dropped.
 template <RedisTargetSettings BackendSettings::*kTarget>
 bool ReadSentinels(const std::string& text, Settings& settings, std::string*) {
@@ -324,6 +336,7 @@ using Redis = RedisSettings;
 using Limiter = LimiterSettings;
 using Tracing = TracingSettings;
 using Wait = BackendWaitSettings;
+using Memcached = MemcachedSettings;
 
 // Every flag, in server/main.cc's order.
 constexpr Entry kFlags[] = {
@@ -411,6 +424,18 @@ constexpr Entry kFlags[] = {
     Plain<&S::backend, &BackendS::per_second, &Target::sentinel_password>(
         "redis_per_second_sentinel_password"),
     Plain<&S::backend, &BackendS::per_second, &Target::connections>("redis_per_second_connections"),
+    Converted<std::string, &ReadMemcachedServers>("memcached_servers"),
+    Plain<&S::backend, &BackendS::memcached, &Memcached::srv>("memcached_srv"),
+    Plain<&S::backend, &BackendS::memcached, &Memcached::srv_refresh>("memcached_srv_refresh"),
+    Plain<&S::backend, &BackendS::memcached, &Memcached::connections>("memcached_connections"),
+    Plain<&S::backend, &BackendS::memcached, &Memcached::tls>("memcached_tls"),
+    Plain<&S::backend, &BackendS::memcached, &Memcached::tls_ca>("memcached_tls_ca"),
+    Plain<&S::backend, &BackendS::memcached, &Memcached::tls_cert>("memcached_tls_cert"),
+    Plain<&S::backend, &BackendS::memcached, &Memcached::tls_key>("memcached_tls_key"),
+    Plain<&S::backend, &BackendS::memcached, &Memcached::tls_server_name>(
+        "memcached_tls_server_name"),
+    Plain<&S::backend, &BackendS::memcached, &Memcached::tls_skip_hostname_verification>(
+        "memcached_tls_skip_hostname_verification"),
     Plain<&S::limiter, &Limiter::over_limit_cache_keys>("over_limit_cache_keys"),
     Plain<&S::limiter, &Limiter::over_limit_cache_max_mib>("over_limit_cache_max_mib"),
     Converted<std::string, &ReadFailureMode>("failure_mode"),

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "server/settings/listen_address.h"
@@ -343,6 +345,75 @@ void CheckTracing(const TracingSettings& tracing, Errors& errors) {
                "--tracing_export_interval must be positive");
 }
 
+// --backend=memcached: where the servers are, and TLS to them.
+void CheckMemcached(const BackendSettings& backend, Errors& errors) {
+  const MemcachedSettings& memcached = backend.memcached;
+  errors.Check(memcached.tls_cert.empty() == memcached.tls_key.empty(),
+               {"memcached_tls_cert", "memcached_tls_key"},
+               "--memcached_tls_cert and --memcached_tls_key go together (mutual TLS to "
+               "memcached)");
+  if (!memcached.tls) {
+    const std::pair<absl::string_view, bool> set[] = {
+        {"memcached_tls_ca", !memcached.tls_ca.empty()},
+        {"memcached_tls_cert", !memcached.tls_cert.empty()},
+        {"memcached_tls_key", !memcached.tls_key.empty()},
+        {"memcached_tls_server_name", !memcached.tls_server_name.empty()},
+        {"memcached_tls_skip_hostname_verification", memcached.tls_skip_hostname_verification},
+    };
+    for (const auto& [flag, is_set] : set) {
+      errors.Check(!is_set, {flag, "memcached_tls"},
+                   absl::StrCat("--", flag, " needs --memcached_tls"));
+    }
+  }
+  if (backend.kind != BackendKind::kMemcached) {
+    errors.Check(memcached.servers.empty() && memcached.srv.empty(),
+                 {memcached.srv.empty() ? "memcached_servers" : "memcached_srv", "backend"},
+                 "--memcached_servers and --memcached_srv need --backend=memcached");
+    return;
+  }
+  errors.Check(memcached.servers.empty() != memcached.srv.empty(),
+               {"memcached_servers", "memcached_srv"},
+               memcached.servers.empty()
+                   ? "--backend=memcached needs --memcached_servers (HOST:PORT,...) or "
+                     "--memcached_srv (_service._proto.name)"
+                   : "--memcached_servers and --memcached_srv are exclusive (as upstream's "
+                     "MEMCACHE_HOST_PORT and MEMCACHE_SRV)");
+  if (!memcached.srv.empty()) {
+    std::vector<absl::string_view> parts = absl::StrSplit(memcached.srv, absl::MaxSplits('.', 2));
+    errors.Check(parts.size() == 3 && parts[0].size() > 1 && parts[0][0] == '_' &&
+                     parts[1].size() > 1 && parts[1][0] == '_' && !parts[2].empty(),
+                 {"memcached_srv"},
+                 absl::StrCat("--memcached_srv: '", memcached.srv,
+                              "' is not an SRV name, _service._proto.name (e.g. "
+                              "_memcache._tcp.memcached.default.svc.cluster.local)"));
+  }
+  errors.Check(memcached.srv_refresh >= absl::ZeroDuration(), {"memcached_srv_refresh"},
+               "--memcached_srv_refresh must not be negative");
+  errors.Check(memcached.srv_refresh == absl::ZeroDuration() || !memcached.srv.empty(),
+               {"memcached_srv_refresh", "memcached_srv"},
+               "--memcached_srv_refresh needs --memcached_srv");
+  errors.AtLeastOne("memcached_connections", memcached.connections);
+  for (const std::string& address : memcached.servers) {
+    if (absl::StartsWith(address, "unix:")) {
+      errors.Check(address.size() > 5, {"memcached_servers"},
+                   "--memcached_servers: 'unix:' names no socket");
+      errors.Check(!memcached.tls, {"memcached_tls", "memcached_servers"},
+                   absl::StrCat("--memcached_tls: '", address,
+                                "' in --memcached_servers is a unix socket; TLS to memcached is "
+                                "over TCP (HOST:PORT)"));
+      continue;
+    }
+    const size_t colon = address.rfind(':');
+    int port = 0;
+    errors.Check(colon != std::string::npos && colon > 0 &&
+                     absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) &&
+                     port >= 1 && port <= 65535,
+                 {"memcached_servers"},
+                 absl::StrCat("--memcached_servers: '", address,
+                              "' is not HOST:PORT (port 1 to 65535) or unix:PATH"));
+  }
+}
+
 void CheckBackend(const BackendSettings& backend, Errors& errors) {
   errors.Check(!backend.per_second_kind.has_value() || backend.kind != BackendKind::kMemory,
                {"redis_per_second_backend", "backend"},
@@ -353,6 +424,7 @@ void CheckBackend(const BackendSettings& backend, Errors& errors) {
                "--redis_timeout must be positive");
   errors.AtLeastOne("redis_max_batch", redis.max_batch);
   errors.Mib("memory_max_mib", backend.memory_max_mib);
+  CheckMemcached(backend, errors);
   if (backend.kind == BackendKind::kMemory) {
     return;
   }
@@ -370,6 +442,11 @@ void CheckBackend(const BackendSettings& backend, Errors& errors) {
                "--redis_breaker_open must be positive");
   errors.Check(redis.breaker_open_min > absl::ZeroDuration(), {"redis_breaker_open_min"},
                "--redis_breaker_open_min must be positive");
+  if (backend.kind == BackendKind::kMemcached) {
+    errors.Check(!backend.per_second_kind.has_value(), {"redis_per_second_backend", "backend"},
+                 "--redis_per_second_backend needs --backend=redis or redis_cluster");
+    return;
+  }
   CheckRedisTarget(backend.redis, backend.kind == BackendKind::kRedisCluster, "redis_",
                    "backend", errors);
   if (backend.per_second_kind.has_value()) {
@@ -389,6 +466,8 @@ absl::string_view BackendKindName(BackendKind kind) {
       return "redis";
     case BackendKind::kRedisCluster:
       return "redis_cluster";
+    case BackendKind::kMemcached:
+      return "memcached";
   }
   return "memory";  // unreachable for a valid enumerator
 }

@@ -27,8 +27,9 @@ enum class BackendKind {
   kMemory,        // "memory": in this process
   kRedis,         // "redis": one standalone Redis, shared by every replica
   kRedisCluster,  // "redis_cluster": a Redis Cluster, shared by every replica
+  kMemcached,     // "memcached": memcached servers, shared by every replica (fixed windows only)
 };
-// "memory", "redis", "redis_cluster": as written in the flags.
+// "memory", "redis", "redis_cluster", "memcached": as written in the flags.
 absl::string_view BackendKindName(BackendKind kind);
 
 // The clock Redis decisions are made on (--redis_clock).
@@ -323,6 +324,31 @@ struct RedisSettings {
   bool tls_skip_hostname_verification = false;
 };
 
+// The memcached servers of --backend=memcached (envoyproxy/ratelimit's MEMCACHE_* variables).
+// The budget, the breaker and the I/O threads are RedisSettings' (--redis_timeout,
+// --redis_breaker_*, --redis_io_threads, --redis_queue_grace): one failure policy for both.
+struct MemcachedSettings {
+  // --memcached_servers, split at commas: HOST:PORT (or unix:PATH) of each server, in the order
+  // keys are placed over them (upstream's MEMCACHE_HOST_PORT). Not with `srv`.
+  std::vector<std::string> servers;
+  // --memcached_srv: a DNS SRV name, _service._proto.name, whose targets are the servers
+  // (sorted, as upstream sorts them). Not with `servers`.
+  std::string srv;
+  // --memcached_srv_refresh: how often the SRV name is looked up again; 0: only at start. >= 0.
+  absl::Duration srv_refresh = absl::ZeroDuration();
+  // --memcached_connections: connections to each server (upstream's MEMCACHE_MAX_IDLE_CONNS,
+  // its pool of idle connections per server). >= 1.
+  int32_t connections = 2;
+  // --memcached_tls and its files (upstream's MEMCACHE_TLS, MEMCACHE_TLS_CACERT,
+  // _CLIENT_CERT, _CLIENT_KEY, _SKIP_HOSTNAME_VERIFICATION): as the --redis_tls_* ones.
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
+  bool tls_skip_hostname_verification = false;
+};
+
 struct BackendSettings {
   // The main Redis's defaults: --redis_addresses=127.0.0.1:6379.
   static RedisTargetSettings DefaultRedis() {
@@ -340,6 +366,8 @@ struct BackendSettings {
   std::optional<BackendKind> per_second_kind;
   RedisTargetSettings per_second;
   RedisSettings shared;
+  // --backend=memcached.
+  MemcachedSettings memcached;
   // --memory_max_keys: memory backend, and the failure_mode local store: most keys kept
   // (values below 1 count as 1).
   int64_t memory_max_keys = 1'000'000;

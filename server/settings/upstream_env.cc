@@ -760,12 +760,87 @@ class Translator {
     }
   }
 
+  // BACKEND_TYPE=memcache: the servers (a list, or an SRV name looked up again on its
+  // interval), the pool, TLS; upstream's empty key prefix when CACHE_KEY_PREFIX is unset, so
+  // that keys are upstream's own (server/key/upstream_key.h). The REDIS_* variables are not
+  // read, as upstream does not read them then.
+  void Memcache() {
+    Set("backend", "memcached", "BACKEND_TYPE=memcache");
+    const bool host_port = IsSet("MEMCACHE_HOST_PORT");
+    const bool srv = IsSet("MEMCACHE_SRV");
+    if (host_port && srv) {
+      // Upstream panics: "Both MEMCACHE_HOST_PORT and MEMCACHE_SRV are set".
+      Fail("MEMCACHE_HOST_PORT and MEMCACHE_SRV are both set; give one (as upstream)");
+      return;
+    }
+    if (!host_port && !srv) {
+      Fail("BACKEND_TYPE=memcache needs MEMCACHE_HOST_PORT (host:port,...) or MEMCACHE_SRV "
+           "(upstream starts without servers and fails every call)");
+      return;
+    }
+    if (host_port) {
+      Set("memcached_servers", *Get("MEMCACHE_HOST_PORT"), "MEMCACHE_HOST_PORT");
+    } else {
+      Set("memcached_srv", *Get("MEMCACHE_SRV"), "MEMCACHE_SRV");
+      if (std::optional<std::string> refresh = Get("MEMCACHE_SRV_REFRESH")) {
+        Set("memcached_srv_refresh", *refresh, "MEMCACHE_SRV_REFRESH");
+      }
+    }
+    if (host_port && IsSet("MEMCACHE_SRV_REFRESH")) {
+      Warn("MEMCACHE_SRV_REFRESH: no effect without MEMCACHE_SRV (as upstream)");
+    }
+    if (std::optional<int64_t> idle = Int("MEMCACHE_MAX_IDLE_CONNS", 1, 1024)) {
+      Set("memcached_connections", absl::StrCat(*idle), "MEMCACHE_MAX_IDLE_CONNS");
+    }
+    const std::optional<bool> tls = Bool("MEMCACHE_TLS");
+    constexpr std::pair<absl::string_view, absl::string_view> kFiles[] = {
+        {"MEMCACHE_TLS_CACERT", "memcached_tls_ca"},
+        {"MEMCACHE_TLS_CLIENT_CERT", "memcached_tls_cert"},
+        {"MEMCACHE_TLS_CLIENT_KEY", "memcached_tls_key"}};
+    const std::optional<bool> skip = Bool("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION");
+    if (tls.value_or(false)) {
+      Set("memcached_tls", "true", "MEMCACHE_TLS");
+      for (const auto& [variable, flag] : kFiles) {
+        if (std::optional<std::string> value = Get(variable)) {
+          Set(flag, *value, std::string(variable));
+        }
+      }
+      if (skip.has_value()) {
+        Set("memcached_tls_skip_hostname_verification", *skip ? "true" : "false",
+            "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION");
+      }
+    } else {
+      std::vector<absl::string_view> unused;
+      for (const auto& [variable, flag] : kFiles) {
+        if (IsSet(variable)) {
+          unused.push_back(variable);
+        }
+      }
+      if (skip.value_or(false)) {
+        unused.push_back("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION");
+      }
+      if (!unused.empty()) {
+        Warn(absl::StrCat(absl::StrJoin(unused, ", "),
+                          ": no effect; MEMCACHE_TLS is not true (as upstream reads them)"));
+      }
+    }
+    if (!IsSet("CACHE_KEY_PREFIX")) {
+      Set("redis_key_prefix", "",
+          "envoyproxy/ratelimit's default (CACHE_KEY_PREFIX unset: no prefix), so that "
+          "memcached keys are upstream's");
+    }
+    for (const auto& [name, flag] : kStartupWait) {
+      if (std::optional<std::string> value = Get(name)) {
+        Set(flag, *value, std::string(name));
+      }
+    }
+  }
+
   void Backend() {
     if (std::optional<std::string> type = Get("BACKEND_TYPE")) {
       const std::string lower = absl::AsciiStrToLower(*type);
       if (lower == "memcache") {
-        Fail("BACKEND_TYPE=memcache: memcache is not supported; use Redis or Sluice's memory "
-             "backend");
+        Memcache();
         return;
       }
       if (lower != "redis") {
@@ -1371,8 +1446,22 @@ class Translator {
       Warn("EXPIRATION_JITTER_MAX_SECONDS: no effect; Sluice's keys expire exactly when their "
            "state stops mattering, without jitter");
     }
-    if (!IsSet("BACKEND_TYPE") && IsSet("MEMCACHE_HOST_PORT")) {
-      Warn("MEMCACHE_HOST_PORT: ignored (BACKEND_TYPE is not memcache)");
+    const bool memcache =
+        absl::AsciiStrToLower(Get("BACKEND_TYPE").value_or("")) == "memcache";
+    if (!memcache) {
+      std::vector<absl::string_view> ignored;
+      for (absl::string_view name :
+           {"MEMCACHE_HOST_PORT", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH", "MEMCACHE_MAX_IDLE_CONNS",
+            "MEMCACHE_TLS", "MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_CLIENT_CERT",
+            "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}) {
+        if (IsSet(name)) {
+          ignored.push_back(name);
+        }
+      }
+      if (!ignored.empty()) {
+        Warn(absl::StrCat(absl::StrJoin(ignored, ", "),
+                          ": ignored (BACKEND_TYPE is not memcache)"));
+      }
     }
   }
 

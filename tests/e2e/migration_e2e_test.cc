@@ -1,7 +1,8 @@
 // End-to-end migration from envoyproxy/ratelimit: the real build/bin/sluice started with no
 // flags at all, only the environment variables an envoyproxy/ratelimit Deployment sets, and
 // its config laid out as a RUNTIME_ROOT tree mounted from a Kubernetes ConfigMap (files reached
-// through a ..data symlink that a config change swaps). On the memory backend and on Redis.
+// through a ..data symlink that a config change swaps). On the memory backend, on Redis and on
+// memcached.
 #include <sys/wait.h>
 
 #include <chrono>
@@ -17,9 +18,11 @@
 #include "client/rls_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/memcached/server_placement.h"
 #include "tests/e2e/grpc_health.h"
 #include "tests/support/process.h"
 #include "tests/support/certificates.h"
+#include "tests/support/memcached_server.h"
 #include "tests/support/redis_sentinel.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/sluice_server.h"
@@ -31,6 +34,7 @@ using ::testing::HasSubstr;
 using testing::ChildProcess;
 using testing::FreePort;
 using testing::HttpGet;
+using testing::MemcachedServer;
 using testing::RedisServer;
 using testing::SluiceServer;
 using testing::TempDir;
@@ -237,6 +241,47 @@ descriptors:
   EXPECT_GE(admitted, 12);
   EXPECT_LE(admitted, 5 + 10 * 2);
   EXPECT_THAT(server_->ReadLog(), HasSubstr("default_charge_fixed_window=always"));
+}
+
+// Verifies the same with upstream's memcache variables (BACKEND_TYPE=memcache and two servers in
+// MEMCACHE_HOST_PORT): the limits live in memcached under upstream's own keys (no
+// CACHE_KEY_PREFIX: no prefix), each on the server upstream's client places it on, so that an
+// increment an upstream replica makes there (gomemcache's `incr`) is counted by Sluice too.
+TEST_F(MigrationE2eTest, UpstreamEnvironmentOnMemcached) {
+  std::vector<std::unique_ptr<MemcachedServer>> servers;
+  for (int i = 0; i < 2; ++i) {
+    auto server = MemcachedServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    servers.push_back(std::move(*server));
+  }
+  WriteConfigMap(Config(2), "1");
+  Start({"BACKEND_TYPE=memcache",
+         absl::StrCat("MEMCACHE_HOST_PORT=", servers[0]->address(), ",", servers[1]->address()),
+         "MEMCACHE_MAX_IDLE_CONNS=3"});
+  ExpectUpstreamBehaviour();
+  EXPECT_THAT(server_->ReadLog(), HasSubstr("backend memcached"));
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  // Upstream's increment-first: the denied third request counted (3), two refunds (1), one more
+  // request (2).
+  const std::string window = absl::StrCat("edge_remote_address_10.0.0.1_", now_s / 60 * 60);
+  MemcachedServer& home = *servers[PickServer(window, 2)];
+  EXPECT_EQ(home.Count(window), 2);
+  EXPECT_EQ(servers[1 - PickServer(window, 2)]->Count(window), -1);
+  // The one shared counter of /api/*: three admitted and the denied fourth, charged.
+  const std::string shared = absl::StrCat("edge_path_/api/*_", now_s / 3600 * 3600);
+  EXPECT_EQ(servers[PickServer(shared, 2)]->Count(shared), 4);
+  // An upstream replica's increment of the same window is Sluice's too: now over the limit.
+  auto incremented = home.Command(absl::StrCat("incr ", window, " 1\r\n"), "\r\n");
+  ASSERT_TRUE(incremented.ok()) << incremented.status();
+  EXPECT_EQ(*incremented, "3\r\n");
+  EXPECT_EQ(Check("remote_address=10.0.0.1").overall_code(), RlsResponse::OVER_LIMIT);
+  EXPECT_GT(testing::MetricValue(HttpGet(http_port_, "/metrics"),
+                                 absl::StrCat("sluice_memcached_connections{node=\"",
+                                              servers[0]->address(), "\"}")),
+            0);
+  ExpectReloadOnSymlinkSwap();
 }
 
 // Verifies the same with upstream's Redis variables: the limits live in that Redis, under

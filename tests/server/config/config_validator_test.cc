@@ -387,3 +387,55 @@ TEST_F(ConfigValidatorTest, AddsDomainsOneAtATime) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Verifies a backend that keeps fixed windows only (memcached) refuses a rule of another
+// algorithm, naming the file, the algorithm's line and why, in rate_limit and in rate_limits;
+// fixed windows and unlimited rules load, and a descriptor's several rules are marked as sharing
+// it (their memcached keys name the period).
+TEST(ConfigValidatorBackendTest, FixedWindowsOnlyBackendRefusesOtherAlgorithms) {
+  ValidateOptions options;
+  options.fixed_windows_only = "memcached";
+  RuleDescription bucket = Rule(5, "second", 10);
+  bucket.algorithm = Given(std::string("token_bucket"), 6);
+  ConfigDescription single;
+  single.domains.push_back(
+      DescribeDomain("a.yaml", "a", {WithRule(Descriptor(4, "k"), std::move(bucket))}));
+  absl::StatusOr<std::unique_ptr<Config>> refused = ValidateConfig(std::move(single), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::StartsWith("a.yaml:6: descriptors[0].rate_limit.algorithm: "
+                                    "token_bucket is not kept by --backend=memcached"));
+
+  DescriptorDescription several = Descriptor(4, "k");
+  RuleDescription log = Rule(7, "minute", 3);
+  log.algorithm = Given(std::string("sliding_window_log"), 8);
+  several.rate_limits = Given(std::vector<RuleDescription>{}, 5);
+  several.rate_limits.value.push_back(Rule(6, "second", 10));
+  several.rate_limits.value.push_back(std::move(log));
+  ConfigDescription list;
+  list.domains.push_back(DescribeDomain("b.yaml", "b", {std::move(several)}));
+  refused = ValidateConfig(std::move(list), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::StartsWith("b.yaml:8: descriptors[0].rate_limits[1].algorithm: "
+                                    "sliding_window_log is not kept"));
+
+  DescriptorDescription windows = Descriptor(4, "k");
+  windows.rate_limits = Given(std::vector<RuleDescription>{}, 5);
+  windows.rate_limits.value.push_back(Rule(6, "second", 10));
+  windows.rate_limits.value.push_back(Rule(7, "hour", 100));
+  ConfigDescription fine;
+  fine.domains.push_back(DescribeDomain("c.yaml", "c", {std::move(windows)}));
+  absl::StatusOr<std::unique_ptr<Config>> loaded = ValidateConfig(std::move(fine), options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const auto& rules = (*loaded)->FindDomain("c")->root.default_children.at("k")->rules;
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_TRUE(rules[0].params.shares_descriptor);
+  EXPECT_TRUE(rules[1].params.shares_descriptor);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -24,13 +24,49 @@ TEST(PartOptionsTest, ConfigLoadOptions) {
   config.max_file_bytes = 10;
   config.max_nodes = 20;
   config.max_scalar_bytes = 30;
-  const ConfigLoadOptions options = ConfigLoadOptionsFrom(config);
+  const ConfigLoadOptions options = ConfigLoadOptionsFrom(config, BackendSettings());
   EXPECT_TRUE(options.merge_domains);
   EXPECT_TRUE(options.recursive);
   EXPECT_FALSE(options.ignore_dot_files);
   EXPECT_EQ(options.max_file_bytes, 10);
   EXPECT_EQ(options.max_nodes, 20);
   EXPECT_EQ(options.max_scalar_bytes, 30);
+  EXPECT_EQ(options.fixed_windows_only, "");
+  BackendSettings memcached;
+  memcached.kind = BackendKind::kMemcached;
+  EXPECT_EQ(ConfigLoadOptionsFrom(config, memcached).fixed_windows_only, "memcached");
+}
+
+// Verifies the memcached backend gets its servers, SRV name, pool and TLS, the budget, breaker,
+// I/O threads and queue grace the Redis flags set, and the storage keys' prefix.
+TEST(PartOptionsTest, MemcachedBackendOptions) {
+  BackendSettings backend;
+  backend.kind = BackendKind::kMemcached;
+  backend.memcached.servers = {"a:1", "b:2"};
+  backend.memcached.srv_refresh = absl::Seconds(9);
+  backend.memcached.connections = 3;
+  backend.memcached.tls = true;
+  backend.memcached.tls_ca = "ca.pem";
+  backend.memcached.tls_skip_hostname_verification = true;
+  backend.shared.timeout = absl::Milliseconds(7);
+  backend.shared.io_threads = 2;
+  backend.shared.breaker_failures = 4;
+  backend.shared.queue_grace = absl::Milliseconds(3);
+  LimiterSettings limiter;
+  limiter.key_prefix = "rl_";
+  const MemcachedBackendOptions options = MemcachedBackendOptionsFrom(backend, limiter);
+  EXPECT_THAT(options.client.servers, ElementsAre("a:1", "b:2"));
+  EXPECT_EQ(options.client.srv_refresh, absl::Seconds(9));
+  EXPECT_EQ(options.client.connections, 3);
+  EXPECT_TRUE(options.client.tls.enabled);
+  EXPECT_EQ(options.client.tls.ca_file, "ca.pem");
+  EXPECT_TRUE(options.client.tls.skip_hostname_verification);
+  EXPECT_EQ(options.timeout, absl::Milliseconds(7));
+  EXPECT_EQ(options.client.breaker_budget, absl::Milliseconds(7));
+  EXPECT_EQ(options.client.io_threads, 2);
+  EXPECT_EQ(options.client.breaker_failures, 4);
+  EXPECT_EQ(options.client.queue_grace, absl::Milliseconds(3));
+  EXPECT_EQ(options.key_prefix, "rl_");
 }
 
 // Verifies the memory bounds, in bytes, with fewer than one key counted as one, for the memory

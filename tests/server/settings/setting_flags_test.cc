@@ -83,7 +83,7 @@ TEST(SettingFlagsTest, ReportsEverythingWrongAtOnce) {
   }));
   EXPECT_THAT(read.errors,
               ElementsAre("--no_such_flag: no setting reads this flag",
-                          "--backend: 'mongo' is not memory, redis or redis_cluster",
+                          "--backend: 'mongo' is not memory, redis, redis_cluster or memcached",
                           "--redis_clock: 'sundial' is not redis or local",
                           "--failure_mode: 'panic' is not allow, deny or local",
                           "--log_level: 'loud' is not debug, info, warning or error",

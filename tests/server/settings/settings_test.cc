@@ -541,3 +541,57 @@ TEST(SettingsTest, NamesAsTheFlagsSpellThem) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Verifies --backend=memcached: servers or an SRV name (one of them), its own TLS flags, and
+// the flags that need it.
+TEST(SettingsTest, MemcachedSettings) {
+  Settings memcached = Valid();
+  memcached.backend.kind = BackendKind::kMemcached;
+  memcached.backend.memcached.servers = {"10.0.0.1:11211", "unix:/run/memcached.sock"};
+  EXPECT_THAT(Messages(memcached), IsEmpty());
+  memcached.backend.memcached.servers.clear();
+  memcached.backend.memcached.srv = "_memcache._tcp.memcached.default.svc.cluster.local";
+  memcached.backend.memcached.srv_refresh = absl::Seconds(30);
+  EXPECT_THAT(Messages(memcached), IsEmpty());
+
+  Settings none = Valid();
+  none.backend.kind = BackendKind::kMemcached;
+  EXPECT_THAT(Messages(none),
+              ElementsAre("--backend=memcached needs --memcached_servers (HOST:PORT,...) or "
+                          "--memcached_srv (_service._proto.name)"));
+  Settings bad = Valid();
+  bad.backend.kind = BackendKind::kMemcached;
+  bad.backend.memcached.servers = {"10.0.0.1", "unix:/s"};
+  bad.backend.memcached.tls = true;
+  bad.backend.memcached.tls_cert = "c.pem";
+  bad.backend.memcached.srv_refresh = absl::Seconds(1);
+  bad.backend.per_second_kind = BackendKind::kRedis;
+  EXPECT_THAT(Messages(bad),
+              ElementsAre("--memcached_tls_cert and --memcached_tls_key go together (mutual TLS "
+                          "to memcached)",
+                          "--memcached_srv_refresh needs --memcached_srv",
+                          "--memcached_servers: '10.0.0.1' is not HOST:PORT (port 1 to 65535) "
+                          "or unix:PATH",
+                          "--memcached_tls: 'unix:/s' in --memcached_servers is a unix socket; "
+                          "TLS to memcached is over TCP (HOST:PORT)",
+                          "--redis_per_second_backend needs --backend=redis or redis_cluster"));
+  Settings srv = Valid();
+  srv.backend.kind = BackendKind::kMemcached;
+  srv.backend.memcached.srv = "memcached.local";
+  EXPECT_THAT(Messages(srv),
+              ElementsAre("--memcached_srv: 'memcached.local' is not an SRV name, "
+                          "_service._proto.name (e.g. "
+                          "_memcache._tcp.memcached.default.svc.cluster.local)"));
+  Settings elsewhere = Valid();
+  elsewhere.backend.memcached.servers = {"10.0.0.1:11211"};
+  elsewhere.backend.memcached.tls_ca = "ca.pem";
+  EXPECT_THAT(Messages(elsewhere),
+              ElementsAre("--memcached_tls_ca needs --memcached_tls",
+                          "--memcached_servers and --memcached_srv need --backend=memcached"));
+}
+
+}  // namespace
+}  // namespace sluice

@@ -14,6 +14,7 @@
 namespace sluice {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -321,10 +322,55 @@ TEST_F(UpstreamEnvTest, ClusterRedis) {
   EXPECT_THAT(t.errors, IsEmpty());
 }
 
+// Verifies BACKEND_TYPE=memcache: the servers or the SRV name with its refresh, the pool, TLS
+// with its files, upstream's empty key prefix (keys are then upstream's own), and the REDIS_*
+// variables left alone; the servers and the SRV name are exclusive, as upstream, and one of
+// them is needed.
+TEST_F(UpstreamEnvTest, Memcache) {
+  UpstreamTranslation hosts = TranslateAll({{"BACKEND_TYPE", "memcache"},
+                                            {"MEMCACHE_HOST_PORT", "10.0.0.1:11211,10.0.0.2:11211"},
+                                            {"MEMCACHE_MAX_IDLE_CONNS", "4"},
+                                            {"REDIS_URL", "ignored:6379"}});
+  EXPECT_THAT(hosts.errors, IsEmpty());
+  EXPECT_EQ(Flag(hosts, "backend"), "memcached");
+  EXPECT_EQ(Flag(hosts, "memcached_servers"), "10.0.0.1:11211,10.0.0.2:11211");
+  EXPECT_EQ(Flag(hosts, "memcached_connections"), "4");
+  EXPECT_EQ(Flag(hosts, "redis_key_prefix"), "");
+  EXPECT_EQ(Flag(hosts, "redis_addresses"), "unset");
+  UpstreamTranslation srv =
+      Translate({{"BACKEND_TYPE", "MEMCACHE"},
+                 {"MEMCACHE_SRV", "_memcache._tcp.mc.default.svc.cluster.local"},
+                 {"MEMCACHE_SRV_REFRESH", "30s"},
+                 {"MEMCACHE_TLS", "true"},
+                 {"MEMCACHE_TLS_CACERT", "/ca.pem"},
+                 {"MEMCACHE_TLS_CLIENT_CERT", "/c.pem"},
+                 {"MEMCACHE_TLS_CLIENT_KEY", "/k.pem"},
+                 {"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "true"},
+                 {"CACHE_KEY_PREFIX", "rl_"}});
+  EXPECT_THAT(srv.errors, IsEmpty());
+  EXPECT_THAT(Flags(srv),
+              ElementsAre("backend=memcached",
+                          "memcached_srv=_memcache._tcp.mc.default.svc.cluster.local",
+                          "memcached_srv_refresh=30s", "memcached_tls=true",
+                          "memcached_tls_ca=/ca.pem", "memcached_tls_cert=/c.pem",
+                          "memcached_tls_key=/k.pem",
+                          "memcached_tls_skip_hostname_verification=true",
+                          "redis_key_prefix=rl_"));
+  EXPECT_THAT(Translate({{"BACKEND_TYPE", "memcache"},
+                         {"MEMCACHE_HOST_PORT", "a:1"},
+                         {"MEMCACHE_SRV", "_m._tcp.x"}})
+                  .errors,
+              ElementsAre("MEMCACHE_HOST_PORT and MEMCACHE_SRV are both set; give one (as "
+                          "upstream)"));
+  EXPECT_THAT(Translate({{"BACKEND_TYPE", "memcache"}}).errors,
+              ElementsAre(HasSubstr("BACKEND_TYPE=memcache needs MEMCACHE_HOST_PORT")));
+  EXPECT_THAT(Translate({{"MEMCACHE_HOST_PORT", "a:1"}, {"MEMCACHE_TLS", "true"}}).warnings,
+              Contains(HasSubstr("MEMCACHE_HOST_PORT, MEMCACHE_TLS: ignored (BACKEND_TYPE is "
+                                 "not memcache)")));
+}
+
 // Verifies what cannot be honoured safely is an error naming it.
 TEST_F(UpstreamEnvTest, RefusesWhatItCannotHonour) {
-  EXPECT_THAT(Translate({{"BACKEND_TYPE", "memcache"}}).errors,
-              ElementsAre(HasSubstr("BACKEND_TYPE=memcache")));
   EXPECT_THAT(Translate({{"REDIS_TYPE", "replicated"}, {"REDIS_URL", "a:1"}}).errors,
               ElementsAre("REDIS_TYPE=replicated: not single, cluster or sentinel"));
   // The client certificate's name is checked with a client CA; without one there is no

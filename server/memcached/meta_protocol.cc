@@ -1,0 +1,116 @@
+#include "server/memcached/meta_protocol.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/common/log_text.h"
+
+namespace sluice {
+
+bool IsLegalMemcachedKey(absl::string_view key) {
+  if (key.empty() || key.size() > kMemcachedMaxKeyBytes) {
+    return false;
+  }
+  for (char c : key) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u <= ' ' || u == 0x7f) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int64_t MemcachedExpiry(int64_t ttl_s, int64_t now_s) {
+  if (ttl_s < 1) {
+    ttl_s = 1;
+  }
+  return ttl_s > kMemcachedMaxRelativeTtl ? now_s + ttl_s : ttl_s;
+}
+
+void AppendIncrementOrCreate(absl::string_view key, uint64_t hits, int64_t expiry,
+                             std::string* out) {
+  absl::StrAppend(out, "ma ", key, " N", expiry, " J", hits, " D", hits, " v\r\n");
+}
+
+void AppendDecrement(absl::string_view key, uint64_t hits, std::string* out) {
+  absl::StrAppend(out, "ma ", key, " MD D", hits, " v\r\n");
+}
+
+void AppendGetValue(absl::string_view key, std::string* out) {
+  absl::StrAppend(out, "mg ", key, " v\r\n");
+}
+
+void AppendNoOp(std::string* out) { out->append("mn\r\n"); }
+
+MetaReplyReader::Result MetaReplyReader::Next(MetaReply* reply) {
+  if (!error_.empty()) {
+    return Result::kError;
+  }
+  const absl::string_view pending = absl::string_view(buffer_).substr(read_);
+  const size_t eol = pending.find("\r\n");
+  if (eol == absl::string_view::npos) {
+    if (pending.size() > kMaxLineBytes) {
+      error_ = "a reply line longer than 1024 bytes";
+      return Result::kError;
+    }
+    if (read_ > 0 && read_ == buffer_.size()) {
+      buffer_.clear();
+      read_ = 0;
+    }
+    return Result::kNone;
+  }
+  if (eol > kMaxLineBytes) {
+    error_ = "a reply line longer than 1024 bytes";
+    return Result::kError;
+  }
+  const absl::string_view line = pending.substr(0, eol);
+  size_t consumed = eol + 2;
+  *reply = MetaReply();
+  const absl::string_view code = line.substr(0, line.find(' '));
+  if (code == "VA") {
+    std::vector<absl::string_view> tokens = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    size_t size = 0;
+    if (tokens.size() < 2 || !absl::SimpleAtoi(tokens[1], &size) || size > kMaxValueBytes) {
+      error_ = absl::StrCat("a value reply memcached does not send: ", LogText(line));
+      return Result::kError;
+    }
+    if (pending.size() < consumed + size + 2) {
+      return Result::kNone;  // the data has not all come
+    }
+    const absl::string_view data = pending.substr(consumed, size);
+    if (pending.substr(consumed + size, 2) != "\r\n") {
+      error_ = "a value not ended by CRLF";
+      return Result::kError;
+    }
+    consumed += size + 2;
+    reply->kind = MetaReply::Kind::kValue;
+    // A decrement keeps the value's length and pads it with spaces ("0 ").
+    reply->numeric = size <= 24 && absl::SimpleAtoi(absl::StripAsciiWhitespace(data),
+                                                    &reply->value);
+    if (!reply->numeric) {
+      reply->value = 0;
+    }
+  } else if (code == "NF" || code == "EN") {
+    reply->kind = MetaReply::Kind::kNotFound;
+  } else if (code == "HD" || code == "NS" || code == "EX" || code == "MN") {
+    reply->kind = MetaReply::Kind::kOther;
+  } else if (code == "ERROR" || code == "CLIENT_ERROR" || code == "SERVER_ERROR") {
+    reply->kind = MetaReply::Kind::kError;
+    reply->error = LogText(line);
+  } else {
+    error_ = absl::StrCat("a reply memcached does not send: ", LogText(line));
+    return Result::kError;
+  }
+  read_ += consumed;
+  if (read_ == buffer_.size()) {
+    buffer_.clear();
+    read_ = 0;
+  } else if (read_ > 64 * 1024) {
+    buffer_.erase(0, read_);
+    read_ = 0;
+  }
+  return Result::kReply;
+}
+
+}  // namespace sluice
