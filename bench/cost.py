@@ -59,7 +59,12 @@ SCENARIOS = collections.OrderedDict([
     ("redis_over_limit_cache", ("redis", "grpc", "cost_over_limit", 1, 1)),
     ("redis_tls_1", ("redis_tls", "grpc", "cost", 1, 1000)),
     ("redis_1_traced", ("redis_traced", "grpc", "cost", 1, 1000)),
+    ("redis_fw_1", ("redis", "grpc", "cost_fw", 1, 1000)),
+    ("memcached_fw_1", ("memcached", "grpc", "cost_fw", 1, 1000)),
 ])
+# Measured when asked for (--scenarios), not guarded: a comparison of backends on the one
+# algorithm they all keep.
+UNGUARDED = ("redis_fw_1", "memcached_fw_1")
 SCENARIO_HELP = """\
   floor                   sluice-floor (gRPC alone, answers OK): what gRPC costs by itself
   memory_1                Sluice, memory backend, 1 token-bucket descriptor, admitted
@@ -72,7 +77,11 @@ SCENARIO_HELP = """\
   redis_tls_1             redis_1 with TLS to Redis (--redis_tls, a CA of the run's own)
   redis_1_traced          redis_1 with every call traced (--tracing, sampling rate 1): the
                           decision's span and its Redis call's, exported over OTLP/HTTP to a
-                          collector of the run's own (the export thread's work counts)"""
+                          collector of the run's own (the export thread's work counts)
+  redis_fw_1              (when asked for, unguarded) Redis backend, 1 fixed-window descriptor,
+                          admitted: INCRBY + PEXPIRE NX, no script
+  memcached_fw_1          (when asked for, unguarded) the same on the memcached backend: one
+                          `ma` (increment-or-create) on a memcached 1.6 of the run's own"""
 
 CATEGORIES = ("sluice", "grpc", "protobuf", "alloc", "other", "lock")
 GRPC_OBJECTS = ("libgrpc", "libgpr", "libupb", "libaddress_sorting", "libre2", "libcares",
@@ -249,7 +258,19 @@ class Collector:
         self.server.shutdown()
 
 
-def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None, collector=None):
+def start_memcached(children):
+    """memcached (Debian's 1.6) on a free port, in the foreground."""
+    port = bench.free_port()
+    argv = ["memcached", "-l", HOST, "-p", str(port), "-U", "0", "-t", "1"]
+    if os.getuid() == 0:
+        argv += ["-u", "root"]
+    proc = children.start("memcached", argv)
+    bench.wait_for_port(port, proc, "memcached", children, timeout=15)
+    return port
+
+
+def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None, collector=None,
+                 memcached_port=None):
     grpc_port = bench.free_port()
     if kind == "floor":
         argv = [os.path.join(build_bin, "sluice-floor"), f"--grpc_address={HOST}:{grpc_port}"]
@@ -264,6 +285,12 @@ def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None, 
         if kind == "redis_traced":
             argv += ["--tracing", "--tracing_sampling_rate=1",
                      f"--tracing_endpoint=http://{HOST}:{collector.port}/v1/traces"]
+        if kind == "memcached":
+            # Fixed windows only: the one file of them (the others hold token buckets).
+            argv = [a for a in argv if not a.startswith("--config=")]
+            argv += [f"--config={os.path.join(REPO, 'bench', 'config', 'cost_fixed_window.yaml')}",
+                     f"--memcached_servers={HOST}:{memcached_port}", "--redis_timeout=10s",
+                     "--redis_breaker_failures=1000000"]
         if kind in ("redis", "redis_tls", "redis_traced"):
             # Under callgrind Sluice runs ~50 times slower: give each decision time enough that
             # no failure policy ever answers.
@@ -383,7 +410,7 @@ def main():
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="scenarios:\n" + SCENARIO_HELP)
     p.add_argument("--build-dir", default=os.path.join(REPO, "build"))
-    p.add_argument("--scenarios", default=",".join(SCENARIOS),
+    p.add_argument("--scenarios", default=",".join(n for n in SCENARIOS if n not in UNGUARDED),
                    help="comma-separated scenarios (default: all)")
     p.add_argument("--requests", type=int, default=1000, help="measured requests per repeat")
     p.add_argument("--warmup", type=int, default=200, help="requests sent before measuring")
@@ -405,7 +432,7 @@ def main():
     unknown = [s for s in names if s not in SCENARIOS]
     if unknown:
         p.error(f"unknown scenarios {unknown}; choose among {list(SCENARIOS)}")
-    if opts.update_baseline and names != list(SCENARIOS):
+    if opts.update_baseline and names != [n for n in SCENARIOS if n not in UNGUARDED]:
         p.error("--update-baseline measures every scenario")
 
     workdir = opts.workdir or tempfile.mkdtemp(prefix="sluice-cost.")
@@ -427,11 +454,15 @@ def main():
             # One Redis for both: plain on its port, TLS on another.
             tls = (bench.free_port(), bench.make_tls_files(workdir))
             _, redis_port, redis = bench.start_redis(children, workdir, *tls)
-        for kind in ("floor", "memory", "redis", "redis_tls", "redis_traced"):
+        memcached_port = None
+        if any(SCENARIOS[n][0] == "memcached" for n in names):
+            memcached_port = start_memcached(children)
+        for kind in ("floor", "memory", "redis", "redis_tls", "redis_traced", "memcached"):
             mine = [n for n in names if SCENARIOS[n][0] == kind]
             if not mine:
                 continue
-            server = start_server(children, build_bin, workdir, kind, redis_port, tls, collector)
+            server = start_server(children, build_bin, workdir, kind, redis_port, tls, collector,
+                                  memcached_port)
             for name in mine:
                 base = baseline.get(name, {}).get("total")
                 results[name] = measure(opts, build_bin, server, name,
