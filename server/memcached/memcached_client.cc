@@ -146,12 +146,8 @@ class MemcachedClient::Node {
       metrics.reconnects += stats.connects > 0 ? stats.connects - 1 : 0;
       metrics.timeouts += stats.timeouts;
     }
-    metrics.breaker_open = breaker_.open();
-    metrics.breaker_opens = breaker_.opens();
-    metrics.breaker_rejected = breaker_.rejected();
+    SetBreakerMetrics(breaker_, &metrics);
     metrics.call_latency = latency_.snapshot();
-    metrics.failure_windows = breaker_.failure_windows();
-    metrics.failing = breaker_.failing_since_us() != 0;
     return metrics;
   }
 

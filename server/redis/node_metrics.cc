@@ -1,6 +1,7 @@
 #include "server/redis/node_metrics.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/redis/circuit_breaker.h"
 
 namespace sluice {
 namespace {
@@ -16,6 +17,14 @@ void AppendFamily(absl::Span<const NodeMetrics> nodes, absl::string_view name,
 }
 
 }  // namespace
+
+void SetBreakerMetrics(const CircuitBreaker& breaker, NodeMetrics* node) {
+  node->breaker_open = breaker.open();
+  node->breaker_opens = breaker.opens();
+  node->breaker_rejected = breaker.rejected();
+  node->failure_windows = breaker.failure_windows();
+  node->failing = breaker.failing_since_us() != 0;
+}
 
 void AppendNodeMetrics(absl::Span<const NodeMetrics> nodes, std::string* out,
                        absl::string_view system) {

@@ -12,6 +12,8 @@
 
 namespace sluice {
 
+class CircuitBreaker;
+
 struct NodeMetrics {
   std::string address;  // "host:port", the `node` label
   int ready_connections = 0;
@@ -27,6 +29,9 @@ struct NodeMetrics {
   MetricHistogram::Snapshot failure_windows;
   bool failing = false;  // a window is open now
 };
+
+// Fills the breaker's part of `node`: open, opens, rejected, its failure windows and failing.
+void SetBreakerMetrics(const CircuitBreaker& breaker, NodeMetrics* node);
 
 // sluice_redis_connections, _reconnects_total, _timeouts_total, _breaker_open,
 // _breaker_opens_total, _breaker_rejected_total, _failing, and the _call_duration_seconds and

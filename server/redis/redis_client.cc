@@ -427,12 +427,8 @@ void RedisClient::CollectNodeMetrics(std::vector<NodeMetrics>* out) const {
     node.reconnects += stats.connects > 1 ? stats.connects - 1 : 0;
     node.timeouts += stats.deadline_exceeded;
   }
-  node.breaker_open = breaker_.open();
-  node.breaker_opens = breaker_.opens();
-  node.breaker_rejected = breaker_.rejected();
+  SetBreakerMetrics(breaker_, &node);
   node.call_latency = call_latency_.snapshot();
-  node.failure_windows = breaker_.failure_windows();
-  node.failing = breaker_.failing_since_us() != 0;
   out->push_back(std::move(node));
 }
 
