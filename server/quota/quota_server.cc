@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/heap_bytes.h"
 #include "server/common/heap_trim.h"
 #include "server/common/logging.h"
+#include "server/common/saturating.h"
 #include "server/common/status_macros.h"
 #include "server/quota/envoy_assignment.h"
 #include "server/quota/fair_share.h"
@@ -52,15 +52,6 @@ absl::string_view QuotaServer::SharedBoundText(SharedBound bound) {
   }
   return "";
 }
-
-namespace {
-
-uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
-  return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
-                                                      : a + b;
-}
-
-}  // namespace
 
 QuotaServer::QuotaServer(const ConfigStore& config, QuotaOptions options, RemoteDemand* remote)
     : config_(config), options_(options), remote_(remote) {
@@ -146,7 +137,6 @@ void QuotaServer::Assign(StreamId stream, Subscription& sub, const Bucket& bucke
   const int64_t ttl_s = AssignmentTtlSeconds(sub.interval_us(), options_.assignment_ttl_intervals,
                                              options_.min_ttl_seconds);
   Subscription::Sent& sent = sub.sent;
-  sent.has_bucket = false;
   if (rule.kind == QuotaRule::Kind::kShare && share > 0) {
     // A bucket of the share's rate with the same part of the rule's burst.
     const EnvoyTokenBucket bucket_sent = EncodeShare(
@@ -156,7 +146,6 @@ void QuotaServer::Assign(StreamId stream, Subscription& sub, const Bucket& bucke
                                                    : nullptr);
     FillAssignment(&bucket_sent, false, ttl_s, action);
     sent.bucket = bucket_sent;
-    sent.has_bucket = true;
   } else {
     // A share of 0 (nothing left) denies.
     FillAssignment(nullptr, rule.kind == QuotaRule::Kind::kAllowAll, ttl_s, action);
@@ -183,8 +172,19 @@ absl::Status QuotaServer::Report(StreamId id, const Reports& reports, int64_t no
   return status;
 }
 
+void QuotaServer::Rematch(const Config* config, Bucket& bucket) {
+  if (bucket.matched_generation == generation_) {
+    return;
+  }
+  QuotaRule rule = MatchQuotaRule(config, bucket.domain, bucket.key);
+  bucket.rule_changed = bucket.rule_changed || !rule.SameAnswer(bucket.rule);
+  bucket.rule = std::move(rule);
+  bucket.matched_generation = generation_;
+}
+
 absl::StatusOr<std::pair<QuotaServer::Bucket*, Subscription*>> QuotaServer::Subscribe(
-    StreamId id, Stream& stream, std::string key, int64_t now_us, SharedBound* shared) {
+    StreamId id, Stream& stream, const Config* config, std::string key, int64_t now_us,
+    SharedBound* shared) {
   // The stream's own bounds end it: no single Envoy holds so much.
   if (stream.subscriptions.size() >= options_.max_buckets_per_stream) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -225,8 +225,7 @@ absl::StatusOr<std::pair<QuotaServer::Bucket*, Subscription*>> QuotaServer::Subs
     owned->key = std::move(key);
     owned->created_us = now_us;
     owned->bytes = bucket_bytes;
-    const std::shared_ptr<const Config> config = CurrentConfig();
-    owned->rule = MatchQuotaRule(config.get(), owned->domain, owned->key);
+    owned->rule = MatchQuotaRule(config, owned->domain, owned->key);
     owned->matched_generation = generation_;
     bucket = owned.get();
     buckets_.emplace(BucketName{bucket->domain, bucket->key}, std::move(owned));
@@ -329,7 +328,7 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
     if (sub_it == stream.subscriptions.end()) {
       SharedBound shared = SharedBound::kNone;
       ASSIGN_OR_RETURN(const auto subscribed,
-                       Subscribe(id, stream, std::move(key), now_us, &shared));
+                       Subscribe(id, stream, config.get(), std::move(key), now_us, &shared));
       if (shared != SharedBound::kNone) {
         ++usage_.buckets_refused[static_cast<size_t>(shared) - 1];
         if (now_us - refusal_logged_us_ >= kRefusalLogEveryUs) {
@@ -344,10 +343,7 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
       bucket = subscribed.first;
       Subscription& sub = *subscribed.second;
       sub.AddReport(requests, elapsed_us, now_us);
-      if (bucket->matched_generation != generation_) {
-        bucket->rule = MatchQuotaRule(config.get(), bucket->domain, bucket->key);
-        bucket->matched_generation = generation_;
-      }
+      Rematch(config.get(), *bucket);
       // A new subscriber is answered at once (Envoy applies its no_assignment_behavior until
       // then), with its fair share as far as the shares the others here hold leave room: they
       // move at the next rebalance, one change each (Envoy starts most replaced buckets full, so
@@ -531,13 +527,9 @@ void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
   ranked.reserve(buckets_.size());
   for (auto& [unused_name, owned] : buckets_) {
     Bucket& bucket = *owned;
-    bool rule_changed = false;
-    if (bucket.matched_generation != generation_) {
-      const QuotaRule rule = MatchQuotaRule(config.get(), bucket.domain, bucket.key);
-      rule_changed = !rule.SameAnswer(bucket.rule);
-      bucket.rule = rule;
-      bucket.matched_generation = generation_;
-    }
+    Rematch(config.get(), bucket);
+    const bool rule_changed = bucket.rule_changed;
+    bucket.rule_changed = false;
     const QuotaRule rule = Effective(config.get(), bucket, now_us);
     const std::vector<double> shares = Shares(bucket, rule.rate);
     // Shares that each moved by less than the hysteresis can still add up to more (or less)

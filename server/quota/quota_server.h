@@ -202,6 +202,9 @@ class QuotaServer {
     std::string key;  // BucketKey: the id, once
     QuotaRule rule;
     uint64_t matched_generation = 0;  // the config (generation_) the rule was matched in
+    // A rematch (Rematch) gave another answer since the last rebalance, which sends it to every
+    // subscriber and clears this.
+    bool rule_changed = false;
     // The subscribers, each with its subscription (owned by its stream; stable).
     std::vector<std::pair<StreamId, Subscription*>> subscribers;
     // The other replicas' demands, as the last exchange that worked returned them, and when.
@@ -233,11 +236,15 @@ class QuotaServer {
   // The bounds a stream shares with others (see Subscribe).
   enum class SharedBound : uint8_t { kNone = 0, kSubscriptions, kPeerBytes, kBytes };
   static absl::string_view SharedBoundText(SharedBound bound);
-  // Subscribes `stream` to bucket `key` of its domain (created if new). An error naming the
-  // bound when one of the stream's own refuses it (the stream ends); {null, null} with `*shared`
-  // set when one shared with other streams does (the bucket is left unanswered, the stream goes
-  // on, and a later report of the bucket tries again).
+  // Matches `bucket`'s rule again in `config` if it was matched in an older one (generation_),
+  // marking it changed when the answer differs.
+  void Rematch(const Config* config, Bucket& bucket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Subscribes `stream` to bucket `key` of its domain (created if new, its rule matched in
+  // `config`). An error naming the bound when one of the stream's own refuses it (the stream
+  // ends); {null, null} with `*shared` set when one shared with other streams does (the bucket is
+  // left unanswered, the stream goes on, and a later report of the bucket tries again).
   absl::StatusOr<std::pair<Bucket*, Subscription*>> Subscribe(StreamId id, Stream& stream,
+                                                              const Config* config,
                                                               std::string key, int64_t now_us,
                                                               SharedBound* shared)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

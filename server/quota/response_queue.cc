@@ -8,9 +8,9 @@ namespace sluice::quota {
 namespace {
 
 // A parsed message takes about twice its encoded size (a map's entries, strings' headers), and
-// a queued action its key and its slot too.
+// a queued action its key (in the index) and its slot too.
 size_t ActionBytes(const QuotaResponse::BucketAction& action, const std::string& bucket) {
-  return 2 * action.ByteSizeLong() + 2 * bucket.size() + 96;
+  return 2 * action.ByteSizeLong() + bucket.size() + 96;
 }
 
 }  // namespace
@@ -38,9 +38,9 @@ bool ResponseQueue::Add(QuotaResponse response, size_t* would_be, bool capped) {
   }
   for (int i = 0; i < response.bucket_action_size(); ++i) {
     Incoming& in = incoming[static_cast<size_t>(i)];
-    auto [it, fresh] = index_.try_emplace(in.bucket, waiting_.size());
+    auto [it, fresh] = index_.try_emplace(std::move(in.bucket), waiting_.size());
     if (fresh) {
-      waiting_.push_back(Waiting{std::move(in.bucket), {}, 0});
+      waiting_.push_back(Waiting{});
     }
     Waiting& waiting = waiting_[it->second];
     bytes_ += in.bytes - waiting.bytes;

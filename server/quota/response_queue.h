@@ -33,7 +33,6 @@ class ResponseQueue {
 
  private:
   struct Waiting {
-    std::string bucket;  // BucketKey
     QuotaResponse::BucketAction action;
     size_t bytes = 0;
   };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "server/common/saturating.h"
+
 namespace sluice::quota {
 namespace {
 
@@ -17,9 +19,7 @@ void Subscription::AddSample(uint64_t requests, int64_t elapsed_us) {
     std::rotate(samples_.begin(), samples_.begin() + 1, samples_.end());
     --sample_count_;
   }
-  const uint64_t total = requests > std::numeric_limits<uint64_t>::max() - carried_
-                             ? std::numeric_limits<uint64_t>::max()
-                             : requests + carried_;
+  const uint64_t total = SaturatingAdd(requests, carried_);
   carried_ = 0;
   samples_[sample_count_++] = {total, elapsed_us};
 }
@@ -37,9 +37,7 @@ void Subscription::AddReport(uint64_t requests, int64_t reported_us, int64_t now
   const int64_t measured = now_us - last_report_us_;
   if (measured < kSameReportUs) {
     // Counted with the measure that follows, whose time runs from the earlier report.
-    carried_ = requests > std::numeric_limits<uint64_t>::max() - carried_
-                   ? std::numeric_limits<uint64_t>::max()
-                   : carried_ + requests;
+    carried_ = SaturatingAdd(carried_, requests);
     return;
   }
   AddSample(requests, measured);

@@ -52,7 +52,6 @@ class Subscription {
     bool assigned = false;
     QuotaRule::Kind kind = QuotaRule::Kind::kAllowAll;
     double share = 0;        // requests a second (kShare)
-    bool has_bucket = false;  // a token bucket was sent (kShare with a share above 0)
     EnvoyTokenBucket bucket;
     int64_t at_us = 0;
     int64_t ttl_us = 0;

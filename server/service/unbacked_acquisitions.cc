@@ -1,21 +1,12 @@
 #include "server/service/unbacked_acquisitions.h"
 
 #include <algorithm>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/saturating.h"
 
 namespace sluice {
-namespace {
-
-uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
-  return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
-                                                      : a + b;
-}
-
-}  // namespace
-
 UnbackedAcquisitions::UnbackedAcquisitions(const Clock& clock, size_t max_keys, size_t max_bytes)
     : clock_(clock), map_(max_keys, max_bytes) {}
 

@@ -624,6 +624,39 @@ descriptors:
   EXPECT_NEAR(Rate(a.Last("r8")), 40, 0.2);
 }
 
+// Verifies a reload first seen by a newcomer's report (the bucket's rule matched again there)
+// still reaches the bucket's other subscribers at the next rebalance, though their shares did
+// not move: here a burst changed and the newcomer left before the rebalance.
+TEST_F(QuotaServerTest, AReloadFirstSeenByANewcomerReachesEverySubscriber) {
+  const auto max_tokens = [](const Client& c) {
+    const BucketAction* action = c.Last("s", "slow");
+    return action == nullptr ? uint64_t{0}
+                             : action->quota_assignment_action()
+                                   .rate_limit_strategy()
+                                   .token_bucket()
+                                   .max_tokens();
+  };
+  Client& a = Open();
+  ASSERT_TRUE(Send(a, Usage("s", 10, kSecond, "q", "slow")).ok());
+  server_->Tick(now_);
+  ASSERT_EQ(max_tokens(a), 60u);
+  auto reloaded = LoadConfigText("q.yaml", R"(domain: q
+descriptors:
+  - key: slow
+    rate_limit: {unit: minute, requests_per_unit: 30, algorithm: token_bucket, burst: 90}
+)");
+  ASSERT_TRUE(reloaded.ok());
+  store_.Set(std::shared_ptr<const Config>(std::move(*reloaded)));
+  Client& b = Open();
+  ASSERT_TRUE(Send(b, Usage("s", 10, kSecond, "q", "slow")).ok());
+  server_->Close(b.id);
+  a.received.clear();
+  now_ += kSecond;
+  ASSERT_TRUE(Send(a, Usage("s", 10, kSecond, "q", "slow")).ok());
+  server_->Tick(now_);
+  EXPECT_EQ(max_tokens(a), 90u);
+}
+
 // Verifies the per-rule gauges: demand, the shares sent and the demand above them; for a
 // shadow-mode rule (answered ALLOW_ALL) the shares enforcing it would give and what that would
 // deny.
