@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -32,6 +31,10 @@ class Errors {
   // "--<flag> must be at least 1" unless `value` is.
   void AtLeastOne(absl::string_view flag, int64_t value) {
     Check(value >= 1, {flag}, absl::StrCat("--", flag, " must be at least 1"));
+  }
+  // "--<flag> must be at most <limit_text>" unless `value` <= `limit`.
+  void AtMost(absl::string_view flag, int64_t value, int64_t limit, absl::string_view limit_text) {
+    Check(value <= limit, {flag}, absl::StrCat("--", flag, " must be at most ", limit_text));
   }
   // "--<flag>: <value> is not between 1 and kMaxMib (MiB)" unless it is.
   void Mib(absl::string_view flag, int64_t value) {
@@ -134,11 +137,11 @@ void CheckListeners(const Settings& settings, Errors& errors) {
   errors.AtLeastOne("rlqs_max_pending_mib", grpc.rlqs_max_pending_mib);
   errors.Check(grpc.rlqs_write_timeout >= absl::Seconds(1), {"rlqs_write_timeout"},
                "--rlqs_write_timeout must be at least 1s");
-  errors.Check(grpc.rlqs_max_mib <= (int64_t{1} << 30) && grpc.rlqs_max_peer_mib <= (int64_t{1} << 30) &&
-                   grpc.rlqs_max_stream_mib <= (int64_t{1} << 30) &&
-                   grpc.rlqs_max_pending_kib <= (int64_t{1} << 40) &&
-                   grpc.rlqs_max_pending_mib <= (int64_t{1} << 30),
-               {"rlqs_max_mib"}, "the --rlqs_max_*_mib bounds must be at most 2^30 MiB");
+  errors.AtMost("rlqs_max_mib", grpc.rlqs_max_mib, int64_t{1} << 30, "2^30 MiB");
+  errors.AtMost("rlqs_max_peer_mib", grpc.rlqs_max_peer_mib, int64_t{1} << 30, "2^30 MiB");
+  errors.AtMost("rlqs_max_stream_mib", grpc.rlqs_max_stream_mib, int64_t{1} << 30, "2^30 MiB");
+  errors.AtMost("rlqs_max_pending_kib", grpc.rlqs_max_pending_kib, int64_t{1} << 40, "2^40 KiB");
+  errors.AtMost("rlqs_max_pending_mib", grpc.rlqs_max_pending_mib, int64_t{1} << 30, "2^30 MiB");
   errors.Check(grpc.max_connection_age >= absl::ZeroDuration(), {"grpc_max_connection_age"},
                "--grpc_max_connection_age must not be negative (0: connections never age out)");
   errors.Check(grpc.max_connection_age_grace >= absl::ZeroDuration(),
@@ -403,14 +406,10 @@ void CheckMemcached(const BackendSettings& backend, Errors& errors) {
                                 "over TCP (HOST:PORT)"));
       continue;
     }
-    const size_t colon = address.rfind(':');
-    int port = 0;
-    errors.Check(colon != std::string::npos && colon > 0 &&
-                     absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) &&
-                     port >= 1 && port <= 65535,
-                 {"memcached_servers"},
-                 absl::StrCat("--memcached_servers: '", address,
-                              "' is not HOST:PORT (port 1 to 65535) or unix:PATH"));
+    const absl::Status valid = ValidateHostPort(address, 1);
+    errors.Check(valid.ok(), {"memcached_servers"},
+                 absl::StrCat("--memcached_servers: ", valid.message(),
+                              " (each server is HOST:PORT or unix:PATH)"));
   }
 }
 

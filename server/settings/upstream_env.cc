@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/types/span.h"
 #include "server/settings/listen_address.h"
 #include "server/settings/settings.h"
 #include "server/settings/statsd_mogrifiers_flag.h"
@@ -763,20 +764,21 @@ class Translator {
   // BACKEND_TYPE=memcache: the servers (a list, or an SRV name looked up again on its
   // interval), the pool, TLS; upstream's empty key prefix when CACHE_KEY_PREFIX is unset, so
   // that keys are upstream's own (server/key/upstream_key.h). The REDIS_* variables are not
-  // read, as upstream does not read them then.
-  void Memcache() {
+  // read, as upstream does not read them then. False when the servers are refused, and nothing
+  // more is read.
+  bool Memcache() {
     Set("backend", "memcached", "BACKEND_TYPE=memcache");
     const bool host_port = IsSet("MEMCACHE_HOST_PORT");
     const bool srv = IsSet("MEMCACHE_SRV");
     if (host_port && srv) {
       // Upstream panics: "Both MEMCACHE_HOST_PORT and MEMCACHE_SRV are set".
       Fail("MEMCACHE_HOST_PORT and MEMCACHE_SRV are both set; give one (as upstream)");
-      return;
+      return false;
     }
     if (!host_port && !srv) {
       Fail("BACKEND_TYPE=memcache needs MEMCACHE_HOST_PORT (host:port,...) or MEMCACHE_SRV "
            "(upstream starts without servers and fails every call)");
-      return;
+      return false;
     }
     if (host_port) {
       Set("memcached_servers", *Get("MEMCACHE_HOST_PORT"), "MEMCACHE_HOST_PORT");
@@ -829,32 +831,29 @@ class Translator {
           "envoyproxy/ratelimit's default (CACHE_KEY_PREFIX unset: no prefix), so that "
           "memcached keys are upstream's");
     }
-    for (const auto& [name, flag] : kStartupWait) {
-      if (std::optional<std::string> value = Get(name)) {
-        Set(flag, *value, std::string(name));
-      }
-    }
+    return true;
   }
 
   void Backend() {
-    if (std::optional<std::string> type = Get("BACKEND_TYPE")) {
-      const std::string lower = absl::AsciiStrToLower(*type);
-      if (lower == "memcache") {
-        Memcache();
+    const std::optional<std::string> type = Get("BACKEND_TYPE");
+    const std::string lower = absl::AsciiStrToLower(type.value_or("redis"));
+    if (lower == "memcache") {
+      if (!Memcache()) {
         return;
       }
-      if (lower != "redis") {
-        Fail(absl::StrCat("BACKEND_TYPE=", *type, ": not redis or memcache"));
-        return;
+    } else if (lower != "redis") {
+      Fail(absl::StrCat("BACKEND_TYPE=", *type, ": not redis or memcache"));
+      return;
+    } else {
+      if (type.has_value() || IsSet("REDIS_TYPE") || IsSet("REDIS_URL")) {
+        Redis(kMainRedis);
+        if (Bool("REDIS_PERSECOND").value_or(false)) {
+          Redis(kPerSecondRedis);
+        }
       }
+      RedisTls();
     }
-    if (IsSet("BACKEND_TYPE") || IsSet("REDIS_TYPE") || IsSet("REDIS_URL")) {
-      Redis(kMainRedis);
-      if (Bool("REDIS_PERSECOND").value_or(false)) {
-        Redis(kPerSecondRedis);
-      }
-    }
-    RedisTls();
+    // The start-up wait (REDIS_STARTUP_*), for either backend.
     for (const auto& [name, flag] : kStartupWait) {
       if (std::optional<std::string> value = Get(name)) {
         Set(flag, *value, std::string(name));
@@ -1243,7 +1242,7 @@ class Translator {
     const std::optional<bool> dog = Bool("USE_DOG_STATSD");
     const std::optional<bool> plain = Bool("USE_STATSD");
     std::vector<std::string> unused;
-    auto collect_unused = [&](std::initializer_list<absl::string_view> names) {
+    auto collect_unused = [&](absl::Span<const absl::string_view> names) {
       for (absl::string_view name : names) {
         if (IsSet(name)) {
           unused.emplace_back(name);
@@ -1257,8 +1256,7 @@ class Translator {
       if (dog.value_or(false)) {
         unused.emplace_back("USE_DOG_STATSD=true");
       }
-      collect_unused({"STATSD_HOST", "STATSD_PORT", "STATSD_PROTOCOL", "EXTRA_TAGS",
-                      "STATS_FLUSH_INTERVAL", "USE_DOG_STATSD_MOGRIFIERS"});
+      collect_unused(kStatsVariables);
       if (!unused.empty()) {
         Warn(absl::StrCat(absl::StrJoin(unused, ", "),
                           ": no effect with DISABLE_STATS=true, as upstream"));
@@ -1271,8 +1269,7 @@ class Translator {
       return;
     }
     if (!dog.value_or(false) && !plain.value_or(!prometheus_)) {
-      collect_unused({"STATSD_HOST", "STATSD_PORT", "STATSD_PROTOCOL", "EXTRA_TAGS",
-                      "STATS_FLUSH_INTERVAL", "USE_DOG_STATSD_MOGRIFIERS"});
+      collect_unused(kStatsVariables);
       if (!unused.empty()) {
         Warn(absl::StrCat(absl::StrJoin(unused, ", "), ": no effect without a statsd sink (",
                           plain.has_value() ? "USE_STATSD=false"

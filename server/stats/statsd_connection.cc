@@ -11,9 +11,9 @@
 #include <memory>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/redis/address.h"
 
 namespace sluice {
 namespace {
@@ -40,16 +40,15 @@ bool WaitReady(int fd, short events, absl::Time deadline) {
 
 }  // namespace
 
-StatsdConnection::StatsdConnection(std::string address, StatsdProtocol protocol)
-    : host_([&] {
-        std::string host = address.substr(0, address.rfind(':'));
-        if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
-          host = host.substr(1, host.size() - 2);
-        }
-        return host;
-      }()),
-      port_(address.substr(address.rfind(':') + 1)),
-      protocol_(protocol) {}
+StatsdConnection::StatsdConnection(const std::string& address, StatsdProtocol protocol)
+    : protocol_(protocol) {
+  int port = 0;
+  if (SplitHostPort(address, &host_, &port).ok()) {
+    port_ = absl::StrCat(port);
+  } else {
+    host_ = address;  // port_ stays empty: Send refuses it
+  }
+}
 
 StatsdConnection::~StatsdConnection() { Close(); }
 
@@ -61,6 +60,10 @@ void StatsdConnection::Close() {
 }
 
 absl::Status StatsdConnection::Connect() {
+  if (port_.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("statsd address '", host_, "' is not HOST:PORT or [IPv6]:PORT"));
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = protocol_ == StatsdProtocol::kUdp ? SOCK_DGRAM : SOCK_STREAM;

@@ -27,8 +27,10 @@ class StatsdConnection {
   static constexpr absl::Duration kConnectTimeout = absl::Milliseconds(1500);
   static constexpr absl::Duration kWriteTimeout = absl::Seconds(1);
 
-  // `address` is HOST:PORT or [IPv6]:PORT (ValidateHostPort). Connects at the first Send.
-  StatsdConnection(std::string address, StatsdProtocol protocol);
+  // `address` is HOST:PORT or [IPv6]:PORT (ValidateHostPort), split as a Redis address is
+  // (SplitHostPort); one that does not split makes every Send fail with kInvalidArgument.
+  // Connects at the first Send.
+  StatsdConnection(const std::string& address, StatsdProtocol protocol);
   ~StatsdConnection();
   StatsdConnection(const StatsdConnection&) = delete;
   StatsdConnection& operator=(const StatsdConnection&) = delete;
@@ -46,8 +48,8 @@ class StatsdConnection {
   absl::Status SendOne(const std::string& payload);
   void Close();
 
-  const std::string host_;
-  const std::string port_;
+  std::string host_;  // brackets removed from an IPv6 literal
+  std::string port_;  // decimal; empty when the address did not split
   const StatsdProtocol protocol_;
   int fd_ = -1;
 };

@@ -368,13 +368,6 @@ DomainDescription ReadDomain(const rls::RateLimitConfig& resource, UnknownSluice
 
 }  // namespace
 
-DomainDescription ReadXdsDomain(const rls::RateLimitConfig& resource, bool strict) {
-  UnknownSluiceKeys unknown;
-  DomainDescription domain = ReadDomain(resource, strict ? nullptr : &unknown);
-  domain.warnings = unknown.Warnings();
-  return domain;
-}
-
 absl::StatusOr<std::unique_ptr<Config>> ConfigFromXdsResources(
     const google::protobuf::RepeatedPtrField<google::protobuf::Any>& resources,
     const ValidateOptions& options) {

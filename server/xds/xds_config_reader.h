@@ -44,12 +44,6 @@ inline constexpr absl::string_view kRateLimitConfigTypeUrl =
 // The metadata key that carries Sluice's rule keys.
 inline constexpr absl::string_view kSluiceMetadataKey = "sluice";
 
-// One resource as a domain description; its source is "xds:<name>" ("xds:<domain>" when the
-// resource has no name). Unknown metadata.sluice keys: in its `warnings`, or, `strict`, an
-// error for the validator.
-DomainDescription ReadXdsDomain(const ratelimit::config::ratelimit::v3::RateLimitConfig& resource,
-                                bool strict = false);
-
 // Every resource of one state-of-the-world response, unpacked, read and validated whole; the
 // warnings of unknown metadata.sluice keys come first, one per key over the snapshot. Errors
 // are kInvalidArgument: "resources[2]: type.googleapis.com/...: not a RateLimitConfig" for a

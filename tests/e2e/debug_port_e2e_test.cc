@@ -4,11 +4,6 @@
 // only logs a failure to listen; its LOG_LEVEL defaults to WARN (settings.go). The default
 // address itself (0.0.0.0:6070, not loopback) is checked by upstream_env_test; here the port is
 // a loopback one.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <string>
 
@@ -26,6 +21,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::ChildProcess;
 using testing::FreePort;
+using testing::HeldPort;
 using testing::HttpGet;
 using testing::SluiceServer;
 using testing::TempDir;
@@ -33,25 +29,6 @@ using testing::WaitForPort;
 
 constexpr char kConfig[] =
     "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 7}\n";
-
-// A TCP socket listening on 127.0.0.1:`port` while it lives, so nothing else can bind it.
-class HeldPort {
- public:
-  explicit HeldPort(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok_ = bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-          listen(fd_, 1) == 0;
-  }
-  ~HeldPort() { close(fd_); }
-  bool ok() const { return ok_; }
-
- private:
-  int fd_;
-  bool ok_ = false;
-};
 
 class DebugPortE2eTest : public ::testing::Test {
  protected:

@@ -2,11 +2,6 @@
 // gRPC would misread stops the start naming the flag; an envoyproxy/ratelimit variable is
 // credited in the log only with what is in force; a malformed REDIS_URL is named; every bad
 // setting is reported at once; --check_config binds nothing.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <string>
 
@@ -22,6 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::ChildProcess;
 using testing::FreePort;
+using testing::HeldPort;
 using testing::RunCommand;
 using testing::SluiceServer;
 using testing::TempDir;
@@ -102,25 +98,6 @@ TEST(SettingsE2eTest, ReportsEveryBadSettingAtOnce) {
     EXPECT_THAT(out, HasSubstr(line));
   }
 }
-
-// A TCP socket listening on 127.0.0.1:`port` while it lives, so nothing else can bind it.
-class HeldPort {
- public:
-  explicit HeldPort(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok_ = bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-          listen(fd_, 1) == 0;
-  }
-  ~HeldPort() { close(fd_); }
-  bool ok() const { return ok_; }
-
- private:
-  int fd_;
-  bool ok_ = false;
-};
 
 // Verifies --check_config validates and prints without serving: it binds neither listener
 // (both addresses are taken here) and does not wait for a Redis that is not there.

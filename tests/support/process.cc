@@ -132,6 +132,21 @@ LoopbackListener ListenOnLoopback(int backlog) {
   return listener;
 }
 
+HeldPort::HeldPort(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ok_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+        listen(fd_, 1) == 0;
+}
+
+HeldPort::~HeldPort() {
+  if (fd_ >= 0) {
+    close(fd_);
+  }
+}
+
 int ConnectToLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -23,6 +23,23 @@ struct LoopbackListener {
 };
 LoopbackListener ListenOnLoopback(int backlog);
 
+// A TCP socket listening on 127.0.0.1:`port` while it lives, so nothing else can bind it: for a
+// test that a server reports an address already taken.
+class HeldPort {
+ public:
+  explicit HeldPort(int port);
+  ~HeldPort();
+  HeldPort(const HeldPort&) = delete;
+  HeldPort& operator=(const HeldPort&) = delete;
+
+  // Whether the port was bound and is listened on.
+  bool ok() const { return ok_; }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
 // A TCP connection to 127.0.0.1:port, or -1.
 int ConnectToLoopback(int port);
 

@@ -6,6 +6,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/flag_file.h"
+#include "server/common/status_macros.h"
 
 namespace sluice {
 namespace {
@@ -45,6 +47,16 @@ absl::Status ValidateOtlpHeaders(const std::vector<std::pair<std::string, std::s
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadOtlpCaFile(const std::string& ca_file) {
+  std::string pem;
+  ASSIGN_OR_RETURN(pem, ReadFlagFile("tracing_ca", ca_file));
+  if (!absl::StrContains(pem, "-----BEGIN CERTIFICATE-----")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tracing_ca=", ca_file, ": holds no PEM certificate"));
+  }
+  return pem;
 }
 
 }  // namespace sluice

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/trace/otlp/otlp_encoding.h"
 
@@ -33,5 +34,10 @@ struct OtlpExporterOptions {
 
 // OK when every header may be sent; else kInvalidArgument naming the header and what is wrong.
 absl::Status ValidateOtlpHeaders(const std::vector<std::pair<std::string, std::string>>& headers);
+
+// The content of `ca_file` (OtlpExporterOptions::ca_file, which --tracing_ca gives), read when
+// an exporter is made: kInvalidArgument naming --tracing_ca and the file when it cannot be read,
+// is empty, or holds no PEM certificate.
+absl::StatusOr<std::string> ReadOtlpCaFile(const std::string& ca_file);
 
 }  // namespace sluice

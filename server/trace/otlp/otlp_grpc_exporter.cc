@@ -1,9 +1,7 @@
 #include "server/trace/otlp/otlp_grpc_exporter.h"
 
 #include <chrono>
-#include <fstream>
 #include <future>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -26,16 +24,6 @@ namespace collector = ::opentelemetry::proto::collector::trace::v1;
 constexpr int kMaxReconnectBackoffMs = 5000;
 
 constexpr char kExportMethod[] = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
-
-absl::StatusOr<std::string> ReadCaFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream content;
-  content << file.rdbuf();
-  if (!file || content.str().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("CA file ", path, ": cannot read it"));
-  }
-  return content.str();
-}
 
 }  // namespace
 
@@ -85,7 +73,7 @@ absl::StatusOr<std::unique_ptr<OtlpGrpcExporter>> OtlpGrpcExporter::Create(
   if (target.tls) {
     grpc::SslCredentialsOptions ssl;
     if (!options.ca_file.empty()) {
-      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadCaFile(options.ca_file));
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadOtlpCaFile(options.ca_file));
     }
     credentials = grpc::SslCredentials(ssl);
   } else {

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -23,21 +21,6 @@ constexpr char kContentType[] = "Content-Type: application/x-protobuf";
 std::string Env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? "" : value;
-}
-
-absl::StatusOr<std::string> ReadCaFile(const std::string& path, const std::string& url) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream content;
-  content << file.rdbuf();
-  if (!file) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CA file ", path, " for ", url, ": cannot read it"));
-  }
-  if (!absl::StrContains(content.str(), "-----BEGIN CERTIFICATE-----")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CA file ", path, " for ", url, ": holds no PEM certificate"));
-  }
-  return content.str();
 }
 
 // libcurl's failures as canonical codes: the timeout is kDeadlineExceeded; everything else that
@@ -136,7 +119,7 @@ absl::StatusOr<std::unique_ptr<OtlpHttpExporter>> OtlpHttpExporter::Create(
   }
   std::string ca_pem;
   if (endpoint->tls && !options.ca_file.empty()) {
-    ASSIGN_OR_RETURN(ca_pem, ReadCaFile(options.ca_file, endpoint->url));
+    ASSIGN_OR_RETURN(ca_pem, ReadOtlpCaFile(options.ca_file));
   }
   std::unique_ptr<OtlpHttpExporter> exporter(
       new OtlpHttpExporter(std::move(options), *std::move(endpoint)));

@@ -1,6 +1,7 @@
 #include "server/settings/settings.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,29 @@ TEST(SettingsTest, ConnectionAgeAndBackendWaitAreChecked) {
   EXPECT_EQ(errors[2].message, "--wait_for_backend_initial_interval must be positive");
   EXPECT_THAT(errors[3].flags, ElementsAre("wait_for_backend_max_interval"));
   EXPECT_THAT(errors[4].flags, ElementsAre("wait_for_backend_max_elapsed"));
+}
+
+// Verifies each RLQS bound past its most is reported against its own flag, in its own unit:
+// --rlqs_max_pending_kib in KiB (to 2^40), the others in MiB (to 2^30).
+TEST(SettingsTest, RlqsUpperBoundsNameTheirFlags) {
+  Settings settings = Valid();
+  settings.grpc.rlqs_max_mib = int64_t{1} << 30;
+  settings.grpc.rlqs_max_pending_kib = int64_t{1} << 40;
+  EXPECT_THAT(Messages(settings), IsEmpty());
+  settings.grpc.rlqs_max_pending_kib = (int64_t{1} << 40) + 1;
+  std::vector<SettingError> errors = ValidateSettings(settings);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("rlqs_max_pending_kib"));
+  EXPECT_EQ(errors[0].message, "--rlqs_max_pending_kib must be at most 2^40 KiB");
+  settings.grpc.rlqs_max_pending_kib = 64;
+  settings.grpc.rlqs_max_stream_mib = (int64_t{1} << 30) + 1;
+  settings.grpc.rlqs_max_pending_mib = (int64_t{1} << 30) + 1;
+  errors = ValidateSettings(settings);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("rlqs_max_stream_mib"));
+  EXPECT_EQ(errors[0].message, "--rlqs_max_stream_mib must be at most 2^30 MiB");
+  EXPECT_THAT(errors[1].flags, ElementsAre("rlqs_max_pending_mib"));
+  EXPECT_EQ(errors[1].message, "--rlqs_max_pending_mib must be at most 2^30 MiB");
 }
 
 // Verifies --prometheus_address and --prometheus_path are checked only when the Prometheus
@@ -550,7 +574,8 @@ namespace {
 TEST(SettingsTest, MemcachedSettings) {
   Settings memcached = Valid();
   memcached.backend.kind = BackendKind::kMemcached;
-  memcached.backend.memcached.servers = {"10.0.0.1:11211", "unix:/run/memcached.sock"};
+  memcached.backend.memcached.servers = {"10.0.0.1:11211", "[::1]:11211",
+                                          "unix:/run/memcached.sock"};
   EXPECT_THAT(Messages(memcached), IsEmpty());
   memcached.backend.memcached.servers.clear();
   memcached.backend.memcached.srv = "_memcache._tcp.memcached.default.svc.cluster.local";
@@ -573,11 +598,19 @@ TEST(SettingsTest, MemcachedSettings) {
               ElementsAre("--memcached_tls_cert and --memcached_tls_key go together (mutual TLS "
                           "to memcached)",
                           "--memcached_srv_refresh needs --memcached_srv",
-                          "--memcached_servers: '10.0.0.1' is not HOST:PORT (port 1 to 65535) "
-                          "or unix:PATH",
+                          "--memcached_servers: '10.0.0.1' is not HOST:PORT (each server is "
+                          "HOST:PORT or unix:PATH)",
                           "--memcached_tls: 'unix:/s' in --memcached_servers is a unix socket; "
                           "TLS to memcached is over TCP (HOST:PORT)",
                           "--redis_per_second_backend needs --backend=redis or redis_cluster"));
+  Settings port = Valid();
+  port.backend.kind = BackendKind::kMemcached;
+  port.backend.memcached.servers = {"m1:0", "::1:11211"};
+  EXPECT_THAT(Messages(port),
+              ElementsAre("--memcached_servers: 'm1:0': port '0' is not a number from 1 to 65535 "
+                          "(each server is HOST:PORT or unix:PATH)",
+                          "--memcached_servers: '::1:11211' is not HOST:PORT (write an IPv6 host "
+                          "in brackets: [::1]:8081) (each server is HOST:PORT or unix:PATH)"));
   Settings srv = Valid();
   srv.backend.kind = BackendKind::kMemcached;
   srv.backend.memcached.srv = "memcached.local";

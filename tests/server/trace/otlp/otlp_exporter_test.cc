@@ -720,7 +720,7 @@ class OtlpTlsTest : public ::testing::Test {
 testing::TempDir* OtlpTlsTest::dir_ = nullptr;
 
 // Verifies OTLP/gRPC over TLS: the collector's certificate is checked against the CA file, and
-// refused without it.
+// refused without it; a CA file that holds no certificate is refused at once.
 TEST_F(OtlpTlsTest, GrpcExporterChecksTheCollectorsCertificate) {
   grpc::SslServerCredentialsOptions credentials;
   credentials.pem_key_cert_pairs.push_back(
@@ -744,6 +744,12 @@ TEST_F(OtlpTlsTest, GrpcExporterChecksTheCollectorsCertificate) {
   std::unique_ptr<SpanExporter> untrusted = Make(Protocol::kGrpc, options);
   ASSERT_NE(untrusted, nullptr);
   EXPECT_EQ(untrusted->Export(Spans(1)).code(), absl::StatusCode::kUnavailable);
+
+  // A CA file without a certificate in it is refused when the exporter is made, as over HTTP.
+  options.ca_file = File("server.key");
+  const absl::Status refused = OtlpGrpcExporter::Create(options).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_EQ(refused.message(), "--tracing_ca=" + File("server.key") + ": holds no PEM certificate");
 }
 
 // Verifies OTLP/HTTP over TLS: the server's certificate must chain to the CA file and name the
