@@ -113,7 +113,9 @@ EnvoyQuotaModel::EnvoyQuotaModel(EnvoyQuotaRules rules, std::string domain,
     : rules_(rules), domain_(std::move(domain)), settings_(std::move(settings)) {}
 
 std::string EnvoyQuotaModel::Key(const BucketId& bucket) {
-  // Envoy keys its cache by MessageUtil::hash(BucketId), the same for any order of the pairs.
+  // Envoy keys its cache by a hash of the BucketId message (global_client_impl.cc,
+  // onQuotaResponseImpl: MessageUtil::hash(action.bucket_id())); a map's pairs have no order, so
+  // the model keys them sorted.
   std::map<std::string, std::string> sorted(bucket.bucket().begin(), bucket.bucket().end());
   std::string key;
   for (const auto& [k, v] : sorted) {
@@ -299,8 +301,9 @@ EnvoyQuotaModel::Output EnvoyQuotaModel::Tick(absl::Time now) {
     }
   }
   // onSendReportsTimer: a null stream (ended by the server: onRemoteClose) is started again
-  // (startStreamImpl); if that failed the reports would be dropped. A gRPC stream start here
-  // always succeeds: a failure shows as the stream ending.
+  // (startStreamImpl); when the start fails (stream_ still null) the tick's reports are dropped,
+  // logged, and the next tick tries again. The model asks its caller for a new stream and leaves
+  // the start to it: a start that fails shows as that stream ending.
   if (!stream_open_) {
     stream_open_ = true;
     sent_on_stream_ = false;

@@ -5,7 +5,9 @@
 //
 // Every rule cites the Envoy source it is taken from (source/extensions/filters/http/
 // rate_limit_quota/ and source/common/common/token_bucket_impl.{h,cc}, as read in Envoy's main
-// branch whose createTokenBucketFromAction takes the existing token bucket). Two profiles:
+// branch whose createTokenBucketFromAction takes the existing token bucket; the stream, report,
+// token-bucket, TTL and abandon rules checked again against global_client_impl.cc at
+// envoyproxy/envoy commit c33e7f824b99 on 2026-11-28). Two profiles:
 //   kEnvoy    what that source does, including where it departs from the API's comments;
 //   kApiText  a client that follows the API comments instead (rlqs.proto, token_bucket.proto,
 //             rate_limit_quota.proto's bucket settings), to show what Sluice must accept from a

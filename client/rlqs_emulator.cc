@@ -109,7 +109,9 @@ void RlqsEmulatedEnvoy::ReadLoop(Stream* stream) {
   while (stream->rw->Read(&response)) {
     absl::MutexLock lock(&mu_);
     if (stream != current_) {
-      continue;  // a stream already given up: Envoy holds one at a time
+      // A stream already given up: Envoy holds one at a time (GlobalRateLimitClientImpl's one
+      // stream_, started again only once onRemoteClose has set it null: global_client_impl.cc).
+      continue;
     }
     for (const auto& action : response.bucket_action()) {
       if (action.has_abandon_action()) {

@@ -317,7 +317,8 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
         elapsed.seconds() >= max_s
             ? options_.max_time_elapsed_us
             : std::min(options_.max_time_elapsed_us,
-                       elapsed.seconds() * 1'000'000 + std::min(elapsed.nanos(), 999'999'999) / 1000);
+                       elapsed.seconds() * 1'000'000 +
+                           std::min(elapsed.nanos(), 999'999'999) / 1000);
     const uint64_t requests = SaturatingAdd(usage.num_requests_allowed(),
                                             usage.num_requests_denied());
     std::string key = BucketKey(usage.bucket_id());
@@ -345,9 +346,12 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
       sub.AddReport(requests, elapsed_us, now_us);
       Rematch(config.get(), *bucket);
       // A new subscriber is answered at once (Envoy applies its no_assignment_behavior until
-      // then), with its fair share as far as the shares the others here hold leave room: they
-      // move at the next rebalance, one change each (Envoy starts most replaced buckets full, so
-      // moving them now, once per newcomer, would hand out a burst each time).
+      // then: createBucketImpl's default_action), with its fair share as far as the shares the
+      // others here hold leave room: they move at the next rebalance, one change each (Envoy
+      // starts most replaced buckets full: createTokenBucketFromAction's initial tokens reach
+      // AtomicTokenBucketImpl as a bool init_fill; so moving them now, once per newcomer, would
+      // hand out a burst each time). Both in envoyproxy/envoy's rate_limit_quota/
+      // global_client_impl.cc.
       const QuotaRule rule = Effective(config.get(), *bucket, now_us);
       const std::vector<double> shares = Shares(*bucket, rule.rate);
       double room = 0;

@@ -14,10 +14,11 @@
 //     time_elapsed of 0 s and measures nothing (subscription.h says how demand is measured: on
 //     this server's clock, since Envoy truncates time_elapsed to whole seconds).
 //   - Envoy reports every bucket it holds on every tick, forever, and forgets one only when told
-//     to (abandon_action). So a subscription is abandoned after abandon_idle_reports reports in
-//     a row with no request, or when not reported for abandon_after_intervals of its intervals
-//     (a client that stops reporting a bucket); when traffic returns, Envoy creates the bucket
-//     again and it is answered at once. A closed stream's demand leaves at once.
+//     to (abandon_action): global_client_impl.cc's buildReports walks its whole bucket cache,
+//     and only onQuotaResponseImpl's abandon_action erases an entry. So a subscription is
+//     abandoned after abandon_idle_reports reports in a row with no request, or when not
+//     reported for abandon_after_intervals of its intervals (a client that stops reporting a
+//     bucket); when traffic returns, Envoy creates the bucket again and it is answered at once. A closed stream's demand leaves at once.
 //   - Every rebalance (Tick) recomputes every bucket's shares and sends a subscriber an
 //     assignment when its share moved past `hysteresis`, when it is about to expire, or when
 //     the rule changed; and, when the shares held add up to more than 2% over (under) what they

@@ -1,6 +1,7 @@
 // The responses waiting to be written on one RLQS stream, bounded as Redis bounds a client's
 // output buffer: only the newest action per bucket waits (a later one replaces an earlier one in
-// place: Envoy acts on the last it gets), and the bytes waiting have a cap past which the caller
+// place: Envoy acts on the last it gets, onQuotaResponseImpl replacing a bucket's cached action
+// with each it reads, in order), and the bytes waiting have a cap past which the caller
 // ends the stream. A peer that never reads so costs at most the cap, never the process.
 // Not thread-safe: the stream's own lock guards it.
 #pragma once

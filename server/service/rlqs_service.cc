@@ -313,7 +313,9 @@ void RlqsGrpcService::Drain() {
   }
   // The streams end, the assignments stay: each Envoy keeps enforcing what it holds until it has
   // reconnected (at its next report, through the load balancer, to another replica) and been
-  // answered there; expiring them would drop it to its no_assignment_behavior meanwhile.
+  // answered there; expiring them would drop it to its no_assignment_behavior meanwhile. (Envoy's
+  // onRemoteClose only drops its stream; each cached action lives until its own TTL timer,
+  // startActionExpirationTimer: envoyproxy/envoy's rate_limit_quota/global_client_impl.cc.)
   MutexLock lock(streams_mu_);
   draining_ = true;
   for (Stream* stream : streams_) {
