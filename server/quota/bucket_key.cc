@@ -22,22 +22,31 @@ absl::string_view TakeField(absl::string_view& rest) {
   return field;
 }
 
+// Characters of `n` in decimal.
+size_t DecimalDigits(size_t n) {
+  size_t digits = 1;
+  for (; n >= 10; n /= 10) {
+    ++digits;
+  }
+  return digits;
+}
+
 }  // namespace
 
 std::string BucketKey(const BucketId& bucket) {
   std::vector<std::pair<absl::string_view, absl::string_view>> pairs(bucket.bucket().begin(),
                                                                      bucket.bucket().end());
   std::sort(pairs.begin(), pairs.end());
+  // The exact length, so that the key is allocated once and holds no spare capacity.
   size_t size = 0;
   for (const auto& [k, v] : pairs) {
-    size += k.size() + v.size() + 2 * (2 + 20);
+    size += DecimalDigits(k.size()) + 1 + k.size() + DecimalDigits(v.size()) + 1 + v.size();
   }
   std::string key;
   key.reserve(size);
   for (const auto& [k, v] : pairs) {
     absl::StrAppend(&key, k.size(), ":", k, v.size(), ":", v);
   }
-  key.shrink_to_fit();
   return key;
 }
 
