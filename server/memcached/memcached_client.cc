@@ -20,6 +20,8 @@ namespace sluice {
 
 // One server: its connections (spread over the client's loops), its breaker and its latency.
 // Created and started by the client; Stop()ped before it is destroyed, never on a loop thread.
+// A thread's cached list (placement_) may hold a stopped node past the client's end: once
+// stopped, its destructor touches nothing of the client's.
 class MemcachedClient::Node {
  public:
   Node(std::string address, RedisEndpoint endpoint, std::vector<EventLoop*> loops,
@@ -61,6 +63,7 @@ class MemcachedClient::Node {
     base.backoff_max_us = absl::ToInt64Microseconds(options_.backoff_max);
     base.stall_timeout_us = absl::ToInt64Microseconds(options_.stall_timeout);
     base.queue_grace_us = absl::ToInt64Microseconds(options_.queue_grace);
+    base.max_pending_commands = options_.max_pending_commands;
     const size_t count = static_cast<size_t>(std::max(1, options_.connections));
     connections_.resize(count);
     RunOnLoops([&](size_t loop_index) {
@@ -77,8 +80,10 @@ class MemcachedClient::Node {
   }
 
   void Execute(MemcachedBatchPtr batch) {
-    executing_.fetch_add(1, std::memory_order_acq_rel);
-    if (stopped_.load(std::memory_order_acquire)) {
+    // seq_cst pairs with Stop (a store-load pattern): either Stop sees this call in executing_
+    // and waits for it, or this call sees stopped_. acq_rel/acquire would let both miss.
+    executing_.fetch_add(1, std::memory_order_seq_cst);
+    if (stopped_.load(std::memory_order_seq_cst)) {
       executing_.fetch_sub(1, std::memory_order_release);
       Fail(std::move(batch), WithFailureReason(absl::UnavailableError(absl::StrCat(
                                                    "memcached ", address_, ": client stopped")),
@@ -113,10 +118,11 @@ class MemcachedClient::Node {
   }
 
   void Stop() {
-    if (stopped_.exchange(true, std::memory_order_acq_rel)) {
+    // seq_cst: Execute's pairing, seen from this side.
+    if (stopped_.exchange(true, std::memory_order_seq_cst)) {
       return;
     }
-    while (executing_.load(std::memory_order_acquire) > 0) {
+    while (executing_.load(std::memory_order_seq_cst) > 0) {
       std::this_thread::yield();
     }
     RunOnLoops([&](size_t loop_index) {
@@ -305,6 +311,9 @@ absl::StatusOr<std::unique_ptr<MemcachedClient>> MemcachedClient::Create(
   if (options.io_threads < 1 || options.connections < 1) {
     return absl::InvalidArgumentError("memcached: io_threads and connections must be >= 1");
   }
+  if (options.max_pending_commands < 1) {
+    return absl::InvalidArgumentError("memcached: max_pending_commands must be >= 1");
+  }
   std::unique_ptr<MemcachedClient> client(
       new MemcachedClient(std::move(options), clock, std::move(resources)));
   RETURN_IF_ERROR(client->Start());
@@ -328,7 +337,7 @@ absl::Status MemcachedClient::Start() {
   }
   std::vector<std::string> addresses = options_.servers;
   if (!options_.srv.empty()) {
-    absl::StatusOr<std::vector<std::string>> found = resources_.resolver->Lookup(options_.srv);
+    absl::StatusOr<std::vector<std::string>> found = LookupServers();
     if (!found.ok()) {
       return absl::Status(found.status().code(),
                           absl::StrCat("memcached: unable to fetch servers from SRV ",
@@ -345,16 +354,27 @@ absl::Status MemcachedClient::Start() {
     loops_.push_back(std::move(loop));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const Placement> first, MakePlacement(addresses));
-  {
-    MutexLock lock(mu_);
-    placement_ = std::move(first);
-  }
+  placement_.Store(std::move(first));
   SLUICE_LOG(INFO) << "memcached: servers " << absl::StrJoin(addresses, ",")
                    << (options_.srv.empty() ? "" : absl::StrCat(" (SRV ", options_.srv, ")"));
   if (!options_.srv.empty() && options_.srv_refresh > absl::ZeroDuration()) {
     refresher_ = std::thread([this] { RefreshLoop(); });
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> MemcachedClient::LookupServers() {
+  ASSIGN_OR_RETURN(std::vector<std::string> found, resources_.resolver->Lookup(options_.srv));
+  // The answer is the name server's to write: a bound on what one answer can make us build.
+  if (found.size() > kMaxSrvTargets) {
+    return absl::ResourceExhaustedError(absl::StrCat("the answer names ", found.size(),
+                                                     " targets, more than the ", kMaxSrvTargets,
+                                                     " Sluice takes"));
+  }
+  for (const std::string& address : found) {
+    RETURN_IF_ERROR(ParseServer(address).status());
+  }
+  return found;
 }
 
 absl::StatusOr<std::shared_ptr<const MemcachedClient::Placement>> MemcachedClient::MakePlacement(
@@ -400,11 +420,6 @@ absl::StatusOr<std::shared_ptr<const MemcachedClient::Placement>> MemcachedClien
   return std::shared_ptr<const Placement>(std::move(next));
 }
 
-std::shared_ptr<const MemcachedClient::Placement> MemcachedClient::placement() const {
-  MutexLock lock(mu_);
-  return placement_;
-}
-
 MemcachedClient::~MemcachedClient() { Stop(); }
 
 void MemcachedClient::Execute(std::vector<MemcachedOp> ops, int64_t deadline_monotonic_us,
@@ -413,8 +428,10 @@ void MemcachedClient::Execute(std::vector<MemcachedOp> ops, int64_t deadline_mon
     std::move(done)(absl::OkStatus(), {});
     return;
   }
-  executing_.fetch_add(1, std::memory_order_acq_rel);
-  if (stopped_.load(std::memory_order_acquire)) {
+  // seq_cst pairs with Stop (a store-load pattern): either Stop sees this call in executing_ and
+  // waits for it, or this call sees stopped_. acq_rel/acquire would let both miss.
+  executing_.fetch_add(1, std::memory_order_seq_cst);
+  if (stopped_.load(std::memory_order_seq_cst)) {
     executing_.fetch_sub(1, std::memory_order_release);
     std::move(done)(WithFailureReason(absl::UnavailableError("memcached: client stopped"),
                                       FailureReason::kConnection),
@@ -424,8 +441,7 @@ void MemcachedClient::Execute(std::vector<MemcachedOp> ops, int64_t deadline_mon
   const std::shared_ptr<const Placement> placement = this->placement();
   const size_t servers = placement->nodes.size();
   const int64_t now = clock_.MonotonicMicros();
-  // Which server each operation goes to, and each server's batch with its operations' indices.
-  std::vector<size_t> server_of(ops.size());
+  // Each server's batch, with its operations' indices.
   absl::flat_hash_map<Node*, size_t> batch_of;
   std::vector<std::pair<Node*, std::vector<size_t>>> batches;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -539,7 +555,7 @@ void MemcachedClient::CollectNodeMetrics(std::vector<NodeMetrics>* out) const {
 }
 
 absl::Status MemcachedClient::RefreshServers() {
-  absl::StatusOr<std::vector<std::string>> found = resources_.resolver->Lookup(options_.srv);
+  absl::StatusOr<std::vector<std::string>> found = LookupServers();
   srv_refreshes_.fetch_add(1, std::memory_order_relaxed);
   if (!found.ok()) {
     srv_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -555,8 +571,8 @@ absl::Status MemcachedClient::RefreshServers() {
   std::shared_ptr<const Placement> previous;
   {
     MutexLock lock(mu_);
-    previous = std::move(placement_);
-    placement_ = next;
+    previous = placement_.Load();
+    placement_.Store(next);
     for (const auto& node : previous->nodes) {
       if (std::find(next->nodes.begin(), next->nodes.end(), node) == next->nodes.end() &&
           std::find(retired_.begin(), retired_.end(), node) == retired_.end()) {
@@ -582,26 +598,26 @@ void MemcachedClient::RefreshLoop() {
       if (stopping_) {
         return;
       }
-      // A server that left and that no call can reach any more (only this list holds it).
-      for (auto it = retired_.begin(); it != retired_.end();) {
-        if (it->use_count() == 1) {
-          leaving.push_back(std::move(*it));
-          it = retired_.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      // Servers that left at least an interval ago: every call that read a list naming them
+      // has long posted its batch (one still racing this Stop fails cleanly, Node::Execute).
+      // Not use_count(): threads keep the last list they read (placement_).
+      leaving = std::move(retired_);
+      retired_.clear();
     }
-    leaving.clear();  // stops and destroys them, off the lock
+    for (const auto& node : leaving) {
+      node->Stop();  // off the lock; a thread's old list may hold the stopped node a while
+    }
+    leaving.clear();
     RefreshServers().IgnoreError();
   }
 }
 
 void MemcachedClient::Stop() {
-  if (stopped_.exchange(true, std::memory_order_acq_rel)) {
+  // seq_cst: Execute's pairing, seen from this side.
+  if (stopped_.exchange(true, std::memory_order_seq_cst)) {
     return;
   }
-  while (executing_.load(std::memory_order_acquire) > 0) {
+  while (executing_.load(std::memory_order_seq_cst) > 0) {
     std::this_thread::yield();
   }
   {
@@ -616,7 +632,7 @@ void MemcachedClient::Stop() {
   std::vector<std::shared_ptr<Node>> retired;
   {
     MutexLock lock(mu_);
-    current = placement_;
+    current = placement_.Load();
     retired = std::move(retired_);
   }
   if (current != nullptr) {

@@ -19,8 +19,8 @@
 //
 // SRV: the first lookup is made by Create (an error fails it, as upstream panics then); later
 // ones on a thread of the client's own. A new list keeps the servers still in it (their
-// connections) and connects the new ones; a server that left is closed once no call can still
-// reach it. Keys then live where the new list places them, as upstream's.
+// connections) and connects the new ones; a server that left is closed a refresh interval later,
+// when no call can still reach it. Keys then live where the new list places them, as upstream's.
 //
 // Thread-safety: every method is safe from any thread; callbacks run on I/O threads (or inline
 // after Stop) and must not block. Stop and the destructor must not run on an I/O thread.
@@ -42,6 +42,7 @@
 #include "server/common/clock.h"
 #include "server/common/metric_histogram.h"
 #include "server/common/mutex.h"
+#include "server/common/snapshot_publisher.h"
 #include "server/memcached/memcached_connection.h"
 #include "server/memcached/meta_protocol.h"
 #include "server/memcached/srv_resolver.h"
@@ -68,6 +69,9 @@ struct MemcachedClientOptions {
   absl::Duration backoff_max = absl::Seconds(2);
   absl::Duration stall_timeout = absl::Seconds(3);
   absl::Duration queue_grace = absl::Milliseconds(1);
+  // Per connection: a batch that would put more commands than this on the wire (written, their
+  // replies not read yet) fails at once, kUnavailable. Not a flag: a bound, small in tests.
+  size_t max_pending_commands = 65536;
   // The breaker of each server (circuit_breaker.h); 0 failures: no breaker.
   int breaker_failures = 5;
   absl::Duration breaker_open = absl::Seconds(1);
@@ -94,7 +98,8 @@ class MemcachedClient {
 
   // Validates `options`, looks the SRV name up (if any), starts the loops and begins
   // connecting; does not wait for the servers (WaitUntilReady). kInvalidArgument for bad
-  // options; kUnavailable naming the SRV name when its first lookup fails.
+  // options; kUnavailable naming the SRV name when its first lookup fails, kResourceExhausted
+  // when it names more than kMaxSrvTargets targets.
   static absl::StatusOr<std::unique_ptr<MemcachedClient>> Create(
       MemcachedClientOptions options, const Clock& clock, MemcachedClientResources resources = {});
   ~MemcachedClient();
@@ -114,7 +119,8 @@ class MemcachedClient {
   // The current list, in placement order.
   std::vector<std::string> server_addresses() const;
   void CollectNodeMetrics(std::vector<NodeMetrics>* out) const;
-  // SRV lookups made after the first, and those that failed (the list then stays).
+  // SRV lookups made after the first, and those that failed or were not taken (over
+  // kMaxSrvTargets, an unusable target): the list then stays.
   uint64_t srv_refreshes() const { return srv_refreshes_.load(std::memory_order_relaxed); }
   uint64_t srv_failures() const { return srv_failures_.load(std::memory_order_relaxed); }
   // Looks the SRV name up now and applies the answer (the refresh thread's work; tests).
@@ -134,10 +140,13 @@ class MemcachedClient {
   MemcachedClient(MemcachedClientOptions options, const Clock& clock,
                   MemcachedClientResources resources);
   absl::Status Start();
+  // The SRV name's targets, if they can be the list: at most kMaxSrvTargets (else
+  // kResourceExhausted naming both), each a server address.
+  absl::StatusOr<std::vector<std::string>> LookupServers();
   // The nodes for `addresses`, reusing the current ones' by address. Starts the new ones.
   absl::StatusOr<std::shared_ptr<const Placement>> MakePlacement(
       const std::vector<std::string>& addresses);
-  std::shared_ptr<const Placement> placement() const;
+  std::shared_ptr<const Placement> placement() const { return placement_.Load(); }
   void RefreshLoop();
 
   const MemcachedClientOptions options_;
@@ -151,10 +160,13 @@ class MemcachedClient {
   std::atomic<uint64_t> srv_refreshes_{0};
   std::atomic<uint64_t> srv_failures_{0};
 
+  // Read on every Execute with no lock. Each reading thread keeps the last list it read (see
+  // snapshot_publisher.h) until it reads again, so a node's use_count does not say whether a call
+  // can still reach it: nodes that left are stopped a refresh interval later (RefreshLoop).
+  SnapshotPublisher<Placement> placement_;
   mutable Mutex mu_;
   CondVar changed_;
-  std::shared_ptr<const Placement> placement_ ABSL_GUARDED_BY(mu_);
-  // Nodes that left the list; stopped and dropped once nothing else holds them.
+  // Nodes that left the list, stopped and dropped by the next round of RefreshLoop (or by Stop).
   std::vector<std::shared_ptr<Node>> retired_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread refresher_;

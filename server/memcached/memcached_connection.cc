@@ -43,10 +43,7 @@ void MemcachedConnection::Start() { StartConnect(); }
 MemcachedConnectionStats MemcachedConnection::stats() const {
   MemcachedConnectionStats stats;
   stats.connects = connects_.load(std::memory_order_relaxed);
-  stats.disconnects = disconnects_.load(std::memory_order_relaxed);
   stats.timeouts = timeouts_.load(std::memory_order_relaxed);
-  stats.late_replies = late_replies_.load(std::memory_order_relaxed);
-  stats.tls_failures = tls_failures_.load(std::memory_order_relaxed);
   return stats;
 }
 
@@ -139,7 +136,7 @@ void MemcachedConnection::BecomeReady() {
   connect_timer_.Cancel();
   state_ = State::kReady;
   backoff_.Reset();
-  last_failure_tls_.store(false, std::memory_order_relaxed);
+  last_failure_tls_ = false;
   Bump(connects_);
   SetWriteWatched(false);
   SLUICE_LOG(INFO) << "memcached " << address_ << ": connected"
@@ -180,7 +177,9 @@ void MemcachedConnection::Dispatch(MemcachedBatchPtr batch) {
   if (outstanding_ + entry.batch->count > options_.max_pending_commands) {
     Complete(entry, WithFailureReason(
                         absl::UnavailableError(absl::StrCat(
-                            "memcached ", address_, ": too many commands waiting for replies")),
+                            "memcached ", address_, ": too many commands waiting for replies (",
+                            outstanding_, " out, ", entry.batch->count, " more; at most ",
+                            options_.max_pending_commands, ")")),
                         FailureReason::kOther));
     return;
   }
@@ -214,7 +213,9 @@ bool MemcachedConnection::Flush() {
       return false;
     }
     write_waits_for_read_ = io.kind == StreamIo::kWantRead;
-    SetWriteWatched(!write_waits_for_read_);
+    // A TLS write waiting for a read is retried by HandleRead, not by a writable socket; a read
+    // waiting for a write still needs the writable event.
+    SetWriteWatched(!write_waits_for_read_ || read_waits_for_write_);
     if (out_sent_ >= kCompactAfter) {
       out_.erase(0, out_sent_);
       out_sent_ = 0;
@@ -299,7 +300,6 @@ void MemcachedConnection::HandleRead() {
       continue;
     }
     if (front.completed) {
-      Bump(late_replies_);
       in_flight_.pop_front();
       continue;
     }
@@ -398,12 +398,11 @@ absl::Status MemcachedConnection::LostStatus() const {
         absl::UnavailableError(absl::StrCat("memcached ", address_, ": client stopped")),
         FailureReason::kConnection);
   }
-  const bool tls = last_failure_tls_.load(std::memory_order_relaxed);
   return WithFailureReason(
       absl::UnavailableError(absl::StrCat("memcached ", address_, ": not connected",
                                           last_error_.empty() ? "" : " (",
                                           LogText(last_error_), last_error_.empty() ? "" : ")")),
-      tls ? FailureReason::kTls : FailureReason::kConnection);
+      last_failure_tls_ ? FailureReason::kTls : FailureReason::kConnection);
 }
 
 void MemcachedConnection::ReleaseSocket() {
@@ -438,12 +437,8 @@ void MemcachedConnection::Drop(const std::string& reason, bool tls) {
   }
   const bool was_ready = state_ == State::kReady;
   last_error_ = reason;
-  last_failure_tls_.store(tls, std::memory_order_relaxed);
-  if (tls) {
-    Bump(tls_failures_);
-  }
+  last_failure_tls_ = tls;
   if (was_ready) {
-    Bump(disconnects_);
     SLUICE_LOG_EVERY_SECONDS(WARNING, 10)
         << "memcached " << address_ << ": connection lost: " << LogText(reason);
   } else {

@@ -70,10 +70,7 @@ struct MemcachedConnectionOptions {
 
 struct MemcachedConnectionStats {
   uint64_t connects = 0;
-  uint64_t disconnects = 0;
   uint64_t timeouts = 0;
-  uint64_t late_replies = 0;
-  uint64_t tls_failures = 0;
 };
 
 class MemcachedConnection {
@@ -99,8 +96,6 @@ class MemcachedConnection {
   void Close();
 
   bool ready() const { return ready_.load(std::memory_order_acquire); }
-  // Whether the last connect failed in its TLS handshake (any thread; a hint).
-  bool last_failure_tls() const { return last_failure_tls_.load(std::memory_order_relaxed); }
   MemcachedConnectionStats stats() const;
 
  private:
@@ -162,6 +157,7 @@ class MemcachedConnection {
   uint64_t replies_seen_ = 0;
   uint64_t replies_at_stall_check_ = 0;
   std::string last_error_;
+  bool last_failure_tls_ = false;  // the last failure was TLS' own
   ExponentialBackoff backoff_;
   LoopTimer connect_timer_;
   LoopTimer reconnect_timer_;
@@ -170,12 +166,8 @@ class MemcachedConnection {
   LoopTimer stall_timer_;
 
   std::atomic<bool> ready_{false};
-  std::atomic<bool> last_failure_tls_{false};
   std::atomic<uint64_t> connects_{0};
-  std::atomic<uint64_t> disconnects_{0};
   std::atomic<uint64_t> timeouts_{0};
-  std::atomic<uint64_t> late_replies_{0};
-  std::atomic<uint64_t> tls_failures_{0};
 };
 
 }  // namespace sluice

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/log_text.h"
+#include "server/common/logging.h"
 
 namespace sluice {
 
@@ -67,6 +68,7 @@ absl::StatusOr<std::vector<std::string>> DnsSrvResolver::Lookup(absl::string_vie
                                                ": an answer that does not parse"));
   }
   std::vector<std::string> servers;
+  int port_zero = 0;
   const int count = ns_msg_count(message, ns_s_an);
   for (int i = 0; i < count; ++i) {
     ns_rr record;
@@ -76,6 +78,10 @@ absl::StatusOr<std::vector<std::string>> DnsSrvResolver::Lookup(absl::string_vie
     }
     const unsigned char* data = ns_rr_rdata(record);
     const int port = (data[4] << 8) | data[5];
+    if (port == 0) {
+      ++port_zero;  // nothing listens there: the other targets still serve
+      continue;
+    }
     char target[NS_MAXDNAME];
     if (ns_name_uncompress(ns_msg_base(message), ns_msg_end(message), data + 6, target,
                            sizeof(target)) < 0) {
@@ -88,9 +94,15 @@ absl::StatusOr<std::vector<std::string>> DnsSrvResolver::Lookup(absl::string_vie
     }
     servers.push_back(absl::StrCat(host, ":", port));
   }
+  if (port_zero > 0) {
+    SLUICE_LOG_EVERY_SECONDS(WARNING, 60)
+        << "SRV lookup of " << LogText(srv) << ": skipped " << port_zero
+        << " target(s) with port 0";
+  }
   if (servers.empty()) {
-    return absl::UnavailableError(absl::StrCat("SRV lookup of ", LogText(srv),
-                                               ": no servers"));
+    return absl::UnavailableError(
+        absl::StrCat("SRV lookup of ", LogText(srv), ": no servers",
+                     port_zero > 0 ? absl::StrCat(" (", port_zero, " with port 0)") : ""));
   }
   std::sort(servers.begin(), servers.end());
   return servers;

@@ -8,6 +8,7 @@
 // client's refresh thread and the start).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,17 @@
 
 namespace sluice {
 
+// The most targets MemcachedClient takes from one SRV answer: each is a server with connections,
+// a breaker and metric series of its own, and the answer is whatever the name server says. An
+// answer naming more fails the start, or is not applied by a refresh (the list stays).
+inline constexpr size_t kMaxSrvTargets = 1024;
+
 class SrvResolver {
  public:
   virtual ~SrvResolver() = default;
   // The targets of `srv` as "host:port", sorted. kInvalidArgument when `srv` is not
   // _service._proto.name; kUnavailable (naming `srv`) when the lookup fails or finds nothing.
+  // A record with port 0 names no server: DnsSrvResolver skips it (and logs it).
   virtual absl::StatusOr<std::vector<std::string>> Lookup(absl::string_view srv) = 0;
 };
 

@@ -5,6 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -75,10 +81,39 @@ absl::Status MemcachedServer::Restart() {
   return Launch();
 }
 
+namespace {
+
+// Whether every thread of `pid` is stopped ('T' or 't' after the name in /proc's stat).
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code error;
+  std::filesystem::directory_iterator tasks(absl::StrCat("/proc/", pid, "/task"), error);
+  if (error) {
+    return false;
+  }
+  for (const auto& task : tasks) {
+    std::ifstream stat(task.path() / "stat");
+    const std::string text((std::istreambuf_iterator<char>(stat)),
+                           std::istreambuf_iterator<char>());
+    const size_t name_end = text.rfind(')');
+    if (name_end == std::string::npos || name_end + 2 >= text.size() ||
+        (text[name_end + 2] != 'T' && text[name_end + 2] != 't')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 void MemcachedServer::Pause() {
   if (process_ != nullptr && !paused_) {
     kill(process_->pid(), SIGSTOP);
     paused_ = true;
+    // SIGSTOP takes effect asynchronously, thread by thread: until every worker has stopped, one
+    // woken by a request could still answer it. Wait for all of them (at most a second).
+    for (int i = 0; i < 1000 && !AllThreadsStopped(process_->pid()); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 }
 

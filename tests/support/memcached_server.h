@@ -45,6 +45,7 @@ class MemcachedServer {
   void Kill();
   // Stops the server if it runs and starts it again on the same port, empty.
   absl::Status Restart();
+  // SIGSTOP; returns once every thread of the server has stopped.
   void Pause();
   void Resume();
 

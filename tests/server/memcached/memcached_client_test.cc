@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/common/failure_reason.h"
 #include "server/memcached/server_placement.h"
@@ -16,6 +17,7 @@
 namespace sluice {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::MemcachedServer;
 using testing::Notification;
 
@@ -237,6 +239,93 @@ TEST_F(MemcachedClientTest, SrvListIsFollowed) {
   EXPECT_FALSE(client->RefreshServers().ok());
   EXPECT_EQ(client->server_addresses(), all);
   EXPECT_EQ(client->srv_failures(), 1u);
+}
+
+// Verifies an SRV answer of kMaxSrvTargets targets is taken and one of a target more is not: the
+// start fails naming the SRV name, the count and the cap; a refresh keeps the list and counts a
+// failure.
+TEST_F(MemcachedClientTest, SrvAnswerOverTheCapIsRefused) {
+  auto resolver = std::make_shared<TableResolver>();
+  MemcachedClientOptions options = Options();
+  options.servers.clear();
+  options.srv = "_memcache._tcp.test.local";
+  // One server listed kMaxSrvTargets times weighs that many times on one set of connections:
+  // the cap reached with one server to run.
+  const std::vector<std::string> at_cap(kMaxSrvTargets, servers_[0]->address());
+  std::vector<std::string> over_cap = at_cap;
+  over_cap.push_back(servers_[1]->address());
+
+  resolver->Answer(over_cap);
+  auto refused = MemcachedClient::Create(options, RealClock::Get(), {resolver});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr(options.srv));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr(absl::StrCat(kMaxSrvTargets + 1, " targets, more than the ",
+                                     kMaxSrvTargets)));
+
+  resolver->Answer(at_cap);
+  auto client = Make(options, {resolver});
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->server_addresses(), at_cap);
+  EXPECT_EQ(client->servers(), 1);
+  resolver->Answer(over_cap);
+  EXPECT_EQ(client->RefreshServers().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(client->server_addresses(), at_cap);
+  EXPECT_EQ(client->srv_failures(), 1u);
+  ASSERT_TRUE(Run(*client, {Increment("capped")}).status.ok());
+  EXPECT_EQ(servers_[0]->Count("capped"), 1);
+}
+
+// Verifies a connection's bound on commands waiting for replies: with the server silent, a batch
+// that would pass it fails at once (kUnavailable, reason "other", the bound named) while one
+// that reaches it exactly is written; once the server resumes, both batches written are answered
+// and the connection serves again.
+TEST_F(MemcachedClientTest, PendingCommandsBoundFailsFastAndRecovers) {
+  MemcachedClientOptions options = Options();
+  options.servers = {servers_[0]->address()};
+  options.connections = 1;
+  options.max_pending_commands = 4;
+  auto client = Make(options);
+  ASSERT_NE(client, nullptr);
+  servers_[0]->Pause();
+  const int64_t deadline = RealClock::Get().MonotonicMicros() + 10'000'000;
+  Outcome first;
+  Notification first_done;
+  client->Execute({Increment("pending0"), Increment("pending1"), Increment("pending2")}, deadline,
+                  [&](absl::Status status, std::vector<MetaReply> replies) {
+                    first.status = std::move(status);
+                    first.replies = std::move(replies);
+                    first_done.Notify();
+                  });
+  const absl::Time start = absl::Now();
+  Outcome refused = Run(*client, {Increment("refused0"), Increment("refused1")}, absl::Seconds(5));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kUnavailable) << refused.status;
+  EXPECT_EQ(FailureReasonOf(refused.status), FailureReason::kOther);
+  EXPECT_THAT(refused.status.message(), HasSubstr("too many commands waiting for replies"));
+  EXPECT_THAT(refused.status.message(), HasSubstr("3 out, 2 more; at most 4"));
+  EXPECT_FALSE(first_done.WaitForNotificationWithTimeout(absl::ZeroDuration()));
+  Outcome last;
+  Notification last_done;
+  client->Execute({Increment("pending3")}, deadline,
+                  [&](absl::Status status, std::vector<MetaReply> replies) {
+                    last.status = std::move(status);
+                    last.replies = std::move(replies);
+                    last_done.Notify();
+                  });
+
+  servers_[0]->Resume();
+  ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(last_done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(first.status.ok()) << first.status;
+  EXPECT_EQ(first.replies.size(), 3u);
+  EXPECT_TRUE(last.status.ok()) << last.status;
+  EXPECT_EQ(servers_[0]->Count("pending3"), 1);
+  EXPECT_EQ(servers_[0]->Count("refused0"), -1);
+  Outcome again = Run(*client, {Increment("refused0"), Increment("refused1")});
+  EXPECT_TRUE(again.status.ok()) << again.status;
+  EXPECT_EQ(servers_[0]->Count("refused0"), 1);
 }
 
 // Verifies the refresh thread follows the SRV name on its interval.

@@ -124,6 +124,22 @@ TEST_F(SrvResolverTest, TargetsSortedAsUpstream) {
   EXPECT_GE(stub.questions(), 1);
 }
 
+// Verifies a record with port 0 is skipped rather than failing the lookup, and that an answer of
+// only such records finds no servers.
+TEST_F(SrvResolverTest, SkipsTargetsWithPortZero) {
+  DnsStub stub({{"memcached-1.local", 0}, {"memcached-0.local", 11211}});
+  DnsSrvResolver resolver(stub.address());
+  absl::StatusOr<std::vector<std::string>> servers = resolver.Lookup("_memcache._tcp.local");
+  ASSERT_TRUE(servers.ok()) << servers.status();
+  EXPECT_THAT(*servers, ElementsAre("memcached-0.local.:11211"));
+
+  DnsStub only_zero({{"memcached-1.local", 0}});
+  DnsSrvResolver nothing(only_zero.address());
+  absl::Status status = nothing.Lookup("_memcache._tcp.local").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("no servers (1 with port 0)"));
+}
+
 // Verifies an answer without records, and a name not of the SRV form, are errors.
 TEST_F(SrvResolverTest, EmptyAnswersAndBadNames) {
   DnsStub stub({});
