@@ -11,6 +11,7 @@
 #include <string>
 
 #include "server/common/clock.h"
+#include "server/common/json_string.h"
 
 namespace sluice {
 namespace {
@@ -33,26 +34,6 @@ const char* LevelName(LogLevel level) {
       return "fatal";
   }
   return "unknown";
-}
-
-void AppendJsonString(absl::string_view text, std::string* out) {
-  out->push_back('"');
-  for (char ch : text) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(ch);
-    } else if (c == '\n') {
-      out->append("\\n");
-    } else if (c < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out->append(escaped);
-    } else {
-      out->push_back(ch);
-    }
-  }
-  out->push_back('"');
 }
 
 // "2026-11-24T02:34:14.220473Z"

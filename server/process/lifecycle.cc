@@ -139,15 +139,9 @@ std::optional<int> StopSignalWaiter::WaitUntil(absl::Time deadline) {
   }
 }
 
-absl::StatusOr<int> WaitForStopSignal(absl::Duration poll_interval, ConfigChangeNotifier* notifier,
-                                      const std::function<void(bool force)>& request_reload) {
-  ASSIGN_OR_RETURN(std::unique_ptr<StopSignalWaiter> waiter,
-                   StopSignalWaiter::Create(poll_interval, notifier, request_reload));
-  std::optional<int> signal;
-  while (!signal.has_value()) {
-    signal = waiter->WaitUntil(absl::InfiniteFuture());
-  }
-  return *signal;
+int StopSignalWaiter::Wait() {
+  // WaitUntil returns nullopt only once its deadline has passed, which this one never does.
+  return *WaitUntil(absl::InfiniteFuture());
 }
 
 absl::StatusOr<bool> Lifecycle::AwaitFirstConfig() {
@@ -199,8 +193,8 @@ absl::Status Lifecycle::Run() {
   if (settings_.wait_for_backend.enabled) {
     ASSIGN_OR_RETURN(signal, AwaitBackend(*waiter));
   }
-  while (!signal.has_value()) {
-    signal = waiter->WaitUntil(absl::InfiniteFuture());
+  if (!signal.has_value()) {
+    signal = waiter->Wait();
   }
   SLUICE_LOG(INFO) << "signal " << *signal << ": draining";
   Stop(Drain());

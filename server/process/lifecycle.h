@@ -38,7 +38,8 @@ namespace sluice {
 
 // Ignores SIGPIPE (a write to a socket whose peer has gone, by OpenSSL or libevent with
 // write(2), then fails with EPIPE instead of ending the process) and blocks SIGINT, SIGTERM
-// and SIGHUP, so that only WaitForStopSignal's signalfd takes them.
+// and SIGHUP, so that only the signalfds read them (StopSignalWaiter's, and Lifecycle's while it
+// waits for the first config).
 // REQUIRES: before any thread starts (threads inherit the calling thread's mask).
 void TakeProcessSignals();
 
@@ -59,6 +60,8 @@ class StopSignalWaiter {
 
   // The number of the stop signal once one comes, or nullopt once `deadline` passes first.
   std::optional<int> WaitUntil(absl::Time deadline);
+  // WaitUntil with no deadline: the number of the stop signal.
+  int Wait();
 
  private:
   StopSignalWaiter(int signal_fd, absl::Duration poll_interval, ConfigChangeNotifier* notifier,
@@ -70,10 +73,6 @@ class StopSignalWaiter {
   const std::function<void(bool force)> request_reload_;
   absl::Time next_poll_;
 };
-
-// StopSignalWaiter's wait with no deadline: the stop signal's number.
-absl::StatusOr<int> WaitForStopSignal(absl::Duration poll_interval, ConfigChangeNotifier* notifier,
-                                      const std::function<void(bool force)>& request_reload);
 
 class Lifecycle {
  public:

@@ -100,6 +100,22 @@ constexpr Entry Converted(absl::string_view name) {
   return {name, &ReadConverted<T, kConvert>, &Normalize<T>, &HasType<T>};
 }
 
+// "a, b,,c": the parts between commas, blanks around each and empty parts dropped.
+std::vector<std::string> CommaList(absl::string_view text) {
+  std::vector<std::string> parts;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    parts.emplace_back(absl::StripAsciiWhitespace(part));
+  }
+  return parts;
+}
+
+// A flag whose value is a CommaList, stored in the field kPath leads to.
+template <auto... kPath>
+bool ReadCommaList(const std::string& text, Settings& settings, std::string*) {
+  Field<kPath...>(settings) = CommaList(text);
+  return true;
+}
+
 bool ReadLogLevel(const std::string& text, Settings& settings, std::string* error) {
   if (ParseLogLevel(text, &settings.log.level)) {
     return true;
@@ -190,15 +206,7 @@ bool ReadDefaultChargeFixedWindow(const std::string& text, Settings& settings,
 }
 
 bool ReadRefuseRefunds(const std::string& text, Settings& settings, std::string* error) {
-  std::vector<std::string> domains;
-  for (absl::string_view domain : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    domain = absl::StripAsciiWhitespace(domain);
-    if (domain == "*" && !domains.empty()) {
-      *error = "--refuse_refunds: '*' (every domain) goes alone";
-      return false;
-    }
-    domains.emplace_back(domain);
-  }
+  std::vector<std::string> domains = CommaList(text);
   if (domains.size() > 1 && absl::c_linear_search(domains, "*")) {
     *error = "--refuse_refunds: '*' (every domain) goes alone";
     return false;
@@ -272,15 +280,6 @@ bool ReadStatsdExtraTags(const std::string& text, Settings& settings, std::strin
   return ReadPairs<':'>("statsd_extra_tags", text, &settings.statsd.extra_tags, error);
 }
 
-bool ReadStatsdDogstatsdTags(const std::string& text, Settings& settings, std::string*) {
-  std::vector<std::string>& tags = settings.statsd.dogstatsd_tags;
-  tags.clear();
-  for (absl::string_view tag : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    tags.emplace_back(absl::StripAsciiWhitespace(tag));
-  }
-  return true;
-}
-
 bool ReadStatsdMogrifiers(const std::string& text, Settings& settings, std::string* error) {
   absl::StatusOr<std::vector<StatsdMogrifierSettings>> mogrifiers = ParseStatsdMogrifiers(text);
   if (!mogrifiers.ok()) {
@@ -299,27 +298,6 @@ bool ReadTracingHeaders(const std::string& text, Settings& settings, std::string
 template <RedisTargetSettings BackendSettings::*kTarget>
 bool ReadAddresses(const std::string& text, Settings& settings, std::string*) {
   (settings.backend.*kTarget).addresses = absl::StrSplit(text, ',', absl::SkipEmpty());
-  return true;
-}
-
-// "HOST:PORT,HOST:PORT": the memcached servers, blanks around each and empty parts dropped.
-bool ReadMemcachedServers(const std::string& text, Settings& settings, std::string*) {
-  std::vector<std::string>& servers = settings.backend.memcached.servers;
-  servers.clear();
-  for (absl::string_view one : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    servers.emplace_back(absl::StripAsciiWhitespace(one));
-  }
-  return true;
-}
-
-// "HOST:PORT,HOST:PORT": the sentinels of one Redis, blanks around each dropped.
-template <RedisTargetSettings BackendSettings::*kTarget>
-bool ReadSentinels(const std::string& text, Settings& settings, std::string*) {
-  std::vector<std::string>& sentinels = (settings.backend.*kTarget).sentinels;
-  sentinels.clear();
-  for (absl::string_view one : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    sentinels.emplace_back(absl::StripAsciiWhitespace(one));
-  }
   return true;
 }
 
@@ -380,7 +358,8 @@ constexpr Entry kFlags[] = {
     Plain<&S::statsd, &Statsd::dogstatsd>("statsd_dogstatsd"),
     Plain<&S::statsd, &Statsd::flush_interval>("statsd_flush_interval"),
     Converted<std::string, &ReadStatsdExtraTags>("statsd_extra_tags"),
-    Converted<std::string, &ReadStatsdDogstatsdTags>("statsd_dogstatsd_tags"),
+    Converted<std::string, &ReadCommaList<&S::statsd, &Statsd::dogstatsd_tags>>(
+        "statsd_dogstatsd_tags"),
     Converted<std::string, &ReadStatsdMogrifiers>("statsd_mogrifiers"),
     Converted<std::string, &ReadBackend>("backend"),
     Converted<std::string, &ReadAddresses<&BackendS::redis>>("redis_addresses"),
@@ -393,7 +372,8 @@ constexpr Entry kFlags[] = {
     Plain<&S::backend, &BackendS::shared, &Redis::tls_server_name>("redis_tls_server_name"),
     Plain<&S::backend, &BackendS::shared, &Redis::tls_skip_hostname_verification>(
         "redis_tls_skip_hostname_verification"),
-    Converted<std::string, &ReadSentinels<&BackendS::redis>>("redis_sentinels"),
+    Converted<std::string, &ReadCommaList<&S::backend, &BackendS::redis, &Target::sentinels>>(
+        "redis_sentinels"),
     Plain<&S::backend, &BackendS::redis, &Target::sentinel_master>("redis_sentinel_master"),
     Plain<&S::backend, &BackendS::redis, &Target::sentinel_username>("redis_sentinel_username"),
     Plain<&S::backend, &BackendS::redis, &Target::sentinel_password>("redis_sentinel_password"),
@@ -416,7 +396,9 @@ constexpr Entry kFlags[] = {
     Plain<&S::backend, &BackendS::per_second, &Target::username>("redis_per_second_username"),
     Plain<&S::backend, &BackendS::per_second, &Target::password>("redis_per_second_password"),
     Plain<&S::backend, &BackendS::per_second, &Target::tls>("redis_per_second_tls"),
-    Converted<std::string, &ReadSentinels<&BackendS::per_second>>("redis_per_second_sentinels"),
+    Converted<std::string,
+              &ReadCommaList<&S::backend, &BackendS::per_second, &Target::sentinels>>(
+        "redis_per_second_sentinels"),
     Plain<&S::backend, &BackendS::per_second, &Target::sentinel_master>(
         "redis_per_second_sentinel_master"),
     Plain<&S::backend, &BackendS::per_second, &Target::sentinel_username>(
@@ -424,7 +406,8 @@ constexpr Entry kFlags[] = {
     Plain<&S::backend, &BackendS::per_second, &Target::sentinel_password>(
         "redis_per_second_sentinel_password"),
     Plain<&S::backend, &BackendS::per_second, &Target::connections>("redis_per_second_connections"),
-    Converted<std::string, &ReadMemcachedServers>("memcached_servers"),
+    Converted<std::string, &ReadCommaList<&S::backend, &BackendS::memcached, &Memcached::servers>>(
+        "memcached_servers"),
     Plain<&S::backend, &BackendS::memcached, &Memcached::srv>("memcached_srv"),
     Plain<&S::backend, &BackendS::memcached, &Memcached::srv_refresh>("memcached_srv_refresh"),
     Plain<&S::backend, &BackendS::memcached, &Memcached::connections>("memcached_connections"),

@@ -1,35 +1,15 @@
 #include "server/settings/statsd_mogrifiers_flag.h"
 
-#include <cstdio>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "re2/re2.h"
+#include "server/common/json_string.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sluice {
 namespace {
-
-// `text` as a JSON string, quotes included.
-std::string JsonQuote(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (u < 0x20 || u == 0x7f) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", u);
-      out.append(escaped);
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
-  return out;
-}
 
 absl::Status Invalid(size_t index, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("mogrifier ", index + 1, ": ", what));
@@ -64,6 +44,31 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseEnvconfigM
 
 std::string EnvconfigMapText(const std::vector<std::pair<std::string, std::string>>& pairs) {
   return absl::StrJoin(pairs, ",", absl::PairFormatter(":"));
+}
+
+std::optional<StatsdMogrifierFault> CheckStatsdMogrifier(const StatsdMogrifierSettings& mogrifier) {
+  if (mogrifier.pattern.empty()) {
+    return StatsdMogrifierFault{StatsdMogrifierFault::kNoPattern, ""};
+  }
+  // As StatsdMogrifiers::Create compiles it (server/stats/statsd_mogrifier.cc).
+  re2::RE2::Options options;
+  options.set_log_errors(false);
+  const re2::RE2 pattern(mogrifier.pattern, options);
+  if (!pattern.ok()) {
+    return StatsdMogrifierFault{StatsdMogrifierFault::kPatternDoesNotCompile, pattern.error()};
+  }
+  if (mogrifier.name.empty()) {
+    return StatsdMogrifierFault{StatsdMogrifierFault::kNoName, ""};
+  }
+  for (const auto& [key, value] : mogrifier.tags) {
+    if (key.empty()) {
+      return StatsdMogrifierFault{StatsdMogrifierFault::kTagWithoutKey, ""};
+    }
+    if (value.empty()) {
+      return StatsdMogrifierFault{StatsdMogrifierFault::kTagWithoutValue, key};
+    }
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<std::vector<StatsdMogrifierSettings>> ParseStatsdMogrifiers(absl::string_view text) {
@@ -109,39 +114,50 @@ absl::StatusOr<std::vector<StatsdMogrifierSettings>> ParseStatsdMogrifiers(absl:
     auto error = [&which](absl::string_view what) {
       return absl::InvalidArgumentError(absl::StrCat("mogrifier ", which, ": ", what));
     };
-    if (mogrifier.pattern.empty()) {
-      return error("no pattern");
-    }
-    if (mogrifier.name.empty()) {
-      return error("no name");
-    }
     absl::StatusOr<std::vector<std::pair<std::string, std::string>>> pairs =
         ParseEnvconfigMap(tags);
     if (!pairs.ok()) {
       return error(absl::StrCat("tags: ", pairs.status().message()));
     }
-    for (const auto& [key, value] : *pairs) {
-      if (key.empty()) {
-        return error("tags: a tag with no key");
-      }
-      if (value.empty()) {
-        return error(absl::StrCat("tags: no value for tag ", key));
+    mogrifier.tags = std::move(*pairs);
+    if (std::optional<StatsdMogrifierFault> fault = CheckStatsdMogrifier(mogrifier)) {
+      switch (fault->kind) {
+        case StatsdMogrifierFault::kNoPattern:
+          return error("no pattern");
+        case StatsdMogrifierFault::kPatternDoesNotCompile:
+          return error(absl::StrCat("pattern '", mogrifier.pattern, "' does not compile: ",
+                                    fault->detail));
+        case StatsdMogrifierFault::kNoName:
+          return error("no name");
+        case StatsdMogrifierFault::kTagWithoutKey:
+          return error("tags: a tag with no key");
+        case StatsdMogrifierFault::kTagWithoutValue:
+          return error(absl::StrCat("tags: no value for tag ", fault->detail));
       }
     }
-    mogrifier.tags = std::move(*pairs);
     out.push_back(std::move(mogrifier));
   }
   return out;
 }
 
 std::string StatsdMogrifiersFlagText(const std::vector<StatsdMogrifierSettings>& mogrifiers) {
-  std::vector<std::string> items;
+  std::string out = "[";
   for (const StatsdMogrifierSettings& m : mogrifiers) {
-    items.push_back(absl::StrCat("{\"id\": ", JsonQuote(m.id), ", \"pattern\": ",
-                                 JsonQuote(m.pattern), ", \"name\": ", JsonQuote(m.name),
-                                 ", \"tags\": ", JsonQuote(EnvconfigMapText(m.tags)), "}"));
+    if (out.size() > 1) {
+      out += ", ";
+    }
+    out += "{\"id\": ";
+    AppendJsonString(m.id, &out);
+    out += ", \"pattern\": ";
+    AppendJsonString(m.pattern, &out);
+    out += ", \"name\": ";
+    AppendJsonString(m.name, &out);
+    out += ", \"tags\": ";
+    AppendJsonString(EnvconfigMapText(m.tags), &out);
+    out += "}";
   }
-  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+  out += "]";
+  return out;
 }
 
 }  // namespace sluice

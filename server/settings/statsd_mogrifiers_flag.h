@@ -4,11 +4,13 @@
 // and the map text upstream's settings read a mogrifier's TAGS and EXTRA_TAGS in
 // (kelseyhightower/envconfig v1.4.0's map: items split at ',', each split at ':' into exactly
 // two parts, nothing trimmed). upstream_env.cc writes the flag from upstream's
-// DOG_STATSD_MOGRIFIER_* variables with StatsdMogrifiersFlagText.
+// DOG_STATSD_MOGRIFIER_* variables with StatsdMogrifiersFlagText. Both check each mogrifier with
+// CheckStatsdMogrifier, so a bad one is refused with the other settings, before anything starts.
 //
 // Pure functions; thread-safe.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,9 +21,23 @@
 
 namespace sluice {
 
+// What is wrong with one mogrifier, as upstream's newMogrifierMapFromEnv refuses it: no
+// pattern, a pattern that does not compile (RE2 with the options server/stats compiles it with,
+// so what passes here compiles there), no name, a tag with an empty key or value. The flag and
+// upstream's variables word each fault their own way, so the caller writes the message.
+struct StatsdMogrifierFault {
+  enum Kind { kNoPattern, kPatternDoesNotCompile, kNoName, kTagWithoutKey, kTagWithoutValue };
+  Kind kind;
+  // RE2's error (kPatternDoesNotCompile), the tag's key (kTagWithoutValue); otherwise empty.
+  std::string detail;
+};
+
+// The first fault of `mogrifier`, in upstream's order (above); nullopt when it has none.
+std::optional<StatsdMogrifierFault> CheckStatsdMogrifier(const StatsdMogrifierSettings& mogrifier);
+
 // The mogrifiers `text` lists, in order; empty text: none. kInvalidArgument saying what is
-// wrong: not YAML, not a list of maps, an unknown key, a missing pattern or name, tags that do
-// not read (ParseEnvconfigMap), a tag with an empty key or value (as upstream refuses them).
+// wrong: not YAML, not a list of maps, an unknown key, tags that do not read
+// (ParseEnvconfigMap), or a mogrifier CheckStatsdMogrifier refuses.
 absl::StatusOr<std::vector<StatsdMogrifierSettings>> ParseStatsdMogrifiers(absl::string_view text);
 
 // The flag's text for `mogrifiers` (JSON, which ParseStatsdMogrifiers reads back the same).

@@ -1401,16 +1401,6 @@ class Translator {
       m.name = read("NAME");
       const std::string tags_text = read("TAGS");
       sources.push_back(absl::StrCat(prefix, "*"));
-      if (m.pattern.empty()) {
-        Fail(absl::StrCat(prefix, "PATTERN: no PATTERN specified for mogrifier ", id));
-        failed = true;
-        continue;
-      }
-      if (m.name.empty()) {
-        Fail(absl::StrCat(prefix, "NAME: no NAME specified for mogrifier ", id));
-        failed = true;
-        continue;
-      }
       absl::StatusOr<std::vector<std::pair<std::string, std::string>>> pairs =
           ParseEnvconfigMap(tags_text);
       if (!pairs.ok()) {
@@ -1419,18 +1409,33 @@ class Translator {
         failed = true;
         continue;
       }
-      for (const auto& [key, value] : *pairs) {
-        if (key.empty()) {
-          Fail(absl::StrCat(prefix, "TAGS=", tags_text, ": no key specified for a tag of "
-                            "mogrifier ", id));
-          failed = true;
-        } else if (value.empty()) {
-          Fail(absl::StrCat(prefix, "TAGS=", tags_text, ": no value specified for tag ", key,
-                            " for mogrifier ", id));
-          failed = true;
-        }
-      }
       m.tags = std::move(*pairs);
+      // In upstream's words (newMogrifierMapFromEnv), naming the variable.
+      if (std::optional<StatsdMogrifierFault> fault = CheckStatsdMogrifier(m)) {
+        failed = true;
+        switch (fault->kind) {
+          case StatsdMogrifierFault::kNoPattern:
+            Fail(absl::StrCat(prefix, "PATTERN: no PATTERN specified for mogrifier ", id));
+            break;
+          case StatsdMogrifierFault::kPatternDoesNotCompile:
+            Fail(absl::StrCat(prefix, "PATTERN=", m.pattern,
+                              ": failed to compile pattern for mogrifier ", id, ": ",
+                              fault->detail));
+            break;
+          case StatsdMogrifierFault::kNoName:
+            Fail(absl::StrCat(prefix, "NAME: no NAME specified for mogrifier ", id));
+            break;
+          case StatsdMogrifierFault::kTagWithoutKey:
+            Fail(absl::StrCat(prefix, "TAGS=", tags_text,
+                              ": no key specified for a tag of mogrifier ", id));
+            break;
+          case StatsdMogrifierFault::kTagWithoutValue:
+            Fail(absl::StrCat(prefix, "TAGS=", tags_text, ": no value specified for tag ",
+                              fault->detail, " for mogrifier ", id));
+            break;
+        }
+        continue;
+      }
       mogrifiers.push_back(std::move(m));
     }
     if (!failed) {

@@ -47,7 +47,9 @@ class StatsdMogrifiers {
  public:
   // The rules, compiled. kInvalidArgument naming the rule: an empty pattern or name, a pattern
   // that does not compile, a tag with an empty key or value (upstream's newMogrifierMapFromEnv
-  // refuses the same).
+  // refuses the same). Settings have refused these already (CheckStatsdMogrifier in
+  // server/settings/statsd_mogrifiers_flag.h); the stats library does not depend on settings,
+  // so a caller that builds rules itself is checked here.
   static absl::StatusOr<StatsdMogrifiers> Create(const std::vector<StatsdMogrifierRule>& rules);
 
   StatsdMogrifiers();

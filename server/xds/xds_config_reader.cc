@@ -109,6 +109,11 @@ class SluiceKeys {
   const std::string path_;
 };
 
+// The keys of metadata.sluice this Sluice reads, for the messages about the others.
+constexpr absl::string_view kKnownSluiceKeys =
+    "algorithm, burst, unit_multiplier, hash_tag, local_share, charge, value_to_metric, "
+    "share_threshold and failure_mode";
+
 // What the snapshot's metadata.sluice maps held that this Sluice does not know: one warning
 // per key, however many descriptors give it (a management server may set one on thousands).
 class UnknownSluiceKeys {
@@ -145,10 +150,6 @@ class UnknownSluiceKeys {
     }
     return out;
   }
-
-  static constexpr absl::string_view kKnownSluiceKeys =
-      "algorithm, burst, unit_multiplier, hash_tag, local_share, charge, value_to_metric, "
-      "share_threshold and failure_mode";
 
  private:
   struct Use {
@@ -299,9 +300,9 @@ class DomainReader {
       } else {
         out.read_error = ConfigError(
             domain_.source, 0, keys.Path(key),
-            "unknown key (expected algorithm, burst, unit_multiplier, hash_tag, local_share, "
-            "charge, value_to_metric, share_threshold or failure_mode; --strict_config refuses "
-            "what envoyproxy/ratelimit would pass through)");
+            absl::StrCat("unknown key (expected ", kKnownSluiceKeys,
+                         "; --strict_config refuses what envoyproxy/ratelimit would pass "
+                         "through)"));
         return false;
       }
     }

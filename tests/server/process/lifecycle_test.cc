@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config/config_loader.h"
+#include "server/common/status_macros.h"
 #include "server/process/assembly.h"
 #include "tests/e2e/grpc_health.h"
 #include "tests/support/process.h"
@@ -31,6 +33,14 @@ using testing::TempDir;
 using testing::WaitForPort;
 
 constexpr char kServing[] = "\x08\x01";
+
+// A waiter made and waited on until a stop signal, as Lifecycle::Run waits once serving.
+absl::StatusOr<int> WaitForStopSignal(absl::Duration poll_interval, ConfigChangeNotifier* notifier,
+                                      std::function<void(bool force)> request_reload) {
+  ASSIGN_OR_RETURN(std::unique_ptr<StopSignalWaiter> waiter,
+                   StopSignalWaiter::Create(poll_interval, notifier, std::move(request_reload)));
+  return waiter->Wait();
+}
 
 // Takes the process's signals as the server does, and gives them back afterwards, dropping
 // any still pending so that none ends the test binary.

@@ -66,7 +66,8 @@ TEST(StatsdMogrifiersFlagTest, RoundTrips) {
   EXPECT_THAT(*ParseStatsdMogrifiers("[]"), IsEmpty());
 }
 
-// Verifies what the flag refuses, each message saying which mogrifier and why.
+// Verifies what the flag refuses, each message saying which mogrifier and why; a pattern that
+// does not compile is refused here, with the other settings, not when statsd starts.
 TEST(StatsdMogrifiersFlagTest, RefusesWhatCannotBeRead) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"[", "not YAML or JSON"},
@@ -75,6 +76,7 @@ TEST(StatsdMogrifiersFlagTest, RefusesWhatCannotBeRead) {
       {"[{pattern: x, name: y, colour: red}]", "mogrifier 1: unknown key 'colour'"},
       {"[{id: A, name: y}]", "mogrifier A: no pattern"},
       {"[{id: A, pattern: x}]", "mogrifier A: no name"},
+      {"[{id: A, pattern: '(', name: y}]", "mogrifier A: pattern '(' does not compile: missing )"},
       {"[{id: A, pattern: x, name: y, tags: 'a:b:c'}]", "mogrifier A: tags: invalid map item"},
       {"[{id: A, pattern: x, name: y, tags: ':5'}]", "mogrifier A: tags: a tag with no key"},
       {"[{id: A, pattern: x, name: y, tags: 'k:'}]", "mogrifier A: tags: no value for tag k"},

@@ -1170,6 +1170,10 @@ TEST_F(UpstreamEnvTest, DogStatsdMogrifierErrors) {
               ElementsAre("DOG_STATSD_MOGRIFIER_M_PATTERN: no PATTERN specified for mogrifier M"));
   EXPECT_THAT(errors({{"DOG_STATSD_MOGRIFIER_M_PATTERN", "x"}}),
               ElementsAre("DOG_STATSD_MOGRIFIER_M_NAME: no NAME specified for mogrifier M"));
+  EXPECT_THAT(errors({{"DOG_STATSD_MOGRIFIER_M_PATTERN", "a(b"},
+                      {"DOG_STATSD_MOGRIFIER_M_NAME", "n"}}),
+              ElementsAre(HasSubstr("DOG_STATSD_MOGRIFIER_M_PATTERN=a(b: failed to compile "
+                                    "pattern for mogrifier M: missing )")));
   EXPECT_THAT(errors({{"DOG_STATSD_MOGRIFIER_M_PATTERN", "x"},
                       {"DOG_STATSD_MOGRIFIER_M_NAME", "n"},
                       {"DOG_STATSD_MOGRIFIER_M_TAGS", ":5"}}),
