@@ -62,9 +62,10 @@ descriptors:
 // A raw stream: sends whatever report it is given, reads nothing unless asked.
 class RawStream {
  public:
-  explicit RawStream(const std::string& address)
+  explicit RawStream(const std::string& address,
+                     const grpc::ChannelArguments& args = grpc::ChannelArguments())
       : stub_(rlqs::RateLimitQuotaService::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+            grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args))) {
     context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     stream_ = stub_->StreamRateLimitQuotas(&context_);
   }
@@ -400,6 +401,74 @@ TEST_F(RlqsE2eTest, OnlyClientsThatDoNotReadAreEnded) {
   const grpc::Status status = deaf.Finish();
   EXPECT_NE(status.error_code(), grpc::StatusCode::OK);
   EXPECT_THAT(HttpGet(sluice_->http_port(), "/metrics"), HasSubstr("sluice_rlqs_streams 0\n"));
+}
+
+// A report of `count` new buckets of domain edge whose ids are about 1 KiB (route=<prefix><i>,
+// padded): its answer is about `count` KiB on the wire, and counts 2 to 3 KiB a bucket against the
+// bounds on responses waiting (server/quota/response_queue.cc estimates what it holds in memory).
+rlqs::RateLimitQuotaUsageReports LargeBuckets(int count, const std::string& prefix) {
+  rlqs::RateLimitQuotaUsageReports reports;
+  reports.set_domain("edge");
+  for (int i = 0; i < count; ++i) {
+    auto* usage = reports.add_bucket_quota_usages();
+    (*usage->mutable_bucket_id()->mutable_bucket())["route"] =
+        absl::StrCat(prefix, i, "-", std::string(960, 'p'));
+    usage->set_num_requests_allowed(1);
+  }
+  return reports;
+}
+
+// A client's channel whose HTTP/2 windows stay at 64 KiB: no BDP probing (with it, gRPC's client
+// grows its windows and takes in a whole answer of hundreds of KiB unread), and a connection of
+// its own. A stream of it that does not read leaves a larger answer in flight on the server.
+grpc::ChannelArguments SmallWindows() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+// Verifies the bound on responses waiting in all streams together (--rlqs_max_pending_mib, here
+// its least, 1 MiB, with --rlqs_max_pending_kib and --rlqs_write_timeout out of the way): while a
+// client that does not read holds an answer of about 0.7 MiB (as counted) in flight, another
+// client's answer of as much, which would go at once, is refused, and its stream ended
+// RESOURCE_EXHAUSTED naming the flag; /healthcheck answers meanwhile; once the first's write has
+// waited a second, more queued for it (past the bound) ends its stream; then an Envoy is served.
+TEST_F(RlqsE2eTest, ResponsesWaitingInAllStreamsAreBounded) {
+  Start({"--rlqs_rebalance_interval=200ms", "--rlqs_max_pending_mib=1",
+         "--rlqs_max_pending_kib=65536", "--rlqs_write_timeout=60s"});
+  RawStream deaf(sluice_->grpc_address(), SmallWindows());
+  ASSERT_TRUE(deaf.Write(LargeBuckets(300, "a")));
+  ASSERT_TRUE(RlqsEmulatedEnvoy::WaitUntil(  // answered: the answer goes, and sticks
+      [&] {
+        return absl::StrContains(HttpGet(sluice_->http_port(), "/metrics"),
+                                 "sluice_rlqs_buckets 300\n");
+      },
+      absl::Seconds(5)));
+  RawStream other(sluice_->grpc_address(), SmallWindows());
+  ASSERT_TRUE(other.Write(LargeBuckets(300, "b")));
+  const grpc::Status refused = other.Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("at their bound (1 MiB, --rlqs_max_pending_mib)"));
+  EXPECT_THAT(HttpGet(sluice_->http_port(), "/healthcheck"), HasSubstr("OK"));
+
+  // The first client has still read nothing: its stream is ended by the server (cancelled, its
+  // write in flight) once more is queued for it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  deaf.Write(LargeBuckets(300, "c"));
+  EXPECT_TRUE(RlqsEmulatedEnvoy::WaitUntil(
+      [&] {
+        return absl::StrContains(HttpGet(sluice_->http_port(), "/metrics"),
+                                 "sluice_rlqs_streams 0\n");
+      },
+      absl::Seconds(5)));
+  const grpc::Status ended = deaf.Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::CANCELLED) << ended.error_message();
+  const RlqsBucket real = {{"route", "real"}};
+  auto envoy = NewEnvoy(sluice_->grpc_address());
+  envoy->Start(real, 10);
+  EXPECT_TRUE(HoldsRate(*envoy, real, 100, 1));
+  EXPECT_TRUE(envoy->ServerEndedStreams().empty());
 }
 
 // Verifies sluicectl quota: it reports on one bucket and prints the assignments (exit 0 when
