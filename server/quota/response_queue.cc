@@ -9,13 +9,20 @@ namespace {
 
 // A parsed message takes about twice its encoded size (a map's entries, strings' headers), and
 // a queued action its key (in the index) and its slot too.
+constexpr size_t kSlotBytes = 96;
+
 size_t ActionBytes(const QuotaResponse::BucketAction& action, const std::string& bucket) {
-  return 2 * action.ByteSizeLong() + bucket.size() + 96;
+  return 2 * action.ByteSizeLong() + bucket.size() + kSlotBytes;
 }
 
 }  // namespace
 
-bool ResponseQueue::Add(QuotaResponse response, size_t* would_be, bool capped) {
+size_t ResponseQueue::MessageBytes(const QuotaResponse& response) {
+  return 2 * response.ByteSizeLong() +
+         kSlotBytes * static_cast<size_t>(response.bucket_action_size());
+}
+
+bool ResponseQueue::Add(QuotaResponse response, size_t* would_be) {
   struct Incoming {
     std::string bucket;
     size_t bytes;
@@ -30,7 +37,7 @@ bool ResponseQueue::Add(QuotaResponse response, size_t* would_be, bool capped) {
     after += in.bytes - (it != index_.end() ? waiting_[it->second].bytes : 0);
     incoming.push_back(std::move(in));
   }
-  if (capped && after > max_bytes_) {
+  if (after > max_bytes_) {
     if (would_be != nullptr) {
       *would_be = after;
     }

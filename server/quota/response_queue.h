@@ -23,9 +23,11 @@ class ResponseQueue {
 
   // Queues the actions of `response`, each replacing one waiting for the same bucket. False,
   // and nothing queued, when the bytes waiting would pass the cap (`*would_be`, when given, is
-  // then what they would have been); with `capped` false, never (a message that is written at
-  // once is not waiting for anyone).
-  bool Add(QuotaResponse response, size_t* would_be = nullptr, bool capped = true);
+  // then what they would have been).
+  bool Add(QuotaResponse response, size_t* would_be = nullptr);
+  // What `response` holds in memory, estimated as the queue counts a message it holds (without
+  // the queue's index): for a message written at once, which waits for no one.
+  static size_t MessageBytes(const QuotaResponse& response);
   bool empty() const { return waiting_.empty(); }
   // What the actions waiting hold in memory (an estimate from their encoded size).
   size_t bytes() const { return bytes_; }

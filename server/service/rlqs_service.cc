@@ -163,15 +163,14 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
         // Nothing ahead of it: it goes at once, whatever its size (a report of many new
         // buckets, a renewal of all of them), unless what all streams hold unread is at its
         // bound: non-reading clients hold it, and their writes' timeouts will free it.
-        queue.Add(std::move(response), nullptr, /*capped=*/false);
-        if (pending_total.load(std::memory_order_relaxed) + static_cast<int64_t>(queue.bytes()) >
-            max_total) {
+        const auto bytes = static_cast<int64_t>(quota::ResponseQueue::MessageBytes(response));
+        if (pending_total.load(std::memory_order_relaxed) + bytes > max_total) {
           GiveUp(absl::StrCat("RLQS responses waiting to be read in all streams are at their "
                               "bound (",
                               max_total >> 20, " MiB, --rlqs_max_pending_mib)"));
           return;
         }
-        StartNextWrite();
+        StartWrite(std::move(response), bytes);
         return;
       }
       size_t would_be = 0;
@@ -196,15 +195,23 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
         Recount();
         return;
       }
-      writing_bytes = static_cast<int64_t>(queue.bytes());
-      writing_message = queue.Take();
+      const auto bytes = static_cast<int64_t>(queue.bytes());
+      StartWrite(queue.Take(), bytes);
+    }
+
+    // Writes `message` (`bytes` as counted), which nothing is ahead of.
+    void StartWrite(QuotaResponse message, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      writing_bytes = bytes;
+      writing_message = std::move(message);
       writing_since_us = RealClock::Get().MonotonicMicros();
       Recount();
+      fprintf(stderr, "DBG start write %lld bytes total %lld at %lld\n", (long long)writing_bytes, (long long)pending_total.load(), (long long)writing_since_us);
       stream->StartWrite(&writing_message);
     }
 
     void WriteDone(bool ok) {
       MutexLock lock(mu);
+      fprintf(stderr, "DBG write done ok=%d after %lld us\n", ok, (long long)(RealClock::Get().MonotonicMicros() - writing_since_us));
       writing_since_us = 0;
       writing_bytes = 0;
       writing_message.Clear();

@@ -52,9 +52,11 @@ TEST(ResponseQueueTest, AddsPastTheCapAreRefused) {
   EXPECT_FALSE(queue.Add(Action("more", 1, 1000), &would_be));
   EXPECT_GT(would_be, size_t{64} << 10);
   EXPECT_EQ(queue.Take().bucket_action_size(), static_cast<int>(added));
-  // Uncapped (a message written at once): whatever its size.
-  EXPECT_TRUE(queue.Add(Action("huge", 1, 100000), nullptr, /*capped=*/false));
-  EXPECT_GT(queue.bytes(), size_t{64} << 10);
+  // A message written at once is not queued (RlqsGrpcService writes it whatever its size,
+  // rlqs_e2e_test): MessageBytes counts it as the queue would have.
+  const QuotaResponse huge = Action("huge", 1, 100000);
+  EXPECT_GT(ResponseQueue::MessageBytes(huge), size_t{64} << 10);
+  EXPECT_FALSE(queue.Add(huge));
 }
 
 }  // namespace
