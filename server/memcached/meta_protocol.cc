@@ -1,6 +1,7 @@
 #include "server/memcached/meta_protocol.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -50,7 +51,10 @@ MetaReplyReader::Result MetaReplyReader::Next(MetaReply* reply) {
   const absl::string_view pending = absl::string_view(buffer_).substr(read_);
   const size_t eol = pending.find("\r\n");
   if (eol == absl::string_view::npos) {
-    if (pending.size() > kMaxLineBytes) {
+    // A last '\r' may be the line's end whose '\n' has not come: a longest line cut there is
+    // no longer than it is whole.
+    const size_t line_bytes = pending.size() - (absl::EndsWith(pending, "\r") ? 1 : 0);
+    if (line_bytes > kMaxLineBytes) {
       error_ = "a reply line longer than 1024 bytes";
       return Result::kError;
     }

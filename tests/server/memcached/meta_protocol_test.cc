@@ -91,5 +91,19 @@ TEST_F(MetaProtocolTest, RefusesWhatMemcachedDoesNotSend) {
   EXPECT_EQ(unterminated.Next(&reply), MetaReplyReader::Result::kError);
 }
 
+// Verifies a line of the longest length is read when a read ends between its CR and its LF, as
+// when it comes whole (memcached_reply_fuzz checks cut against whole reads).
+TEST_F(MetaProtocolTest, LongestLineCutBetweenCrAndLf) {
+  MetaReply reply;
+  const std::string line = "HD" + std::string(MetaReplyReader::kMaxLineBytes - 2, ' ');
+  ASSERT_EQ(Read(line + "\r", &reply), MetaReplyReader::Result::kNone);
+  ASSERT_EQ(Read("\n", &reply), MetaReplyReader::Result::kReply);
+  EXPECT_EQ(reply.kind, MetaReply::Kind::kOther);
+  MetaReplyReader longer;
+  const std::string too_long = "HD" + std::string(MetaReplyReader::kMaxLineBytes - 1, ' ') + "\r";
+  longer.Feed(too_long.data(), too_long.size());
+  EXPECT_EQ(longer.Next(&reply), MetaReplyReader::Result::kError);
+}
+
 }  // namespace
 }  // namespace sluice
