@@ -93,6 +93,8 @@ std::string MemcachedBackend::WindowKey(absl::string_view storage_key, absl::str
 
 absl::StatusOr<std::unique_ptr<MemcachedBackend>> MemcachedBackend::Create(
     MemcachedBackendOptions options, const Clock& clock, MemcachedClientResources resources) {
+  // The breaker judges a server by what a decision gets, whoever built the options (as
+  // RedisBackend::Create does; MemcachedClientOptions::breaker_budget).
   options.client.breaker_budget = options.timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<MemcachedClient> client,
                    MemcachedClient::Create(options.client, clock, std::move(resources)));

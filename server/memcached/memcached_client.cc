@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/failure_reason.h"
@@ -263,8 +262,8 @@ namespace {
 
 absl::StatusOr<RedisEndpoint> ParseServer(const std::string& address) {
   RedisEndpoint endpoint;
-  if (absl::StartsWith(address, "unix:")) {
-    endpoint.unix_path = address.substr(5);
+  if (IsUnixAddress(address)) {
+    endpoint.unix_path = address.substr(kUnixAddressPrefix.size());
     if (endpoint.unix_path.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("memcached server '", address,
                                                      "' names no socket"));
@@ -415,6 +414,10 @@ absl::StatusOr<std::shared_ptr<const MemcachedClient::Placement>> MemcachedClien
       node->Start();
       made.emplace(address, node);
     }
+    if (std::find(next->unique_nodes.begin(), next->unique_nodes.end(), node.get()) ==
+        next->unique_nodes.end()) {
+      next->unique_nodes.push_back(node.get());
+    }
     next->nodes.push_back(std::move(node));
   }
   return std::shared_ptr<const Placement>(std::move(next));
@@ -502,12 +505,7 @@ int MemcachedClient::ready_servers() const {
   std::shared_ptr<const Placement> current = placement();
   int ready = 0;
   if (current != nullptr) {
-    std::vector<const Node*> seen;
-    for (const auto& node : current->nodes) {
-      if (std::find(seen.begin(), seen.end(), node.get()) != seen.end()) {
-        continue;
-      }
-      seen.push_back(node.get());
+    for (const Node* node : current->unique_nodes) {
       ready += node->ready_connections() > 0 ? 1 : 0;
     }
   }
@@ -516,16 +514,7 @@ int MemcachedClient::ready_servers() const {
 
 int MemcachedClient::servers() const {
   std::shared_ptr<const Placement> current = placement();
-  if (current == nullptr) {
-    return 0;
-  }
-  std::vector<const Node*> seen;
-  for (const auto& node : current->nodes) {
-    if (std::find(seen.begin(), seen.end(), node.get()) == seen.end()) {
-      seen.push_back(node.get());
-    }
-  }
-  return static_cast<int>(seen.size());
+  return current == nullptr ? 0 : static_cast<int>(current->unique_nodes.size());
 }
 
 std::vector<std::string> MemcachedClient::server_addresses() const {
@@ -544,12 +533,7 @@ void MemcachedClient::CollectNodeMetrics(std::vector<NodeMetrics>* out) const {
   if (current == nullptr) {
     return;
   }
-  std::vector<const Node*> seen;
-  for (const auto& node : current->nodes) {
-    if (std::find(seen.begin(), seen.end(), node.get()) != seen.end()) {
-      continue;
-    }
-    seen.push_back(node.get());
+  for (const Node* node : current->unique_nodes) {
     out->push_back(node->Metrics());
   }
 }

@@ -135,6 +135,9 @@ class MemcachedClient {
   // A list of servers in placement order; what Execute reads.
   struct Placement {
     std::vector<std::shared_ptr<Node>> nodes;
+    // Each server once, in the order it first appears in `nodes` (an address listed twice is
+    // one node, weighing twice); owned by `nodes`.
+    std::vector<Node*> unique_nodes;
   };
 
   MemcachedClient(MemcachedClientOptions options, const Clock& clock,

@@ -1,10 +1,11 @@
 #include "server/memcached/meta_protocol.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "server/common/log_text.h"
 
 namespace sluice {
@@ -73,9 +74,12 @@ MetaReplyReader::Result MetaReplyReader::Next(MetaReply* reply) {
   *reply = MetaReply();
   const absl::string_view code = line.substr(0, line.find(' '));
   if (code == "VA") {
-    std::vector<absl::string_view> tokens = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    // "VA <size> <flags>*": the size is the first word after the code.
+    absl::string_view rest = line.substr(code.size());
+    rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+    const absl::string_view size_text = rest.substr(0, rest.find(' '));
     size_t size = 0;
-    if (tokens.size() < 2 || !absl::SimpleAtoi(tokens[1], &size) || size > kMaxValueBytes) {
+    if (size_text.empty() || !absl::SimpleAtoi(size_text, &size) || size > kMaxValueBytes) {
       error_ = absl::StrCat("a value reply memcached does not send: ", LogText(line));
       return Result::kError;
     }

@@ -33,7 +33,6 @@ MemcachedBackendOptions MemcachedBackendOptionsFrom(const BackendSettings& backe
   client.breaker_failures = shared.breaker_failures;
   client.breaker_open = shared.breaker_open;
   client.breaker_open_min = shared.breaker_open_min;
-  client.breaker_budget = shared.timeout;
   client.tls.enabled = memcached.tls;
   client.tls.ca_file = memcached.tls_ca;
   client.tls.cert_file = memcached.tls_cert;

@@ -105,5 +105,13 @@ TEST_F(MetaProtocolTest, LongestLineCutBetweenCrAndLf) {
   EXPECT_EQ(longer.Next(&reply), MetaReplyReader::Result::kError);
 }
 
+// Verifies a value's size is the first word after VA, however many spaces stand around it.
+TEST_F(MetaProtocolTest, ValueSizeAmidSpaces) {
+  MetaReply reply;
+  ASSERT_EQ(Read("VA   2  t60 f0\r\n17\r\nVA\r\n", &reply), MetaReplyReader::Result::kReply);
+  EXPECT_EQ(reply.value, 17u);
+  EXPECT_EQ(reader_.Next(&reply), MetaReplyReader::Result::kError);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -62,7 +62,6 @@ TEST(PartOptionsTest, MemcachedBackendOptions) {
   EXPECT_EQ(options.client.tls.ca_file, "ca.pem");
   EXPECT_TRUE(options.client.tls.skip_hostname_verification);
   EXPECT_EQ(options.timeout, absl::Milliseconds(7));
-  EXPECT_EQ(options.client.breaker_budget, absl::Milliseconds(7));
   EXPECT_EQ(options.client.io_threads, 2);
   EXPECT_EQ(options.client.breaker_failures, 4);
   EXPECT_EQ(options.client.queue_grace, absl::Milliseconds(3));
