@@ -60,11 +60,12 @@ SCENARIOS = collections.OrderedDict([
     ("redis_tls_1", ("redis_tls", "grpc", "cost", 1, 1000)),
     ("redis_1_traced", ("redis_traced", "grpc", "cost", 1, 1000)),
     ("redis_fw_1", ("redis", "grpc", "cost_fw", 1, 1000)),
+    ("redis_fw_upstream_1", ("redis_upstream", "grpc", "cost_fw", 1, 1000)),
     ("memcached_fw_1", ("memcached", "grpc", "cost_fw", 1, 1000)),
 ])
 # Measured when asked for (--scenarios), not guarded: a comparison of backends on the one
 # algorithm they all keep.
-UNGUARDED = ("redis_fw_1", "memcached_fw_1")
+UNGUARDED = ("redis_fw_1", "redis_fw_upstream_1", "memcached_fw_1")
 SCENARIO_HELP = """\
   floor                   sluice-floor (gRPC alone, answers OK): what gRPC costs by itself
   memory_1                Sluice, memory backend, 1 token-bucket descriptor, admitted
@@ -80,6 +81,8 @@ SCENARIO_HELP = """\
                           collector of the run's own (the export thread's work counts)
   redis_fw_1              (when asked for, unguarded) Redis backend, 1 fixed-window descriptor,
                           admitted: INCRBY + PEXPIRE NX, no script
+  redis_fw_upstream_1     (when asked for, unguarded) redis_fw_1 in envoyproxy/ratelimit's keys
+                          (--redis_key_layout=upstream): INCRBY + EXPIRE on upstream's key
   memcached_fw_1          (when asked for, unguarded) the same on the memcached backend: one
                           `ma` (increment-or-create) on a memcached 1.6 of the run's own"""
 
@@ -291,11 +294,14 @@ def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None, 
             argv += [f"--config={os.path.join(REPO, 'bench', 'config', 'cost_fixed_window.yaml')}",
                      f"--memcached_servers={HOST}:{memcached_port}", "--redis_timeout=10s",
                      "--redis_breaker_failures=1000000"]
-        if kind in ("redis", "redis_tls", "redis_traced"):
+        if kind == "redis_upstream":
+            argv += ["--redis_key_layout=upstream", "--redis_key_prefix=",
+                     "--redis_expiration_jitter=300s"]
+        if kind in ("redis", "redis_tls", "redis_traced", "redis_upstream"):
             # Under callgrind Sluice runs ~50 times slower: give each decision time enough that
             # no failure policy ever answers.
             argv += ["--redis_timeout=10s", "--redis_breaker_failures=1000000"]
-            if kind in ("redis", "redis_traced"):
+            if kind in ("redis", "redis_traced", "redis_upstream"):
                 argv.append(f"--redis_addresses={HOST}:{redis_port}")
             else:
                 tls_port, tls_dir = tls
@@ -447,7 +453,7 @@ def main():
     started = time.monotonic()
     try:
         redis = redis_port = tls = collector = None
-        redis_kinds = ("redis", "redis_tls", "redis_traced")
+        redis_kinds = ("redis", "redis_tls", "redis_traced", "redis_upstream")
         if any(SCENARIOS[n][0] == "redis_traced" for n in names):
             collector = Collector()
         if any(SCENARIOS[n][0] in redis_kinds for n in names):
@@ -457,7 +463,8 @@ def main():
         memcached_port = None
         if any(SCENARIOS[n][0] == "memcached" for n in names):
             memcached_port = start_memcached(children)
-        for kind in ("floor", "memory", "redis", "redis_tls", "redis_traced", "memcached"):
+        for kind in ("floor", "memory", "redis", "redis_tls", "redis_traced", "redis_upstream",
+                     "memcached"):
             mine = [n for n in names if SCENARIOS[n][0] == kind]
             if not mine:
                 continue

@@ -5,8 +5,16 @@
 //             check DOMAIN key=value[,key=value...] [...] [--hits=N] [--refund]
 //   sluicectl ... quota DOMAIN key=value [key=value...] [--rate=N] [--interval=1s]
 //             [--duration=10s]
+// or, with the admin API of a Sluice started with --admin_api (its HTTP address), shows what a
+// descriptor's rules hold, or resets them:
+//   sluicectl --http=HOST:PORT [--admin_token_file=FILE] inspect DOMAIN key=value[,...] [...]
+//             [--limit=N/unit]
+//   sluicectl --http=HOST:PORT [--admin_token_file=FILE] reset DOMAIN key=value[,...] [...]
+//             [--limit=N/unit]
 // Exit status: 0 all OK, 2 OVER_LIMIT, 1 any error (quota: 0 when the duration ran out, 1 when
-// the stream ended first).
+// the stream ended first; inspect and reset: 0 when the server answered 200).
+#include <curl/curl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -22,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
+#include "client/admin_client.h"
 #include "client/rls_client.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -74,6 +83,63 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() {
     options.pem_private_key = *std::move(private_key);
   }
   return grpc::SslCredentials(options);
+}
+
+}  // namespace
+
+ABSL_FLAG(std::string, http, "localhost:8080",
+          "inspect, reset: the HTTP address (HOST:PORT) of a Sluice serving the admin API");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "inspect, reset: a file holding the admin API's bearer token (the server's "
+          "--admin_token_file); empty: none sent");
+ABSL_FLAG(std::string, limit, "",
+          "inspect, reset: each descriptor's limit override, N/unit (as a request's `limit`), "
+          "e.g. 100/minute");
+
+namespace {
+
+// sluicectl inspect / reset: one POST to the admin API, its answer printed.
+int Admin(bool reset, const std::string& domain, const std::vector<std::string>& descriptors) {
+  const char* what = reset ? "reset" : "inspect";
+  absl::StatusOr<std::string> json =
+      sluice::AdminRequestJson(domain, descriptors, absl::GetFlag(FLAGS_limit));
+  std::string token;
+  if (json.ok() && !absl::GetFlag(FLAGS_admin_token_file).empty()) {
+    absl::StatusOr<std::string> read =
+        sluice::ReadAdminTokenFile(absl::GetFlag(FLAGS_admin_token_file));
+    if (!read.ok()) {
+      json = read.status();
+    } else {
+      token = *std::move(read);
+    }
+  }
+  if (!json.ok()) {
+    std::fprintf(stderr, "sluicectl %s: %s\n", what, std::string(json.status().message()).c_str());
+    return 1;
+  }
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    std::fprintf(stderr, "sluicectl %s: libcurl cannot start\n", what);
+    return 1;
+  }
+  absl::StatusOr<sluice::AdminAnswer> answer =
+      sluice::AdminPost(absl::GetFlag(FLAGS_http), reset ? "/admin/reset" : "/admin/inspect",
+                        *json, token, absl::GetFlag(FLAGS_timeout));
+  if (!answer.ok()) {
+    std::fprintf(stderr, "sluicectl %s: %s\n", what,
+                 std::string(answer.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<std::string> text = reset ? sluice::FormatResetAnswer(answer->body)
+                                           : sluice::FormatInspectAnswer(answer->body);
+  if (answer->status != 200 || !text.ok()) {
+    // The server's own words: 404 naming --admin_api, 401, 400 naming the field, or a reset's
+    // report saying what failed.
+    std::fprintf(stderr, "sluicectl %s: HTTP %ld\n%s", what, answer->status,
+                 text.ok() ? text->c_str() : answer->body.c_str());
+    return 1;
+  }
+  std::fputs(text->c_str(), stdout);
+  return 0;
 }
 
 }  // namespace
@@ -151,10 +217,17 @@ int main(int argc, char** argv) {
       "          check DOMAIN key=value[,key=value...] [...] [--hits=N] [--refund]\n"
       "          quota DOMAIN key=value [key=value...] [--rate=N] [--interval=1s] "
       "[--duration=10s]\n"
+      "sluicectl --http=HOST:PORT [--admin_token_file=FILE]\n"
+      "          inspect|reset DOMAIN key=value[,key=value...] [...] [--limit=N/unit]\n"
       "Each key=value list is one descriptor. Exit status: 0 OK, 2 OVER_LIMIT, 1 error.\n"
       "quota reports --rate requests a second on one bucket of the quota service (RLQS) and "
       "prints every assignment.");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() >= 4 &&
+      (std::string(args[1]) == "inspect" || std::string(args[1]) == "reset")) {
+    return Admin(std::string(args[1]) == "reset", args[2],
+                 std::vector<std::string>(args.begin() + 3, args.end()));
+  }
   if (args.size() >= 4 && std::string(args[1]) == "quota") {
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = Credentials();
     if (!credentials.ok()) {

@@ -31,7 +31,8 @@ void Fail(const char* what, const std::string& detail) {
 }
 
 bool SameReply(const MetaReply& a, const MetaReply& b) {
-  return a.kind == b.kind && a.value == b.value && a.numeric == b.numeric && a.error == b.error;
+  return a.kind == b.kind && a.value == b.value && a.numeric == b.numeric && a.error == b.error &&
+         a.ttl_seconds == b.ttl_seconds;
 }
 
 struct Outcome {
@@ -106,7 +107,8 @@ void CheckReply(const MetaReply& reply) {
       break;
     case MetaReply::Kind::kNotFound:
     case MetaReply::Kind::kOther:
-      if (reply.numeric || reply.value != 0 || !reply.error.empty()) {
+      if (reply.numeric || reply.value != 0 || !reply.error.empty() ||
+          reply.ttl_seconds.has_value()) {
         Fail("a reply with no value that holds one", sluice::LogText(reply.error));
       }
       break;

@@ -7,14 +7,11 @@
 -- that is not a number, is a fresh window (count 0); a negative count (a lone request's hits
 -- returned after its window's key expired) counts as 0.
 
--- The body, deciding `key` (its contract: prelude.lua).
+-- The body, deciding `key` (its contract: prelude.lua). A window has no burst: the caller sends
+-- the time from now to the end of the window that holds now in its place (AppendGroupScriptCheck:
+-- where a window ends is FixedWindowAt's, calendar months included), so `period` is not read.
 -- evaluate 0
-  -- WindowStart: floor(now / P) * P, exactly (fmod is exact).
-  local r = math.fmod(now, period)
-  if r < 0 then
-    r = r + period
-  end
-  local window_end = now - r + period
+  local window_end = now + burst
   local old = redis.pcall("GET", key)
   local count = 0
   if old then

@@ -77,8 +77,13 @@ for i = 1, n do
   local allowed, remaining, retry, reset, delay, write, a, b, c, d
   if limit == 0 then
     -- ZeroLimitDecision: nothing is ever replenished; the key is neither read nor written. A
-    -- refund is decided as a check of 0 hits.
-    allowed, remaining, retry, reset, delay = hits == 0 or charge == 2, 0, period, period, 0
+    -- refund is decided as a check of 0 hits. The wait is NoLimitWait: a window's rest (its
+    -- burst slot, fixed_window.lua), else one period.
+    local wait = period
+    if checks[at + 1] == algorithms[0] then
+      wait = checks[at + 4]
+    end
+    allowed, remaining, retry, reset, delay = hits == 0 or charge == 2, 0, wait, wait, 0
     if allowed then
       retry = 0
     end

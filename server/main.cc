@@ -206,6 +206,16 @@ ABSL_FLAG(int32_t, redis_db, Defaults().backend.shared.db,
           "Redis database number (standalone only)");
 ABSL_FLAG(std::string, redis_key_prefix, Defaults().limiter.key_prefix,
           "prefix of every key Sluice writes");
+ABSL_FLAG(std::string, redis_key_layout,
+          std::string(sluice::KeyLayoutName(Defaults().backend.shared.key_layout)),
+          "keys of fixed windows on Redis: sluice (<prefix>{domain|key=value...}fw:60:w<n>, "
+          "co-located by hash tag) or upstream (envoyproxy/ratelimit's <prefix>domain_key_value_"
+          "..._<window start>, INCRBY then EXPIRE, shared with upstream's replicas on the same "
+          "Redis during a migration; upstream's variables select it). Other algorithms and "
+          "co-located groups keep Sluice's keys");
+ABSL_FLAG(absl::Duration, redis_expiration_jitter, Defaults().backend.shared.expiration_jitter,
+          "--redis_key_layout=upstream: a window key's TTL is lengthened by up to this, in whole "
+          "seconds at random (upstream's EXPIRATION_JITTER_MAX_SECONDS)");
 ABSL_FLAG(absl::Duration, redis_timeout, Defaults().backend.shared.timeout,
           "per-decision budget; past it the decision follows the failure mode (--failure_mode, "
           "or the domain's failure_mode:)");
@@ -375,6 +385,15 @@ ABSL_FLAG(std::string, default_charge_fixed_window, "",
           "--default_charge. envoyproxy/ratelimit's variables set it (always, unless "
           "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true): upstream has only fixed windows, and "
           "the other algorithms keep --default_charge");
+ABSL_FLAG(bool, request_all_or_nothing, Defaults().limiter.request_all_or_nothing,
+          "a request answered OVER_LIMIT consumes nothing: what its other descriptors took is "
+          "given back, on every backend (envoyproxy/ratelimit's "
+          "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true sets it); rules that charge always keep "
+          "their charges");
+ABSL_FLAG(bool, calendar_months, Defaults().limiter.calendar_months,
+          "fixed-window rules and limit overrides of unit month count calendar months (UTC: a "
+          "window starts at 00:00 on the 1st and lasts to the next 1st) instead of 30 days, as "
+          "envoyproxy/ratelimit's USE_CALENDAR_MONTH_RATE_LIMIT");
 ABSL_FLAG(std::string, refuse_refunds, "",
           "domains (comma-separated) whose refunds (descriptors with is_negative_hits, Envoy "
           "1.38) are refused with INVALID_ARGUMENT instead of applied; '*': every domain. "
@@ -489,6 +508,16 @@ ABSL_FLAG(int32_t, tracing_max_export_spans, Defaults().tracing.max_export_spans
           "--tracing: most spans one export carries (at most --tracing_max_queue_spans)");
 ABSL_FLAG(absl::Duration, tracing_export_interval, Defaults().tracing.export_interval,
           "--tracing: the longest a span waits before its export starts");
+
+// The admin API (docs/operations.md, "Resetting and inspecting counters").
+ABSL_FLAG(bool, admin_api, Defaults().admin.enabled,
+          "serve the admin API on the HTTP addresses: POST /admin/inspect (a descriptor's rules "
+          "and their stored state) and POST /admin/reset (delete it, and make every replica "
+          "forget its over-limit cache entry); off: /admin/* answers 404");
+ABSL_FLAG(std::string, admin_token_file, Defaults().admin.token_file,
+          "a file holding the bearer token admin calls must present (Authorization: Bearer "
+          "<token>; read once at start, whitespace trimmed); without one, --admin_api needs "
+          "--http_address (and --debug_address) on loopback");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);

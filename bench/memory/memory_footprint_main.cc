@@ -96,7 +96,7 @@ void MeasureCache(const std::vector<std::string>& keys) {
   const int64_t before = HeapInUse();
   auto cache = std::make_unique<OverLimitCache>(clock, keys.size() * 2, size_t{1} << 40);
   for (const std::string& key : keys) {
-    cache->Remember(key, 1, 1'000'000);
+    cache->Remember(key, 1, 10, 1'000'000);
   }
   const int64_t heap = HeapInUse() - before;
   Row("over-limit cache", cache->size(), heap, static_cast<int64_t>(cache->BytesUsed()),

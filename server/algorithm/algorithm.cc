@@ -85,25 +85,32 @@ AlgorithmState NewState(Algorithm algorithm) {
   return FixedWindowState{};
 }
 
-Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits) {
+int64_t NoLimitWait(const LimitParams& params, int64_t now_us) {
+  return params.algorithm == Algorithm::kFixedWindow ? FixedWindowAt(params, now_us).end_us - now_us
+                                                     : params.period_us;
+}
+
+Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits, int64_t now_us) {
   Decision decision;
+  decision.at_us = now_us;
   decision.allowed = hits == 0;
-  decision.reset_after_us = params.period_us;
-  decision.retry_after_us = decision.allowed ? 0 : params.period_us;
+  decision.reset_after_us = NoLimitWait(params, now_us);
+  decision.retry_after_us = decision.allowed ? 0 : decision.reset_after_us;
   return decision;
 }
 
-Decision NeverAdmittedDecision(const LimitParams& params) {
+Decision NeverAdmittedDecision(const LimitParams& params, int64_t now_us) {
   Decision decision;
+  decision.at_us = now_us;
   decision.never = true;
-  decision.retry_after_us = params.period_us;
-  decision.reset_after_us = params.period_us;
+  decision.retry_after_us = NoLimitWait(params, now_us);
+  decision.reset_after_us = decision.retry_after_us;
   return decision;
 }
 
 Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_us, uint64_t hits) {
   if (params.limit == 0) {
-    return ZeroLimitDecision(params, hits);
+    return ZeroLimitDecision(params, hits, now_us);
   }
   if (params.charge == Charge::kAlways) {
     hits = std::min(hits, kMaxChargedHits);
@@ -130,7 +137,7 @@ Decision Evaluate(const LimitParams& params, AlgorithmState& state, int64_t now_
 
 Decision Refund(const LimitParams& params, AlgorithmState& state, int64_t now_us, uint64_t hits) {
   if (params.limit == 0) {
-    return ZeroLimitDecision(params, 0);
+    return ZeroLimitDecision(params, 0, now_us);
   }
   hits = std::min(hits, kMaxChargedHits);
   switch (Engine(params.algorithm)) {

@@ -114,7 +114,21 @@ struct LimitParams {
   // do (upstream has one rule per descriptor), tells this rule's windows from the others' by
   // their period (server/key/upstream_key.h). Set by the config; false for a request's override.
   bool shares_descriptor = false;
+  // Storage only: the rule names a `hash_tag`, so its requests may be co-located, decided by one
+  // script call on one Redis Cluster slot. Its counters (as those of a rule beside others on its
+  // descriptor, which are always decided together) keep Sluice's keys whatever
+  // --redis_key_layout says, so that one rule has one counter whatever the request's shape.
+  bool hash_tagged = false;
+  // Fixed windows only: the windows are calendar months in UTC, period_us / kMonthUs of them
+  // each, starting at 00:00 on the 1st (envoyproxy/ratelimit's USE_CALENDAR_MONTH_RATE_LIMIT,
+  // --calendar_months), instead of periods counted from the epoch. Only where a window starts
+  // and ends changes (FixedWindowAt, fixed_window.h); the arithmetic is the same. Set by Resolve
+  // for fixed-window month rules and month overrides.
+  bool calendar_months = false;
 };
+
+// The period of a month rule: 30 days, as envoyproxy/ratelimit's UnitToDivider has it.
+inline constexpr int64_t kMonthUs = int64_t{30} * 86400 * 1000000;
 
 struct Decision {
   bool allowed = false;
@@ -131,8 +145,13 @@ struct Decision {
   // Leaky bucket, allowed: how long the caller should hold this request so that output leaves
   // at the drain rate (the time for the water already queued ahead of it to drain). 0 otherwise.
   int64_t delay_us = 0;
+  // The time the decision was made at, on the clock of whoever made it (a backend's, e.g. Redis'
+  // with its clock): where a fixed window's charge went, for a give-back of it later
+  // (LimitCheck::at_us).
+  int64_t at_us = 0;
   // Denied, and no wait can change that: the request asks for more hits than its rule can ever
-  // hold (NeverAdmittedDecision). Only the decision path sets it; the algorithms and the
+  // hold (NeverAdmittedDecision), a limit of 0 included. Only the decision path sets it; the
+  // algorithms and the
   // backends leave it false (their own answer to such a request is described below).
   bool never = false;
 };
@@ -203,10 +222,16 @@ Decision Refund(const LimitParams& params, AlgorithmState& state, int64_t now_us
 
 // The decision of every algorithm when params.limit == 0: nothing is ever replenished, so a
 // request with hits > 0 is denied and hits == 0 is admitted; remaining is 0. Both retry_after
-// (when denied) and reset_after are one period, so that a client told to wait does not spin.
-// It needs no state, so a backend decides it without reading or writing any (the Redis
-// backend makes no call for it).
-Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits);
+// (when denied) and reset_after are NoLimitWait, never 0, so that a client told to wait does
+// not spin. It needs no state, so a backend decides it without reading or writing any (the
+// Redis backend makes no call for it).
+Decision ZeroLimitDecision(const LimitParams& params, uint64_t hits, int64_t now_us);
+
+// What a decision that no wait can change reports as its wait (ZeroLimitDecision,
+// NeverAdmittedDecision): for a fixed window the rest of the window that holds now_us, when its
+// count starts again (what envoyproxy/ratelimit answers for any denial); for the other
+// algorithms, which have no windows, one period.
+int64_t NoLimitWait(const LimitParams& params, int64_t now_us);
 
 // What a rule can hold at once: its limit for the windows, its burst for the buckets and GCRA.
 inline uint64_t Capacity(const LimitParams& params) {
@@ -237,8 +262,8 @@ inline bool ChargesWhenDenied(const LimitParams& params, uint64_t hits) {
 }
 
 // The decision for a request that can never be admitted (!CanEverAdmit), made without reading
-// or writing any state: denied, `never` set, remaining 0, and retry_after and reset_after one
-// period, so that a client that ignores `never` and waits does not spin.
-Decision NeverAdmittedDecision(const LimitParams& params);
+// or writing any state: denied, `never` set, remaining 0, and retry_after and reset_after
+// NoLimitWait, so that a client that ignores `never` and waits does not spin.
+Decision NeverAdmittedDecision(const LimitParams& params, int64_t now_us);
 
 }  // namespace sluice

@@ -5,6 +5,7 @@
 #include "server/backend/script_codec.h"
 #include "server/common/std_view.h"
 #include "server/key/storage_key.h"
+#include "server/key/upstream_key.h"
 #include "server/redis/cluster/hash_slot.h"
 
 namespace sluice {
@@ -38,7 +39,7 @@ CallPlan PlanCalls(absl::Span<const LimitCheck> checks, int64_t now_us, CallPlan
       PlannedCall& call = plan.calls.emplace_back();
       call.kind = PlannedCall::Kind::kLocal;
       call.checks.push_back(static_cast<uint32_t>(i));
-      call.decision = ZeroLimitDecision(first.params, first.refund ? 0 : first.hits);
+      call.decision = ZeroLimitDecision(first.params, first.refund ? 0 : first.hits, now_us);
       continue;
     }
     if (first.params.algorithm == Algorithm::kFixedWindow) {
@@ -47,9 +48,19 @@ CallPlan PlanCalls(absl::Span<const LimitCheck> checks, int64_t now_us, CallPlan
           first.refund ? PlannedCall::Kind::kFixedWindowRefund : PlannedCall::Kind::kFixedWindow;
       call.checks.push_back(static_cast<uint32_t>(i));
       call.params = first.params;
-      call.hits = first.refund ? std::min(first.hits, kMaxChargedHits)
-                               : WireHits(first.params, first.hits);
-      AppendFixedWindowKey(first.key, now_us, first.params.period_us, &call.window_key);
+      // A give-back of a charge whose window is over gives nothing (LimitCheck::at_us).
+      call.hits = RefundsAnEndedWindow(first, now_us) ? 0
+                  : first.refund                      ? std::min(first.hits, kMaxChargedHits)
+                                                      : WireHits(first.params, first.hits);
+      // A rule that can be decided in a group (hash_tag, or beside others on its descriptor)
+      // keeps the group's keys when alone too: one rule, one counter.
+      call.upstream_key = options.upstream_keys && !first.params.hash_tagged &&
+                          !first.params.shares_descriptor &&
+                          AppendUpstreamWindowKey(first.key, options.key_prefix, first.params,
+                                                  now_us, &call.window_key);
+      if (!call.upstream_key) {
+        AppendFixedWindowKey(first.key, first.params, now_us, &call.window_key);
+      }
       continue;
     }
     if (options.lanes) {

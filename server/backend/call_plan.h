@@ -6,7 +6,9 @@
 // Groups are runs of checks with one LimitCheck::group; a lone check is a group of one.
 //   - A lone check with a limit of 0 is decided here (ZeroLimitDecision): no Redis call.
 //   - A lone fixed window runs without a script, as INCRBY + PEXPIRE NX on its window key; a
-//     refund of one, as the give_back script on its window key.
+//     refund of one, as the give_back script on its window key. With upstream keys
+//     (CallPlanOptions::upstream_keys), its window key is envoyproxy/ratelimit's
+//     (upstream_key.h) and the INCRBY is followed by upstream's EXPIRE instead.
 //   - A group of several checks is one call of the group script (all-or-nothing).
 //   - The other lone checks run their algorithm's script. With lanes (standalone Redis), they
 //     go to their algorithm's lane, to share calls with other requests' checks (lanes.h).
@@ -20,6 +22,7 @@
 #include <string>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "server/algorithm/algorithm.h"
 #include "server/backend/backend.h"
@@ -43,6 +46,8 @@ struct PlannedCall {
   LimitParams params;
   uint64_t hits = 0;
   std::string window_key;
+  // window_key is envoyproxy/ratelimit's: INCRBY is followed by EXPIRE of upstream's TTL.
+  bool upstream_key = false;
 };
 
 struct CallPlan {
@@ -55,6 +60,12 @@ struct CallPlan {
 struct CallPlanOptions {
   bool lanes = false;    // send lone script checks to their lanes
   bool cluster = false;  // a request's lone checks share a call only within one hash tag
+  // A lone fixed window's window key is envoyproxy/ratelimit's, made from its storage key of
+  // prefix `key_prefix` (AppendUpstreamWindowKey), so that upstream's replicas on the same
+  // Redis count in the same counter; a key it cannot read, and a rule that groups can decide
+  // (LimitParams::hash_tagged, shares_descriptor), keep Sluice's window key.
+  bool upstream_keys = false;
+  absl::string_view key_prefix;
 };
 
 // `now_us`: the decision time, which picks a fixed window's window key.

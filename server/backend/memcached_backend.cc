@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/algorithm/fixed_window.h"
 #include "server/backend/script_codec.h"
 #include "server/common/failure_reason.h"
 #include "server/common/logging.h"
@@ -31,8 +32,8 @@ enum class Op : uint8_t {
 
 // The TTL of a window written at `now_us`: the rest of the window in whole seconds, rounded
 // up, plus one (memcached's clock ticks in whole seconds), as memcached reads it.
-int64_t WindowExpiry(int64_t now_us, int64_t period_us) {
-  const int64_t end = (now_us / period_us + 1) * period_us;
+int64_t WindowExpiry(const LimitParams& params, int64_t now_us) {
+  const int64_t end = FixedWindowAt(params, now_us).end_us;
   const int64_t ttl_s = (end - now_us + kMicrosPerSecond - 1) / kMicrosPerSecond + 1;
   return MemcachedExpiry(ttl_s, now_us / kMicrosPerSecond);
 }
@@ -133,7 +134,7 @@ void MemcachedBackend::Evaluate(absl::Span<const LimitCheck> checks,
       return;
     }
     if (in.params.limit == 0) {
-      call->decisions[i] = ZeroLimitDecision(in.params, in.refund ? 0 : in.hits);
+      call->decisions[i] = ZeroLimitDecision(in.params, in.refund ? 0 : in.hits, call->now_us);
       continue;
     }
     check.key = WindowKey(in.key, options_.key_prefix, in.params, call->now_us);
@@ -148,7 +149,8 @@ void MemcachedBackend::Evaluate(absl::Span<const LimitCheck> checks,
     MemcachedOp op;
     op.key = check.key;
     if (in.refund) {
-      check.hits = std::min(in.hits, kMaxChargedHits);
+      // A give-back of a charge whose window is over gives nothing (LimitCheck::at_us).
+      check.hits = RefundsAnEndedWindow(in, call->now_us) ? 0 : std::min(in.hits, kMaxChargedHits);
       check.op = check.hits == 0 ? Op::kRead : Op::kDecrement;
     } else {
       // A window admits nothing past limit + 1 whatever the hits, and memcached's counter
@@ -160,7 +162,7 @@ void MemcachedBackend::Evaluate(absl::Span<const LimitCheck> checks,
     switch (check.op) {
       case Op::kIncrement:
         AppendIncrementOrCreate(check.key, check.hits,
-                                WindowExpiry(call->now_us, in.params.period_us), &op.command);
+                                WindowExpiry(in.params, call->now_us), &op.command);
         break;
       case Op::kDecrement:
         AppendDecrement(check.key, check.hits, &op.command);
@@ -194,7 +196,6 @@ void MemcachedBackend::Finish(std::shared_ptr<Call> call, absl::Status status,
     return;
   }
   const int64_t now = call->now_us;
-  std::vector<int64_t> counts(call->checks.size(), 0);
   for (size_t i = 0; i < call->checks.size(); ++i) {
     const Call::Check& check = call->checks[i];
     if (check.op == Op::kNone) {
@@ -212,23 +213,33 @@ void MemcachedBackend::Finish(std::shared_ptr<Call> call, absl::Status status,
                       {});
       return;
     }
-    counts[i] = CountOf(reply);
-    if (check.refund) {
-      call->decisions[i] = FixedWindowRefundDecision(check.params, now, counts[i]);
-    } else if (check.op == Op::kRead) {
-      call->decisions[i] = FixedWindowDecision(check.params, now, 0, counts[i]);
-    } else {
-      call->decisions[i] = FixedWindowDecision(check.params, now, check.hits, counts[i]);
-    }
   }
-  // All or nothing: a group (adjacent checks of one group id) with a denial gives back the
-  // hits of its checks, as does a lone denial; a rule that charges always keeps them.
+  // Group by group (adjacent checks of one group id; a lone check is a group of one), in order,
+  // each deciding on its counts less what earlier groups' denials will give back to the same
+  // key (WindowGiveBacks). All or nothing: a group with a denial gives back the hits of its
+  // checks, as does a lone denial; a rule that charges always keeps them.
+  std::vector<int64_t> counts(call->checks.size(), 0);
+  WindowGiveBacks pending;
   std::vector<MemcachedOp> give_back;
   const size_t n = call->checks.size();
   for (size_t begin = 0; begin < n;) {
     size_t end = begin + 1;
     while (end < n && call->checks[end].group == call->checks[begin].group) {
       ++end;
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const Call::Check& check = call->checks[i];
+      if (check.op == Op::kNone) {
+        continue;
+      }
+      counts[i] = pending.Adjusted(check.key, CountOf(replies[check.reply]));
+      if (check.refund) {
+        call->decisions[i] = FixedWindowRefundDecision(check.params, now, counts[i]);
+      } else if (check.op == Op::kRead) {
+        call->decisions[i] = FixedWindowDecision(check.params, now, 0, counts[i]);
+      } else {
+        call->decisions[i] = FixedWindowDecision(check.params, now, check.hits, counts[i]);
+      }
     }
     bool denied = false;
     for (size_t i = begin; i < end; ++i) {
@@ -244,6 +255,7 @@ void MemcachedBackend::Finish(std::shared_ptr<Call> call, absl::Status status,
         op.key = check.key;
         AppendDecrement(check.key, check.hits, &op.command);
         give_back.push_back(std::move(op));
+        pending.Add(check.key, check.hits);
         if (call->decisions[i].allowed) {
           // Admitted alone, not with its group: its state is as before the request.
           call->decisions[i] = FixedWindowDecision(
@@ -252,6 +264,9 @@ void MemcachedBackend::Finish(std::shared_ptr<Call> call, absl::Status status,
       }
     }
     begin = end;
+  }
+  for (Decision& decision : call->decisions) {
+    decision.at_us = now;
   }
   std::move(done)(absl::OkStatus(), call->decisions);
   if (!give_back.empty()) {
@@ -283,6 +298,125 @@ void MemcachedBackend::AppendMetrics(std::string* out) const {
                   client_->srv_refreshes() - client_->srv_failures(),
                   "\nsluice_memcached_srv_refreshes_total{result=\"failed\"} ",
                   client_->srv_failures(), "\n");
+}
+
+}  // namespace sluice
+
+// ---- The admin API.
+
+namespace sluice {
+
+int64_t MemcachedBackend::AdminDeadline() const {
+  return clock_.MonotonicMicros() +
+         absl::ToInt64Microseconds(std::max(kAdminTimeout, options_.timeout));
+}
+
+absl::StatusOr<std::vector<std::string>> MemcachedBackend::AdminKeys(
+    absl::Span<const LimitCheck> checks, int64_t now_us) const {
+  std::vector<std::string> keys;
+  keys.reserve(checks.size());
+  for (const LimitCheck& check : checks) {
+    if (check.params.algorithm != Algorithm::kFixedWindow) {
+      return absl::InvalidArgumentError(absl::StrCat("memcached keeps fixed windows only, not ",
+                                                     AlgorithmName(check.params.algorithm)));
+    }
+    keys.push_back(WindowKey(check.key, options_.key_prefix, check.params, now_us));
+    if (keys.back().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("not a storage key of prefix '", options_.key_prefix, "'"));
+    }
+  }
+  return keys;
+}
+
+void MemcachedBackend::Inspect(absl::Span<const LimitCheck> checks, InspectCallback done) {
+  const int64_t now = clock_.NowMicros();
+  absl::StatusOr<std::vector<std::string>> keys = AdminKeys(checks, now);
+  if (!keys.ok()) {
+    std::move(done)(keys.status(), {});
+    return;
+  }
+  std::vector<LimitParams> params;
+  std::vector<MemcachedOp> ops;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    params.push_back(checks[i].params);
+    MemcachedOp& op = ops.emplace_back();
+    op.key = (*keys)[i];
+    AppendGetValueAndTtl(op.key, &op.command);
+  }
+  if (ops.empty()) {
+    std::move(done)(absl::OkStatus(), {});
+    return;
+  }
+  client_->Execute(
+      std::move(ops), AdminDeadline(),
+      [now, params = std::move(params), keys = *std::move(keys), done = std::move(done)](
+          absl::Status status, std::vector<MetaReply> replies) mutable {
+        if (!status.ok()) {
+          std::move(done)(std::move(status), {});
+          return;
+        }
+        std::vector<StateReport> reports(params.size());
+        for (size_t i = 0; i < params.size(); ++i) {
+          const MetaReply& reply = replies[i];
+          if (reply.kind == MetaReply::Kind::kError) {
+            std::move(done)(ErrorReplyStatus(reply), {});
+            return;
+          }
+          StateReport& report = reports[i];
+          report.now_us = now;
+          StoredKey& key = report.keys.emplace_back();
+          key.key = std::move(keys[i]);
+          key.role = "upstream_window";
+          FixedWindowState state;  // a fresh key, as NewState makes it
+          if (reply.kind == MetaReply::Kind::kValue) {
+            state.window_start_us = FixedWindowAt(params[i], now).start_us;
+            key.exists = true;
+            key.readable = reply.numeric;
+            // memcached's TTLs are whole seconds.
+            key.ttl_ms = !reply.ttl_seconds.has_value() ? 0
+                         : *reply.ttl_seconds < 0       ? -1
+                                                        : *reply.ttl_seconds * 1000;
+            state.count = reply.numeric ? reply.value : 0;
+          }
+          report.state = state;
+          AlgorithmState copy = report.state;
+          report.answer = sluice::Evaluate(params[i], copy, now, 0);
+          report.answer.at_us = now;
+        }
+        std::move(done)(absl::OkStatus(), std::move(reports));
+      });
+}
+
+void MemcachedBackend::Reset(absl::Span<const LimitCheck> checks, ResetCallback done) {
+  absl::StatusOr<std::vector<std::string>> keys = AdminKeys(checks, clock_.NowMicros());
+  if (!keys.ok()) {
+    std::move(done)(keys.status(), {});
+    return;
+  }
+  std::vector<MemcachedOp> ops;
+  for (const std::string& key : *keys) {
+    MemcachedOp& op = ops.emplace_back();
+    op.key = key;
+    AppendDelete(op.key, &op.command);
+  }
+  if (ops.empty()) {
+    std::move(done)(absl::OkStatus(), {});
+    return;
+  }
+  client_->Execute(std::move(ops), AdminDeadline(),
+                   [keys = *std::move(keys), done = std::move(done)](
+                       absl::Status status, std::vector<MetaReply> replies) mutable {
+                     std::vector<std::string> deleted;
+                     for (size_t i = 0; status.ok() && i < replies.size(); ++i) {
+                       if (replies[i].kind == MetaReply::Kind::kError) {
+                         status = ErrorReplyStatus(replies[i]);
+                       } else if (replies[i].kind == MetaReply::Kind::kOther) {
+                         deleted.push_back(std::move(keys[i]));  // HD
+                       }
+                     }
+                     std::move(done)(std::move(status), std::move(deleted));
+                   });
 }
 
 }  // namespace sluice

@@ -34,6 +34,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -70,6 +71,15 @@ class MemcachedBackend final : public Backend {
   // sluice_memcached_* per server, the servers in the list, and the SRV refreshes.
   void AppendMetrics(std::string* out) const override;
 
+  // The admin API: each check's window key of now (WindowKey, role "upstream_window"), read
+  // with its TTL (`mg <key> v t`) or deleted (`md <key>`), on the server that holds it, within
+  // kAdminTimeout or the decision budget if longer; `done` runs on a client thread. A rule of
+  // another algorithm fails it with kInvalidArgument. There is no reset log: other replicas'
+  // over-limit caches keep their entries until their retry time.
+  static constexpr absl::Duration kAdminTimeout = absl::Seconds(1);
+  void Inspect(absl::Span<const LimitCheck> checks, InspectCallback done) override;
+  void Reset(absl::Span<const LimitCheck> checks, ResetCallback done) override;
+
   // Start-up only: blocks until every server has a connection up, or `timeout` passes.
   bool WaitUntilReady(absl::Duration timeout) { return client_->WaitUntilReady(timeout); }
   // Closes the connections; calls out complete with kUnavailable. Blocks; idempotent.
@@ -86,6 +96,10 @@ class MemcachedBackend final : public Backend {
  private:
   MemcachedBackend(MemcachedBackendOptions options, const Clock& clock,
                    std::unique_ptr<MemcachedClient> client);
+  // The memcached keys of `checks` at now_us (the admin API), or kInvalidArgument.
+  absl::StatusOr<std::vector<std::string>> AdminKeys(absl::Span<const LimitCheck> checks,
+                                                     int64_t now_us) const;
+  int64_t AdminDeadline() const;
   // Decides the checks of `call` from the replies and gives back what must be given back.
   void Finish(std::shared_ptr<Call> call, absl::Status status, std::vector<MetaReply> replies);
 

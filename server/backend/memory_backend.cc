@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
@@ -81,10 +82,15 @@ size_t ShareOf(size_t total, size_t fixed, size_t shards) {
 }
 
 
-// One check's decision on `state`: a refund gives back, any other check takes.
+// One check's decision on `state`: a refund gives back (nothing to a window that is over), any
+// other check takes.
 Decision Decide(const LimitCheck& check, AlgorithmState& state, int64_t now_us) {
-  return check.refund ? Refund(check.params, state, now_us, check.hits)
-                      : Evaluate(check.params, state, now_us, check.hits);
+  Decision decision =
+      check.refund
+          ? Refund(check.params, state, now_us, RefundsAnEndedWindow(check, now_us) ? 0 : check.hits)
+          : Evaluate(check.params, state, now_us, check.hits);
+  decision.at_us = now_us;
+  return decision;
 }
 
 }  // namespace
@@ -369,6 +375,59 @@ void MemoryBackend::Evaluate(absl::Span<const LimitCheck> checks, const TracePar
   absl::InlinedVector<Decision, 4> decisions(checks.size());
   EvaluateInto(checks, absl::MakeSpan(decisions));
   std::move(done)(absl::OkStatus(), absl::MakeConstSpan(decisions));
+}
+
+// ---- The admin API.
+
+void MemoryBackend::Inspect(absl::Span<const LimitCheck> checks, InspectCallback done) {
+  std::vector<StateReport> reports(checks.size());
+  const int64_t now_us = clock_.NowMicros();
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const LimitCheck& check = checks[i];
+    StateReport& report = reports[i];
+    report.now_us = now_us;
+    report.state = NewState(check.params.algorithm);
+    StoredKey& key = report.keys.emplace_back();
+    key.key = std::string(check.key);
+    key.role = "state";
+    {
+      Shard& shard = shards_[ShardIndex(check.key)];
+      MutexLock lock(shard.mu);
+      auto it = shard.entries.find(check.key);
+      if (it != shard.entries.end() && it->second.expires_at_us > now_us) {
+        key.exists = true;
+        key.ttl_ms = (it->second.expires_at_us - now_us + 999) / 1000;
+        // EntryFor starts over on another algorithm's state.
+        key.readable = it->second.algorithm == check.params.algorithm;
+        if (key.readable) {
+          report.state = it->second.state;
+        }
+      }
+    }
+    AlgorithmState copy = report.state;
+    report.answer = sluice::Evaluate(check.params, copy, now_us, 0);
+    report.answer.at_us = now_us;
+  }
+  std::move(done)(absl::OkStatus(), std::move(reports));
+}
+
+void MemoryBackend::Reset(absl::Span<const LimitCheck> checks, ResetCallback done) {
+  std::vector<std::string> deleted;
+  const int64_t now_us = clock_.NowMicros();
+  for (const LimitCheck& check : checks) {
+    Shard& shard = shards_[ShardIndex(check.key)];
+    MutexLock lock(shard.mu);
+    auto it = shard.entries.find(check.key);
+    if (it == shard.entries.end()) {
+      continue;
+    }
+    if (it->second.expires_at_us > now_us) {
+      deleted.emplace_back(it->first);
+    }
+    shard.entry_bytes -= EntryFixedBytes(it->first) + it->second.state_bytes;
+    shard.entries.erase(it);
+  }
+  std::move(done)(absl::OkStatus(), std::move(deleted));
 }
 
 MemoryBackend::Usage MemoryBackend::TotalUsage() const {

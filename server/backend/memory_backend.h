@@ -68,6 +68,11 @@ class MemoryBackend final : public Backend {
   absl::string_view Name() const override { return "memory"; }
   // <prefix>_keys, _bytes, _max_bytes (gauges), _evictions_total, _log_coarsenings_total.
   void AppendMetrics(std::string* out) const override;
+  // The admin API: each check's entry read (a copy of its state, its expiry as the TTL) or
+  // erased under its shard's lock, the storage key being the one key ("state"); `done` runs
+  // inline, before returning. Never fails.
+  void Inspect(absl::Span<const LimitCheck> checks, InspectCallback done) override;
+  void Reset(absl::Span<const LimitCheck> checks, ResetCallback done) override;
 
   // The synchronous core of Evaluate: fills `decisions`, one per check.
   // REQUIRES: decisions.size() == checks.size().

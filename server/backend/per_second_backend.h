@@ -32,6 +32,14 @@ class PerSecondBackend final : public Backend {
   // The main backend's metrics, then the per-second one's with every name starting
   // "sluice_redis_" renamed "sluice_redis_per_second_", so that the families stay apart.
   void AppendMetrics(std::string* out) const override;
+  // The admin API: each check's state read or deleted where Evaluate decides it (`done` once
+  // both backends answered; a failure of either fails the call). The reset log is the main
+  // backend's, which every replica shares, whichever backend holds a key's state.
+  void Inspect(absl::Span<const LimitCheck> checks, InspectCallback done) override;
+  void Reset(absl::Span<const LimitCheck> checks, ResetCallback done) override;
+  bool SharesResets() const override { return main_->SharesResets(); }
+  void PublishResets(absl::Span<const std::string> storage_keys, PublishCallback done) override;
+  void ReadResets(const std::string& cursor, ResetLogCallback done) override;
 
  private:
   const std::unique_ptr<Backend> main_;

@@ -3,18 +3,23 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "lua/lua_scripts.h"
 #include "server/backend/script_codec.h"
+#include "server/backend/stored_state.h"
 #include "server/common/std_view.h"
+#include "server/key/reset_log_key.h"
 #include "server/key/storage_key.h"
 #include "server/redis/cluster/hash_slot.h"
 
@@ -135,7 +140,11 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, const TracePare
   }
   const int64_t now = redis_clock_.NowMicros();
   const int64_t deadline = clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout);
-  CallPlan plan = PlanCalls(checks, now, {.lanes = use_lanes_, .cluster = options_.cluster});
+  CallPlan plan = PlanCalls(checks, now,
+                            {.lanes = use_lanes_,
+                             .cluster = options_.cluster,
+                             .upstream_keys = options_.key_layout == KeyLayout::kUpstream,
+                             .key_prefix = options_.key_prefix});
   const uint32_t own_lanes = plan.lane_checks.empty() ? 0 : TakeFreeLanes(checks, plan);
   CommandBatch batch = EncodeCalls(checks, now, plan.calls);
   batch.AddTrace(trace);
@@ -241,8 +250,15 @@ CommandBatch RedisBackend::EncodeCalls(absl::Span<const LimitCheck> checks, int6
         continue;
       case PlannedCall::Kind::kFixedWindow:
         batch.Add({"INCRBY", call.window_key, DecimalText(call.hits, hits_text)});
-        batch.Add({"PEXPIRE", call.window_key,
-                   DecimalText(FixedWindowTtlMs(now, call.params.period_us), ttl_text), "NX"});
+        if (call.upstream_key) {
+          // As fixed_cache_impl.go's pipelineAppend: the TTL set again on every call.
+          batch.Add({"EXPIRE", call.window_key,
+                     DecimalText(UpstreamWindowTtlSeconds(call.params, now) + ExpirationJitter(),
+                                 ttl_text)});
+        } else {
+          batch.Add({"PEXPIRE", call.window_key,
+                     DecimalText(FixedWindowTtlMs(call.params, now), ttl_text), "NX"});
+        }
         continue;
       case PlannedCall::Kind::kFixedWindowRefund: {
         const std::string_view key = call.window_key;
@@ -271,12 +287,12 @@ CommandBatch RedisBackend::EncodeCalls(absl::Span<const LimitCheck> checks, int6
       }
       if (check.params.algorithm == Algorithm::kFixedWindow) {
         std::string& key = window_keys.emplace_back();
-        AppendFixedWindowKey(check.key, now, check.params.period_us, &key);
+        AppendFixedWindowKey(check.key, check.params, now, &key);
         keys.push_back(key);
       } else {
         keys.push_back(StdView(check.key));
       }
-      AppendGroupScriptCheck(check.params, check.hits, &args, check.refund);
+      AppendGroupScriptCheck(now, check.params, check.hits, &args, check.refund);
     }
     const RedisScript& script =
         group ? scripts_.group()
@@ -291,6 +307,7 @@ absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, in
                                          absl::Span<RedisReply> replies,
                                          absl::Span<Decision> decisions) {
   size_t r = 0;  // the next reply
+  WindowGiveBacks give_backs;
   for (const PlannedCall& call : calls) {
     switch (call.kind) {
       case PlannedCall::Kind::kLocal:
@@ -336,18 +353,25 @@ absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, in
           return absl::InternalError(
               absl::StrCat("redis: unexpected INCRBY reply ", count.LogString()));
         }
-        const Decision decision =
-            FixedWindowDecision(call.params, now, call.hits,
-                                saturated ? std::numeric_limits<int64_t>::max() : count.integer());
+        const Decision decision = FixedWindowDecision(
+            call.params, now, call.hits,
+            saturated ? std::numeric_limits<int64_t>::max()
+                      : give_backs.Adjusted(call.window_key, count.integer()));
         // INCRBY counted the hits; a denial gives them back unless the rule charges always
         // (envoyproxy/ratelimit's increment-first).
         if (!decision.allowed && call.hits > 0 && !ChargesWhenDenied(call.params, call.hits) &&
             !saturated) {
           GiveBack(call.window_key, call.hits);
+          give_backs.Add(call.window_key, call.hits);
         }
         decisions[call.checks[0]] = decision;
         continue;
       }
+    }
+  }
+  for (const PlannedCall& call : calls) {
+    for (const uint32_t c : call.checks) {
+      decisions[c].at_us = now;
     }
   }
   return absl::OkStatus();
@@ -428,7 +452,9 @@ void RedisBackend::SendLaneCall(Algorithm algorithm, LaneCall call) {
         }
         if (status.ok()) {
           status = DecodeScriptReply(replies[0], call.size(), [&](size_t i, const Decision& d) {
-            call[i].request->decisions[call[i].index] = d;
+            Decision& out = call[i].request->decisions[call[i].index];
+            out = d;
+            out.at_us = call[i].now_us;
           });
         }
         for (LaneCheck& check : call) {
@@ -482,6 +508,15 @@ void RedisBackend::ExchangeQuotaDemand(const std::string& replica,
       });
 }
 
+int64_t RedisBackend::ExpirationJitter() const {
+  const int64_t max_s = absl::ToInt64Seconds(options_.expiration_jitter);
+  if (max_s <= 0) {
+    return 0;
+  }
+  thread_local absl::InsecureBitGen random;
+  return absl::Uniform<int64_t>(random, 0, max_s);
+}
+
 void RedisBackend::GiveBack(const std::string& window_key, uint64_t hits) {
   char hits_buffer[24];
   const std::string_view hits_text = DecimalText(hits, hits_buffer);
@@ -492,6 +527,341 @@ void RedisBackend::GiveBack(const std::string& window_key, uint64_t hits) {
   client_->Execute(std::move(batch),
                    clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout),
                    [](absl::Status, absl::Span<RedisReply>) {});
+}
+
+}  // namespace sluice
+
+// ---- The admin API and the reset log.
+
+namespace sluice {
+namespace {
+
+// What Inspect asks of one key, and where its replies start.
+struct KeyRead {
+  size_t check = 0;
+  size_t key = 0;    // index in the check's StateReport::keys
+  bool log = false;  // a sorted set (ZCARD, ZRANGE, PTTL); else a string (GET, PTTL)
+  size_t reply = 0;
+};
+
+// PTTL's answer into *key: -2 missing, -1 no expiry, else milliseconds.
+void ReadTtl(const RedisReply& reply, StoredKey* key) {
+  if (reply.is_integer()) {
+    key->ttl_ms = reply.integer() == -2 ? 0 : reply.integer();
+  }
+}
+
+// Decodes one key's replies into *key and, for the key decisions read, *state.
+absl::Status DecodeKeyRead(const LimitParams& params, int64_t now, const KeyRead& read,
+                           absl::Span<const RedisReply> replies, StoredKey* key,
+                           AlgorithmState* state) {
+  AlgorithmState decoded = NewState(params.algorithm);
+  if (read.log) {
+    const RedisReply& count = replies[read.reply];
+    const RedisReply& range = replies[read.reply + 1];
+    ReadTtl(replies[read.reply + 2], key);
+    if (count.is_error() && absl::StartsWith(count.str(), "WRONGTYPE")) {
+      key->exists = true;
+      key->readable = false;
+    } else if (count.is_error()) {
+      return ErrorReplyStatus(count);
+    } else if (count.integer() > 0) {
+      key->exists = true;
+      if (!range.is_array() || range.elements().size() % 2 != 0) {
+        return absl::InternalError(
+            absl::StrCat("redis: unexpected ZRANGE reply ", range.LogString()));
+      }
+      std::vector<std::pair<std::string, std::string>> members;
+      members.reserve(range.elements().size() / 2);
+      for (size_t i = 0; i < range.elements().size(); i += 2) {
+        members.emplace_back(range.elements()[i].str(), range.elements()[i + 1].str());
+      }
+      std::optional<SlidingWindowLogState> log = DecodeLogState(members);
+      key->readable = log.has_value();
+      if (log.has_value()) {
+        decoded = *std::move(log);
+      }
+      if (static_cast<size_t>(count.integer()) > members.size()) {
+        key->note = absl::StrCat("holds ", count.integer(), " entries; the newest ",
+                                 members.size(),
+                                 " were read, so older live hits are not counted here");
+      }
+    }
+  } else {
+    const RedisReply& value = replies[read.reply];
+    ReadTtl(replies[read.reply + 1], key);
+    if (value.is_error() && absl::StartsWith(value.str(), "WRONGTYPE")) {
+      key->exists = true;
+      key->readable = false;
+    } else if (value.is_error()) {
+      return ErrorReplyStatus(value);
+    } else if (value.is_string()) {
+      key->exists = true;
+      std::optional<AlgorithmState> string_state = DecodeStringState(params, value.str(), now);
+      key->readable = string_state.has_value();
+      if (string_state.has_value()) {
+        decoded = *std::move(string_state);
+      }
+    }
+  }
+  if (!key->exists) {
+    key->ttl_ms = 0;
+  }
+  if (read.key == 0) {
+    *state = std::move(decoded);
+  }
+  return absl::OkStatus();
+}
+
+// One reset log entry's storage key into *page ("k"), or what it says instead.
+void ReadLogEntry(const RedisReply& fields, ResetLogPage* page) {
+  if (!fields.is_array()) {
+    page->lost = true;
+    return;
+  }
+  const std::vector<RedisReply>& pairs = fields.elements();
+  for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+    const std::string& field = pairs[i].str();
+    if (field == "k") {
+      page->keys.push_back(pairs[i + 1].str());
+    } else if (field == "all") {
+      page->lost = true;
+    }
+    // "start": a reader's own first entry.
+  }
+}
+
+}  // namespace
+
+int64_t RedisBackend::AdminDeadline() const {
+  return clock_.MonotonicMicros() +
+         absl::ToInt64Microseconds(std::max(kAdminTimeout, options_.timeout));
+}
+
+std::vector<std::vector<StoredKey>> RedisBackend::KeysOf(absl::Span<const LimitCheck> checks,
+                                                         int64_t now) const {
+  std::vector<std::vector<StoredKey>> keys(checks.size());
+  const bool upstream = options_.key_layout == KeyLayout::kUpstream;
+  // Which window key the request's decisions read: PlanCalls' answer (a lone fixed window may
+  // be upstream's, one in a group is Sluice's).
+  std::vector<bool> reads_upstream(checks.size(), upstream);
+  const CallPlan plan = PlanCalls(checks, now,
+                                  {.lanes = false,
+                                   .cluster = options_.cluster,
+                                   .upstream_keys = upstream,
+                                   .key_prefix = options_.key_prefix});
+  for (const PlannedCall& call : plan.calls) {
+    for (const uint32_t c : call.checks) {
+      if (call.kind == PlannedCall::Kind::kFixedWindow ||
+          call.kind == PlannedCall::Kind::kFixedWindowRefund) {
+        reads_upstream[c] = call.upstream_key;
+      } else if (call.kind == PlannedCall::Kind::kGroup) {
+        reads_upstream[c] = false;
+      }
+    }
+  }
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const LimitCheck& check = checks[i];
+    if (check.params.algorithm != Algorithm::kFixedWindow) {
+      StoredKey& key = keys[i].emplace_back();
+      key.key = std::string(check.key);
+      key.role = "state";
+      continue;
+    }
+    StoredKey sluice_key;
+    sluice_key.role = "window";
+    AppendFixedWindowKey(check.key, check.params, now, &sluice_key.key);
+    StoredKey upstream_key;
+    upstream_key.role = "upstream_window";
+    const bool has_upstream =
+        upstream && AppendUpstreamWindowKey(check.key, options_.key_prefix, check.params, now,
+                                            &upstream_key.key);
+    if (has_upstream && reads_upstream[i]) {
+      keys[i].push_back(std::move(upstream_key));
+      keys[i].push_back(std::move(sluice_key));
+    } else {
+      keys[i].push_back(std::move(sluice_key));
+      if (has_upstream) {
+        keys[i].push_back(std::move(upstream_key));
+      }
+    }
+  }
+  return keys;
+}
+
+void RedisBackend::Inspect(absl::Span<const LimitCheck> checks, InspectCallback done) {
+  const int64_t now = redis_clock_.NowMicros();
+  std::vector<StateReport> reports(checks.size());
+  std::vector<LimitParams> params(checks.size());
+  std::vector<KeyRead> reads;
+  CommandBatch batch;
+  const std::string newest = absl::StrCat("-", kMaxInspectedLogEntries);
+  std::vector<std::vector<StoredKey>> keys = KeysOf(checks, now);
+  for (size_t i = 0; i < checks.size(); ++i) {
+    params[i] = checks[i].params;
+    reports[i].now_us = now;
+    reports[i].state = NewState(checks[i].params.algorithm);
+    reports[i].keys = std::move(keys[i]);
+    const bool log = Engine(checks[i].params.algorithm) == Algorithm::kSlidingWindowLog;
+    for (size_t k = 0; k < reports[i].keys.size(); ++k) {
+      const std::string_view key = reports[i].keys[k].key;
+      reads.push_back(KeyRead{i, k, log, batch.size()});
+      if (log) {
+        batch.Add({"ZCARD", key});
+        batch.Add({"ZRANGE", key, newest, "-1", "WITHSCORES"});
+      } else {
+        batch.Add({"GET", key});
+      }
+      batch.Add({"PTTL", key});
+    }
+  }
+  if (batch.empty()) {
+    std::move(done)(absl::OkStatus(), std::move(reports));
+    return;
+  }
+  client_->Execute(
+      std::move(batch), AdminDeadline(),
+      [now, reads = std::move(reads), params = std::move(params), reports = std::move(reports),
+       done = std::move(done)](absl::Status status, absl::Span<RedisReply> replies) mutable {
+        for (size_t r = 0; status.ok() && r < reads.size(); ++r) {
+          const KeyRead& read = reads[r];
+          StateReport& report = reports[read.check];
+          status = DecodeKeyRead(params[read.check], now, read, replies,
+                                 &report.keys[read.key], &report.state);
+        }
+        if (!status.ok()) {
+          std::move(done)(std::move(status), {});
+          return;
+        }
+        for (size_t i = 0; i < reports.size(); ++i) {
+          AlgorithmState copy = reports[i].state;
+          reports[i].answer = sluice::Evaluate(params[i], copy, now, 0);
+          reports[i].answer.at_us = now;
+        }
+        std::move(done)(absl::OkStatus(), std::move(reports));
+      });
+}
+
+void RedisBackend::Reset(absl::Span<const LimitCheck> checks, ResetCallback done) {
+  const int64_t now = redis_clock_.NowMicros();
+  std::vector<std::string> keys;
+  for (std::vector<StoredKey>& check_keys : KeysOf(checks, now)) {
+    for (StoredKey& key : check_keys) {
+      keys.push_back(std::move(key.key));
+    }
+  }
+  CommandBatch batch;
+  for (const std::string& key : keys) {
+    batch.Add({"DEL", key});
+  }
+  if (batch.empty()) {
+    std::move(done)(absl::OkStatus(), {});
+    return;
+  }
+  client_->Execute(std::move(batch), AdminDeadline(),
+                   [keys = std::move(keys), done = std::move(done)](
+                       absl::Status status, absl::Span<RedisReply> replies) mutable {
+                     std::vector<std::string> deleted;
+                     for (size_t i = 0; status.ok() && i < replies.size(); ++i) {
+                       if (replies[i].is_error()) {
+                         status = ErrorReplyStatus(replies[i]);
+                       } else if (replies[i].integer() > 0) {
+                         deleted.push_back(std::move(keys[i]));
+                       }
+                     }
+                     std::move(done)(std::move(status), std::move(deleted));
+                   });
+}
+
+void RedisBackend::PublishResets(absl::Span<const std::string> storage_keys,
+                                 PublishCallback done) {
+  const std::string log = ResetLogKey(options_.key_prefix);
+  const std::string entries = absl::StrCat(kResetLogEntries);
+  CommandBatch batch;
+  for (const std::string& key : storage_keys) {
+    if (key.size() > kMaxLoggedKeyBytes) {
+      batch.Add({"XADD", log, "MAXLEN", entries, "*", "all", "1"});
+    } else {
+      batch.Add({"XADD", log, "MAXLEN", entries, "*", "k", key});
+    }
+  }
+  if (batch.empty()) {
+    std::move(done)(absl::OkStatus());
+    return;
+  }
+  client_->Execute(std::move(batch), AdminDeadline(),
+                   [done = std::move(done)](absl::Status status,
+                                            absl::Span<RedisReply> replies) mutable {
+                     for (size_t i = 0; status.ok() && i < replies.size(); ++i) {
+                       if (replies[i].is_error()) {
+                         status = ErrorReplyStatus(replies[i]);
+                       }
+                     }
+                     std::move(done)(std::move(status));
+                   });
+}
+
+void RedisBackend::ReadResets(const std::string& cursor, ResetLogCallback done) {
+  const std::string log = ResetLogKey(options_.key_prefix);
+  CommandBatch batch;
+  if (cursor.empty()) {
+    batch.Add({"XADD", log, "MAXLEN", absl::StrCat(kResetLogEntries), "*", "start", "1"});
+  } else {
+    batch.Add({"XRANGE", log, cursor, "+", "COUNT", absl::StrCat(kResetLogEntries + 1)});
+  }
+  client_->Execute(
+      std::move(batch), AdminDeadline(),
+      [cursor, done = std::move(done)](absl::Status status,
+                                       absl::Span<RedisReply> replies) mutable {
+        if (!status.ok()) {
+          std::move(done)(std::move(status), {});
+          return;
+        }
+        const RedisReply& reply = replies[0];
+        if (reply.is_error()) {
+          std::move(done)(ErrorReplyStatus(reply), {});
+          return;
+        }
+        ResetLogPage page;
+        page.cursor = cursor;
+        if (cursor.empty()) {
+          if (!reply.is_string()) {
+            std::move(done)(absl::InternalError(absl::StrCat(
+                                "redis: unexpected XADD reply ", reply.LogString())),
+                            {});
+            return;
+          }
+          page.cursor = reply.str();
+          std::move(done)(absl::OkStatus(), std::move(page));
+          return;
+        }
+        if (!reply.is_array()) {
+          std::move(done)(absl::InternalError(absl::StrCat(
+                              "redis: unexpected XRANGE reply ", reply.LogString())),
+                          {});
+          return;
+        }
+        const std::vector<RedisReply>& entries = reply.elements();
+        for (size_t i = 0; i < entries.size(); ++i) {
+          const RedisReply& entry = entries[i];
+          if (!entry.is_array() || entry.elements().size() != 2 ||
+              !entry.elements()[0].is_string()) {
+            std::move(done)(absl::InternalError(absl::StrCat(
+                                "redis: unexpected XRANGE entry ", entry.LogString())),
+                            {});
+            return;
+          }
+          const std::string& id = entry.elements()[0].str();
+          if (i == 0 && id != cursor) {
+            page.lost = true;  // the cursor's entry is gone: so may be some after it
+          }
+          if (id != cursor) {
+            ReadLogEntry(entry.elements()[1], &page);
+          }
+          page.cursor = id;
+        }
+        std::move(done)(absl::OkStatus(), std::move(page));
+      });
 }
 
 }  // namespace sluice

@@ -3,7 +3,8 @@
 // globally.
 //
 // Evaluate plans the request's Redis calls (call_plan.h: a limit of 0 decided locally, the
-// lone fixed window as INCRBY + PEXPIRE NX, a group as one group-script call, lone checks of one
+// lone fixed window as INCRBY + PEXPIRE NX, or with upstream's key layout as upstream's INCRBY +
+// EXPIRE on upstream's key, a group as one group-script call, lone checks of one
 // algorithm sharing a script call), sends the request's own calls as one pipelined batch and
 // its lane checks to their lanes (lanes.h, standalone only; checks that a free lane would send
 // at once go in the request's own batch as that lane's call), and merges the replies into one
@@ -33,6 +34,7 @@
 #include "server/backend/redis_clock.h"
 #include "server/backend/script_set.h"
 #include "server/common/clock.h"
+#include "server/key/upstream_key.h"
 #include "server/redis/cluster/cluster_client.h"
 #include "server/redis/redis_client.h"
 #include "server/redis/redis_executor.h"
@@ -58,6 +60,13 @@ struct RedisBackendOptions {
   // Standalone Redis: the most lone checks of one algorithm that one script call decides (see
   // "Lanes" below); 1 sends every request's checks on their own. Ignored on a cluster.
   size_t max_batch = 16;
+  // How lone fixed windows are named (--redis_key_layout). KeyLayout::kUpstream keeps them in
+  // envoyproxy/ratelimit's keys, made from storage keys of prefix `key_prefix`, with upstream's
+  // arithmetic (INCRBY, then EXPIRE of the unit plus a random jitter in [0,
+  // expiration_jitter) whole seconds), so that upstream's replicas on this Redis share them.
+  KeyLayout key_layout = KeyLayout::kSluice;
+  std::string key_prefix;
+  absl::Duration expiration_jitter = absl::ZeroDuration();
 };
 
 class RedisBackend final : public Backend {
@@ -80,6 +89,34 @@ class RedisBackend final : public Backend {
   // With Redis' clock: the offset in use and the samples so far. With lanes: the calls each
   // lane sent and the checks they carried (their ratio is the mean batch).
   void AppendMetrics(std::string* out) const override;
+
+  // ---- The admin API (Backend::Inspect, Reset) and the reset log.
+  // Inspect reads, in one pipelined batch (on a cluster each command goes to its key's node),
+  // every key each check's rule uses now: a string state's value (GET) or a sliding window
+  // log's newest kMaxInspectedLogEntries members (ZRANGE ... WITHSCORES, and ZCARD), and its
+  // TTL (PTTL). A fixed window's key is its window's: Sluice's (AppendFixedWindowKey) and, with
+  // upstream's key layout, upstream's too (AppendUpstreamWindowKey), the one PlanCalls has this
+  // request read first. Reset deletes every such key (DEL). Both have the admin budget,
+  // kAdminTimeout or the decision budget if longer; `done` runs on a Redis thread.
+  static constexpr absl::Duration kAdminTimeout = absl::Seconds(1);
+  static constexpr size_t kMaxInspectedLogEntries = 16384;
+  void Inspect(absl::Span<const LimitCheck> checks, InspectCallback done) override;
+  void Reset(absl::Span<const LimitCheck> checks, ResetCallback done) override;
+  // The reset log is one stream, ResetLogKey(key_prefix) (server/key/reset_log_key.h), trimmed
+  // to its last kResetLogEntries entries: XADD one entry per storage key ("k" <key>), or for a
+  // key longer than kMaxLoggedKeyBytes an entry that makes every reader forget everything
+  // ("all"), so that the log holds at most about kResetLogEntries x kMaxLoggedKeyBytes. A
+  // reader starts with an entry of its own ("start", whose id is its cursor) and then reads
+  // from its cursor (XRANGE <cursor> +): the cursor's own entry first means nothing was lost;
+  // any other first entry means the log was trimmed past it (more than kResetLogEntries - 1
+  // resets since its last read) or lost (a flushed or failed-over Redis), and the page says so.
+  // A stream is one key: it works alike on a standalone Redis, behind Sentinel and on a
+  // cluster, each command atomic. Redis 5.0 or later.
+  static constexpr size_t kResetLogEntries = 1024;
+  static constexpr size_t kMaxLoggedKeyBytes = 4096;
+  bool SharesResets() const override { return true; }
+  void PublishResets(absl::Span<const std::string> storage_keys, PublishCallback done) override;
+  void ReadResets(const std::string& cursor, ResetLogCallback done) override;
 
   // Start-up only: blocks until the connections are up (and, with Redis' clock, its offset is
   // sampled) or `timeout` passes.
@@ -130,8 +167,17 @@ class RedisBackend final : public Backend {
   uint32_t TakeFreeLanes(absl::Span<const LimitCheck> checks, CallPlan& plan);
   // Reports the return of the lane calls taken by TakeFreeLanes and sends what may leave.
   void ReturnLanes(uint32_t algorithms);
+  // Upstream's key layout: whole seconds added to a window key's TTL, uniform in [0,
+  // expiration_jitter), as upstream's JitterRand.Int63n.
+  int64_t ExpirationJitter() const;
   // Returns a denied lone fixed window's hits to its window key (fire and forget).
   void GiveBack(const std::string& window_key, uint64_t hits);
+  // The keys each check's state lives in on this Redis at `now` (StateReport::keys without
+  // what was read), the one the request's decisions read first.
+  std::vector<std::vector<StoredKey>> KeysOf(absl::Span<const LimitCheck> checks,
+                                             int64_t now) const;
+  // The deadline of an admin API call.
+  int64_t AdminDeadline() const;
 
   const RedisBackendOptions options_;
   const Clock& clock_;

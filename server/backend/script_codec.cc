@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "server/algorithm/algorithm_internal.h"
 #include "server/algorithm/fixed_window.h"
 
 namespace sluice {
@@ -79,12 +78,18 @@ void AppendGroupScriptNow(int64_t now_us, std::string* out) {
   AppendDouble(static_cast<double>(now_us), out);
 }
 
-void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out,
-                            bool refund) {
+void AppendGroupScriptCheck(int64_t now_us, const LimitParams& params, uint64_t hits,
+                            std::string* out, bool refund) {
   AppendDouble(static_cast<double>(Engine(params.algorithm)), out);
   AppendDouble(AsDouble(params.limit), out);
   AppendDouble(static_cast<double>(params.period_us), out);
-  AppendDouble(AsDouble(params.burst), out);
+  if (params.algorithm == Algorithm::kFixedWindow) {
+    // A window has no burst: the slot carries the rest of the window that holds now, which the
+    // script cannot work out for calendar months.
+    AppendDouble(static_cast<double>(FixedWindowAt(params, now_us).end_us - now_us), out);
+  } else {
+    AppendDouble(AsDouble(params.burst), out);
+  }
   AppendRecordTail(params, hits, refund, out);
 }
 
@@ -135,25 +140,38 @@ std::vector<double> ReadPackedDoubles(absl::string_view packed) {
   return values;
 }
 
-int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us) {
-  const int64_t rest = algorithm_internal::WindowStart(now_us, period_us) + period_us - now_us;
+int64_t FixedWindowTtlMs(const LimitParams& params, int64_t now_us) {
+  const int64_t rest = FixedWindowAt(params, now_us).end_us - now_us;
   return std::max<int64_t>(1, (rest + 999) / 1000);
 }
 
 Decision FixedWindowDecision(const LimitParams& params, int64_t now_us, uint64_t hits,
                              int64_t count_after) {
   FixedWindowState state;
-  state.window_start_us = algorithm_internal::WindowStart(now_us, params.period_us);
+  state.window_start_us = FixedWindowAt(params, now_us).start_us;
   // count_after - hits, without overflow; negative (hits given back to an expired key) is 0.
   const uint64_t after = count_after > 0 ? static_cast<uint64_t>(count_after) : 0;
   state.count = after > hits ? after - hits : 0;
   return EvaluateFixedWindow(params, state, now_us, hits);
 }
 
+int64_t WindowGiveBacks::Adjusted(std::string_view key, int64_t count_after) const {
+  for (const auto& [pending_key, hits] : pending_) {
+    if (pending_key == key) {
+      count_after -= static_cast<int64_t>(std::min<uint64_t>(hits, kMaxChargedHits));
+    }
+  }
+  return count_after;
+}
+
+void WindowGiveBacks::Add(std::string_view key, uint64_t hits) {
+  pending_.emplace_back(key, hits);
+}
+
 Decision FixedWindowRefundDecision(const LimitParams& params, int64_t now_us,
                                    int64_t count_after) {
   FixedWindowState window;
-  window.window_start_us = algorithm_internal::WindowStart(now_us, params.period_us);
+  window.window_start_us = FixedWindowAt(params, now_us).start_us;
   window.count = count_after > 0 ? static_cast<uint64_t>(count_after) : 0;
   AlgorithmState state = window;
   return Refund(params, state, now_us, 0);

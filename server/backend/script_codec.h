@@ -18,8 +18,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -52,10 +55,12 @@ void AppendSingleScriptArgs(int64_t now_us, const LimitParams& params, uint64_t 
                             std::string* out, bool refund = false);
 
 // ARGV[1] of the group script: AppendGroupScriptNow once, then AppendGroupScriptCheck per key,
-// in key order (algorithm code, limit, period_us, burst, hits as WireHits, charge).
+// in key order (algorithm code, limit, period_us, burst, hits as WireHits, charge), with the
+// group's one now_us. A fixed window, which has no burst, sends in its place the time from
+// now_us to the end of its window (FixedWindowAt: calendar months included).
 void AppendGroupScriptNow(int64_t now_us, std::string* out);
-void AppendGroupScriptCheck(const LimitParams& params, uint64_t hits, std::string* out,
-                            bool refund = false);
+void AppendGroupScriptCheck(int64_t now_us, const LimitParams& params, uint64_t hits,
+                            std::string* out, bool refund = false);
 
 // Decodes a script's reply of `count` decisions (each allowed, remaining, retry_after_us,
 // reset_after_us, delay_us), calling store(i, decision) for each in order, so that a caller
@@ -74,9 +79,9 @@ absl::Status DecodeScriptDecisions(absl::string_view reply, size_t count,
 void AppendPackedDoubles(absl::Span<const double> values, std::string* out);
 std::vector<double> ReadPackedDoubles(absl::string_view packed);
 
-// The TTL of a window key written at `now_us`: the rest of the window in whole milliseconds,
-// rounded up (at least 1). REQUIRES: period_us > 0.
-int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us);
+// The TTL of a window key written at `now_us`: the rest of the window (FixedWindowAt) in whole
+// milliseconds, rounded up (at least 1). REQUIRES: params.period_us > 0.
+int64_t FixedWindowTtlMs(const LimitParams& params, int64_t now_us);
 
 // The decision of a lone fixed window whose INCRBY by `hits` returned `count_after`: exactly
 // what EvaluateFixedWindow decides for a window that held count_after - hits (a negative count,
@@ -84,6 +89,23 @@ int64_t FixedWindowTtlMs(int64_t now_us, int64_t period_us);
 // REQUIRES: params.limit > 0 (a limit of 0 never reaches Redis).
 Decision FixedWindowDecision(const LimitParams& params, int64_t now_us, uint64_t hits,
                              int64_t count_after);
+
+// What the earlier checks of one batch will give back to their fixed windows, by window key.
+// A lone fixed window is charged first (INCRBY) and a denial is given back after the replies
+// are read, so a later check of the same window in the same batch (one descriptor twice, or two
+// overrides on one upstream key) counted the earlier denied hits: it decides on its count less
+// them (Adjusted), as it would had they been given back already, which they will be. Holds
+// views of the keys, which must outlive it; a batch's few checks, searched in order.
+class WindowGiveBacks {
+ public:
+  // `count_after` less the hits that earlier denials on `key` will give back.
+  int64_t Adjusted(std::string_view key, int64_t count_after) const;
+  // A denial on `key` will give back `hits`.
+  void Add(std::string_view key, uint64_t hits);
+
+ private:
+  absl::InlinedVector<std::pair<std::string_view, uint64_t>, 2> pending_;
+};
 
 // The decision of a refund of a lone fixed window whose give_back call left `count_after` (0 for
 // a key that was gone): what sluice::Refund answers for a window that holds count_after.

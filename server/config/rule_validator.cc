@@ -102,6 +102,7 @@ absl::Status RuleChecker::Check(RuleDescription& description, RateLimitRule& rul
                    "must name a descriptor entry key (e.g. user_id), not be empty");
     }
     rule.hash_tag = std::move(description.hash_tag.value);
+    rule.params.hash_tagged = true;
   }
   if (rule.unlimited) {
     return CheckUnlimited(description);

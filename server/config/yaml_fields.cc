@@ -5,12 +5,15 @@
 #include <limits>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "server/common/status_macros.h"
 
 namespace sluice {
@@ -36,6 +39,35 @@ bool OneOf(const absl::string_view (&spellings)[N], absl::string_view text) {
   return std::find(std::begin(spellings), std::end(spellings), text) != std::end(spellings);
 }
 
+// yaml.v2's yamlStyleFloat (resolve.go): ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$
+bool IsYamlStyleFloat(absl::string_view s) {
+  const auto digits = [](absl::string_view part) {
+    return part.find_first_not_of("0123456789") == absl::string_view::npos;
+  };
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    s.remove_prefix(1);
+  }
+  const size_t exponent = s.find_first_of("eE");
+  const absl::string_view mantissa = s.substr(0, exponent);
+  const size_t point = mantissa.find('.');
+  const absl::string_view whole = mantissa.substr(0, point);
+  const absl::string_view fraction =
+      point == absl::string_view::npos ? absl::string_view() : mantissa.substr(point + 1);
+  const bool mantissa_ok = whole.empty() ? !fraction.empty() && digits(fraction)
+                                         : digits(whole) && digits(fraction);
+  if (!mantissa_ok) {
+    return false;
+  }
+  if (exponent == absl::string_view::npos) {
+    return true;
+  }
+  absl::string_view power = s.substr(exponent + 1);
+  if (!power.empty() && (power[0] == '+' || power[0] == '-')) {
+    power.remove_prefix(1);
+  }
+  return !power.empty() && digits(power);
+}
+
 // Each Parse* reads `value` into `out` and returns nullopt, or returns what is wrong with it.
 
 std::optional<std::string> ParseString(const YAML::Node& value, std::string& out) {
@@ -45,6 +77,11 @@ std::optional<std::string> ParseString(const YAML::Node& value, std::string& out
   }
   if (!value.IsScalar()) {
     return absl::StrCat("expected a string, got ", Describe(value));
+  }
+  if (value.Tag() == "?" && IsRefusedScalar(value.Scalar())) {
+    return absl::StrCat("expected a string, got ", value.Scalar(),
+                        ", a float or an integer beyond 64 bits, which envoyproxy/ratelimit "
+                        "refuses; quote it: \"", value.Scalar(), "\"");
   }
   out = value.Scalar();
   return std::nullopt;
@@ -177,6 +214,79 @@ bool ReadNullLeniently(const YamlFieldReader& reader, const MapEntries& entries,
 }
 
 }  // namespace
+
+// Whether yaml.v2 reads the plain scalar `text` as a float (1.5, 1e3, .5, .inf) or as an
+// integer that fits no int64 (a uint64): validateYamlKeys has a case for neither and refuses
+// the file ("error checking config"). As resolve.go: its special floats; a leading '.' parsed
+// as a float; a leading digit or sign, once every '_' is dropped, as strconv.ParseInt(s, 0, 64),
+// then ParseUint, then yamlStyleFloat.
+bool IsRefusedScalar(absl::string_view text) {
+  static constexpr absl::string_view kSpecialFloats[] = {
+      ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf",
+      "-.INF"};
+  if (std::find(std::begin(kSpecialFloats), std::end(kSpecialFloats), text) !=
+      std::end(kSpecialFloats)) {
+    return true;
+  }
+  if (text.empty()) {
+    return false;
+  }
+  if (text[0] == '.') {
+    return IsYamlStyleFloat(text);
+  }
+  if (!absl::ascii_isdigit(static_cast<unsigned char>(text[0])) && text[0] != '+' &&
+      text[0] != '-') {
+    return false;  // a string, a boolean or a null
+  }
+  const std::string plain = absl::StrReplaceAll(text, {{"_", ""}});
+  absl::string_view number = plain;
+  const bool sign = number[0] == '+' || number[0] == '-';
+  const bool negative = number[0] == '-';
+  if (sign) {
+    number.remove_prefix(1);
+  }
+  // Go's base prefixes: 0x, 0b, 0o, or a leading 0 for octal.
+  int base = 10;
+  absl::string_view allowed = "0123456789";
+  if (absl::StartsWithIgnoreCase(number, "0x")) {
+    base = 16;
+    allowed = "0123456789abcdefABCDEF";
+    number.remove_prefix(2);
+  } else if (absl::StartsWithIgnoreCase(number, "0b")) {
+    base = 2;
+    allowed = "01";
+    number.remove_prefix(2);
+  } else if (absl::StartsWithIgnoreCase(number, "0o")) {
+    base = 8;
+    allowed = "01234567";
+    number.remove_prefix(2);
+  } else if (number.size() > 1 && number[0] == '0') {
+    base = 8;
+    allowed = "01234567";
+    number.remove_prefix(1);
+  }
+  if (!number.empty() && number.find_first_not_of(allowed) == absl::string_view::npos) {
+    unsigned __int128 value = 0;
+    for (char c : number) {
+      const int digit = absl::ascii_isdigit(static_cast<unsigned char>(c))
+                            ? c - '0'
+                            : absl::ascii_tolower(static_cast<unsigned char>(c)) - 'a' + 10;
+      value = value * base + digit;
+      if (value > std::numeric_limits<uint64_t>::max()) {
+        break;  // past ParseUint too
+      }
+    }
+    const unsigned __int128 int64_limit =
+        static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max()) + (negative ? 1 : 0);
+    if (value <= int64_limit) {
+      return false;  // an int
+    }
+    if (!sign && value <= std::numeric_limits<uint64_t>::max()) {
+      return true;  // a uint64
+    }
+  }
+  return IsYamlStyleFloat(plain);
+}
 
 const MapEntry* FindEntry(const MapEntries& entries, absl::string_view name) {
   for (const MapEntry& entry : entries) {

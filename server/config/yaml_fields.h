@@ -26,6 +26,11 @@
 
 namespace sluice {
 
+// Whether yaml.v2 reads the plain (unquoted, untagged) scalar `text` as a float (1.5, 1e3, .5,
+// .inf, 08) or as an integer that fits no int64: envoyproxy/ratelimit's config check
+// (validateYamlKeys) refuses such a scalar wherever it stands, its string fields included.
+bool IsRefusedScalar(absl::string_view text);
+
 // One key of a YAML map, with merge keys ("<<") already expanded.
 struct MapEntry {
   std::string name;

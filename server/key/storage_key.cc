@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "server/algorithm/algorithm_internal.h"
+#include "server/algorithm/fixed_window.h"
 
 namespace sluice {
 namespace {
@@ -137,10 +137,14 @@ std::string RuleKeySuffix(Algorithm algorithm, int64_t period_seconds) {
   return absl::StrCat(code, ":", period_seconds);
 }
 
-void AppendFixedWindowKey(absl::string_view base, int64_t now_us, int64_t period_us,
+std::string OverrideKeySuffix(int64_t period_seconds, uint64_t limit) {
+  return absl::StrCat(RuleKeySuffix(Algorithm::kFixedWindow, period_seconds), ":l", limit);
+}
+
+void AppendFixedWindowKey(absl::string_view base, const LimitParams& params, int64_t now_us,
                           std::string* out) {
-  const int64_t index = algorithm_internal::WindowStart(now_us, period_us) / period_us;
-  absl::StrAppend(out, base, ":w", index);
+  absl::StrAppend(out, base, params.calendar_months ? ":m" : ":w",
+                  FixedWindowAt(params, now_us).index);
 }
 
 }  // namespace sluice

@@ -47,6 +47,11 @@ struct DescriptorEntryView {
 // Stable: it names stored state, so changing it orphans every counter.
 std::string RuleKeySuffix(Algorithm algorithm, int64_t period_seconds);
 
+// The suffix of a request's limit override (a fixed window of `limit` per `period_seconds`):
+// "fw:<period>:l<limit>", so that overrides of different limits on one descriptor never share
+// a counter, nor one with a configured rule. Stable, as RuleKeySuffix.
+std::string OverrideKeySuffix(int64_t period_seconds, uint64_t limit);
+
 // Appends the escaped form of `text` to `out`.
 void AppendEscapedKeyPart(absl::string_view text, std::string* out);
 
@@ -66,9 +71,10 @@ size_t StorageKeySizeHint(absl::string_view prefix, absl::string_view domain,
                           absl::Span<const DescriptorEntryView> entries,
                           absl::string_view rule_suffix);
 
-// Appends the key of the fixed window that holds `now_us` to *out: `base` followed by ":w" and
-// the window's index, floor(now_us / period_us). REQUIRES: period_us > 0.
-void AppendFixedWindowKey(absl::string_view base, int64_t now_us, int64_t period_us,
+// Appends the key of the fixed window of `params` that holds `now_us` to *out: `base` followed
+// by ":w" and the window's index, floor(now_us / period_us), or for calendar months ":m" and
+// theirs (FixedWindowAt), so that the two never share a key. REQUIRES: params.period_us > 0.
+void AppendFixedWindowKey(absl::string_view base, const LimitParams& params, int64_t now_us,
                           std::string* out);
 
 }  // namespace sluice

@@ -1,6 +1,9 @@
 #include "server/key/upstream_key.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "server/algorithm/fixed_window.h"
 
 namespace sluice {
 namespace {
@@ -75,6 +78,25 @@ bool AppendEntries(absl::string_view entries, std::string* out) {
 
 }  // namespace
 
+absl::string_view KeyLayoutName(KeyLayout layout) {
+  return layout == KeyLayout::kUpstream ? "upstream" : "sluice";
+}
+
+std::optional<KeyLayout> ParseKeyLayout(absl::string_view name) {
+  for (KeyLayout layout : {KeyLayout::kSluice, KeyLayout::kUpstream}) {
+    if (name == KeyLayoutName(layout)) {
+      return layout;
+    }
+  }
+  return std::nullopt;
+}
+
+int64_t UpstreamWindowTtlSeconds(const LimitParams& params, int64_t now_us) {
+  const int64_t rest_us =
+      params.calendar_months ? FixedWindowAt(params, now_us).end_us - now_us : params.period_us;
+  return std::max<int64_t>(1, (rest_us + kMicrosPerSecond - 1) / kMicrosPerSecond);
+}
+
 bool IsUpstreamUnitPeriod(int64_t period_us) {
   for (int64_t seconds : {int64_t{1}, int64_t{60}, int64_t{3600}, int64_t{86400},
                           int64_t{604800}, int64_t{2592000}, int64_t{31536000}}) {
@@ -125,13 +147,10 @@ bool AppendUpstreamWindowKey(absl::string_view storage_key, absl::string_view pr
     return false;
   }
   const int64_t period_s = params.period_us / kMicrosPerSecond;
-  const int64_t now_s = now_us >= 0 ? now_us / kMicrosPerSecond
-                                    : -((-now_us + kMicrosPerSecond - 1) / kMicrosPerSecond);
-  int64_t start = period_s > 0 ? (now_s / period_s) * period_s : now_s;
-  if (now_s < 0 && period_s > 0 && now_s % period_s != 0) {
-    start -= period_s;
-  }
-  absl::StrAppend(out, start);
+  // Upstream's periods are whole seconds, so the window starts on one: floor(now_s / P) * P.
+  const int64_t start_us = FixedWindowAt(params, now_us).start_us;
+  absl::StrAppend(out, start_us >= 0 ? start_us / kMicrosPerSecond
+                                     : -((-start_us + kMicrosPerSecond - 1) / kMicrosPerSecond));
   if (params.shares_descriptor || !IsUpstreamUnitPeriod(params.period_us)) {
     absl::StrAppend(out, "_", period_s, "s");
   }

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/common/log_text.h"
 
 namespace sluice {
@@ -41,6 +42,14 @@ void AppendDecrement(absl::string_view key, uint64_t hits, std::string* out) {
 
 void AppendGetValue(absl::string_view key, std::string* out) {
   absl::StrAppend(out, "mg ", key, " v\r\n");
+}
+
+void AppendGetValueAndTtl(absl::string_view key, std::string* out) {
+  absl::StrAppend(out, "mg ", key, " v t\r\n");
+}
+
+void AppendDelete(absl::string_view key, std::string* out) {
+  absl::StrAppend(out, "md ", key, "\r\n");
 }
 
 void AppendNoOp(std::string* out) { out->append("mn\r\n"); }
@@ -83,6 +92,15 @@ MetaReplyReader::Result MetaReplyReader::Next(MetaReply* reply) {
       error_ = absl::StrCat("a value reply memcached does not send: ", LogText(line));
       return Result::kError;
     }
+    // The flags after the size: "t<seconds>" answers `mg ... t`; the others are not asked for.
+    std::optional<int64_t> ttl_seconds;
+    for (absl::string_view flag : absl::StrSplit(rest.substr(size_text.size()), ' ',
+                                                  absl::SkipEmpty())) {
+      int64_t seconds = 0;
+      if (flag.size() > 1 && flag[0] == 't' && absl::SimpleAtoi(flag.substr(1), &seconds)) {
+        ttl_seconds = seconds;
+      }
+    }
     if (pending.size() < consumed + size + 2) {
       return Result::kNone;  // the data has not all come
     }
@@ -93,6 +111,7 @@ MetaReplyReader::Result MetaReplyReader::Next(MetaReply* reply) {
     }
     consumed += size + 2;
     reply->kind = MetaReply::Kind::kValue;
+    reply->ttl_seconds = ttl_seconds;
     // A decrement keeps the value's length and pads it with spaces ("0 ").
     reply->numeric = size <= 24 && absl::SimpleAtoi(absl::StripAsciiWhitespace(data),
                                                     &reply->value);

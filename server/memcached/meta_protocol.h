@@ -7,6 +7,9 @@
 //   ma <key> MD D<hits> v               decrement, floored at 0 (a refund, a give-back); a
 //                                       missing key stays missing (NF)
 //   mg <key> v                          the count (a check of 0 hits), EN when missing
+//   mg <key> v t                        the count and the seconds the item has left (the admin
+//                                       API's inspect; "t-1": no expiry)
+//   md <key>                            deletes the item: HD, or NF when missing (its reset)
 //   mn                                  no-op, answered MN (the breaker's probe)
 //
 // Replies come in the order of the commands: "VA <size> <flags>\r\n<data>\r\n", "HD", "NF",
@@ -20,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -41,6 +45,8 @@ void AppendIncrementOrCreate(absl::string_view key, uint64_t hits, int64_t expir
                              std::string* out);
 void AppendDecrement(absl::string_view key, uint64_t hits, std::string* out);
 void AppendGetValue(absl::string_view key, std::string* out);
+void AppendGetValueAndTtl(absl::string_view key, std::string* out);
+void AppendDelete(absl::string_view key, std::string* out);
 void AppendNoOp(std::string* out);
 
 struct MetaReply {
@@ -53,6 +59,8 @@ struct MetaReply {
   Kind kind = Kind::kOther;
   uint64_t value = 0;
   bool numeric = false;
+  // kValue of `mg ... t`: the seconds the item has left, -1 for none; nullopt without the flag.
+  std::optional<int64_t> ttl_seconds{};
   std::string error{};
 };
 

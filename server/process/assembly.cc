@@ -19,6 +19,7 @@
 #include "server/process/part_options.h"
 #include "server/redis/sha1.h"
 #include "server/service/grpc_options.h"
+#include "server/service/admin_auth.h"
 #include "server/service/grpc_tls.h"
 #include "server/service/http_connections.h"
 #include "server/stats/process_metrics.h"
@@ -41,7 +42,8 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> StartRedis(const Settings& setting
                                                          BackendKind kind, const Clock& clock,
                                                          const std::string& what) {
   auto created = RedisBackend::Create(
-      RedisBackendOptionsFrom(settings.backend.shared, target, kind == BackendKind::kRedisCluster),
+      RedisBackendOptionsFrom(settings.backend.shared, target, kind == BackendKind::kRedisCluster,
+                              settings.limiter.key_prefix),
       clock);
   if (!created.ok()) {
     return absl::Status(created.status().code(),
@@ -229,6 +231,7 @@ absl::Status Assembly::BuildServers() {
                         << http_options.max_connections << ", half of the " << fd_limit
                         << " file descriptors ulimit -n allows (raise it for more)";
   }
+  RETURN_IF_ERROR(BuildAdmin(http_options));
   http_ = std::make_unique<HttpServer>(*limiter_, store_, *backend_, metrics_, http_options);
   if (settings_.wait_for_backend.enabled) {
     MutexLock lock(health_mu_);
@@ -447,6 +450,42 @@ void Assembly::OnReload(bool ok, const Config* next) {
     if (health_follows_config_) {
       SetHealth(backend_answered_ && HealthyWith(next));
     }
+  }
+}
+
+// ---- The admin API and the reset log.
+
+absl::Status Assembly::BuildAdmin(HttpServerOptions& http_options) {
+  // Every replica with a cache follows the log, whether or not it serves the admin API: a reset
+  // may come through any replica.
+  if (over_limit_cache_ != nullptr && backend_->SharesResets()) {
+    reset_follower_ = std::make_unique<ResetFollower>(*backend_, *over_limit_cache_);
+    reset_follower_->Start();
+    http_options.reset_follower = reset_follower_.get();
+  }
+  if (!settings_.admin.enabled) {
+    return absl::OkStatus();
+  }
+  if (!settings_.admin.token_file.empty()) {
+    ASSIGN_OR_RETURN(http_options.admin_token, ReadAdminToken(settings_.admin.token_file));
+  }
+  // Resolved as the decision path resolves (RateLimiter's options), so the keys are the same.
+  const RateLimiterOptions limiter = RateLimiterOptionsFrom(settings_);
+  AdminServiceOptions options;
+  options.limits = {limiter.max_descriptors, limiter.max_entries, limiter.max_key_bytes};
+  options.resolve = ResolveOptionsOf(limiter);
+  admin_ = std::make_unique<AdminService>(store_, *backend_, over_limit_cache_.get(), options);
+  http_options.admin = admin_.get();
+  SLUICE_LOG(INFO) << "admin API on (POST /admin/inspect, /admin/reset), "
+                   << (http_options.admin_token.empty()
+                           ? "without a token: HTTP on loopback only"
+                           : "bearer token from --admin_token_file");
+  return absl::OkStatus();
+}
+
+void Assembly::StopResetFollower() {
+  if (reset_follower_ != nullptr) {
+    reset_follower_->Stop();
   }
 }
 

@@ -33,6 +33,7 @@
 #include "server/config/config_store.h"
 #include "server/config/config_watcher.h"
 #include "server/quota/quota_server.h"
+#include "server/service/admin_service.h"
 #include "server/service/grpc_service.h"
 #include "server/service/rlqs_exchange.h"
 #include "server/service/rlqs_service.h"
@@ -40,6 +41,7 @@
 #include "server/service/metrics.h"
 #include "server/service/over_limit_cache.h"
 #include "server/service/rate_limiter.h"
+#include "server/service/reset_follower.h"
 #include "server/settings/settings.h"
 #include "server/stats/prometheus_listener.h"
 #include "server/stats/statsd_mapper.h"
@@ -118,6 +120,8 @@ class Assembly {
   bool StopReloads();
 
   HttpServer& http() { return *http_; }
+  // Stops reading the reset log (before the backends stop, in the drain). Idempotent.
+  void StopResetFollower();
   // With --rlqs: stops rebalancing and ends every quota stream (their assignments left in force
   // in the Envoys) before the gRPC server drains. Nothing otherwise.
   void DrainQuota();
@@ -136,6 +140,9 @@ class Assembly {
   absl::Status BuildTracing();
   absl::Status BuildBackend();
   void BuildLimiter();
+  // The reset log's follower (when the cache and the log exist) and, with --admin_api, the
+  // admin API and its token, into `http_options`. Errors name --admin_token_file.
+  absl::Status BuildAdmin(HttpServerOptions& http_options);
   absl::Status BuildServers();
   // The mapping and the listener of --prometheus_address, when given.
   absl::Status BuildPrometheus();
@@ -163,6 +170,11 @@ class Assembly {
   MemcachedBackend* memcached_backend_ = nullptr;     // owned by backend_
   std::unique_ptr<OverLimitCache> over_limit_cache_;  // only in front of Redis or memcached
   std::unique_ptr<RateLimiter> limiter_;
+  // With an over-limit cache in front of a store that keeps a reset log (Redis): the reader
+  // that makes this replica forget the entries of keys reset through other replicas.
+  std::unique_ptr<ResetFollower> reset_follower_;
+  // With --admin_api: POST /admin/inspect and /admin/reset.
+  std::unique_ptr<AdminService> admin_;
   std::unique_ptr<RateLimitGrpcService> service_;
   // With --rlqs: the exchange of demand with other replicas (a Redis backend only), the
   // replica's quota streams, and their gRPC service (destroyed first).

@@ -256,6 +256,7 @@ bool Lifecycle::Drain() {
   parts_.grpc_server().Shutdown(std::chrono::system_clock::now() +
                                 absl::ToChronoNanoseconds(settings_.shutdown_grace));
   parts_.grpc_server().Wait();
+  parts_.StopResetFollower();
   for (RedisBackend* redis : parts_.redis_backends()) {
     // Completes any /json call still waiting on Redis before the HTTP loop goes away.
     redis->Stop();

@@ -64,7 +64,8 @@ MemoryBackendOptions MemoryBackendOptionsFrom(const BackendSettings& backend) {
 }
 
 RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
-                                            const RedisTargetSettings& target, bool cluster) {
+                                            const RedisTargetSettings& target, bool cluster,
+                                            absl::string_view key_prefix) {
   RedisBackendOptions options;
   options.cluster = cluster;
   if (!target.sentinels.empty()) {
@@ -103,6 +104,9 @@ RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
   options.timeout = shared.timeout;
   options.use_caller_clock = shared.clock == RedisClockSource::kLocal;
   options.max_batch = static_cast<size_t>(shared.max_batch);
+  options.key_layout = shared.key_layout;
+  options.key_prefix = std::string(key_prefix);
+  options.expiration_jitter = shared.expiration_jitter;
   return options;
 }
 
@@ -128,6 +132,8 @@ RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings) {
   options.respond.reset_header = limiter.reset_header;
   options.respond.ietf_rate_limit_headers = limiter.ietf_rate_limit_headers;
   options.respond.retry_after_header = limiter.retry_after_header;
+  options.calendar_months = limiter.calendar_months;
+  options.respond.request_all_or_nothing = limiter.request_all_or_nothing;
   options.default_charge = limiter.count_denied_hits ? Charge::kAlways : limiter.default_charge;
   options.default_charge_fixed_window =
       limiter.count_denied_hits ? std::optional<Charge>(Charge::kAlways)

@@ -38,9 +38,11 @@ MemoryBackendOptions MemoryBackendOptionsFrom(const BackendSettings& backend);
 // One Redis: `target` (the main or the per-second one), a cluster or not, with the settings
 // both share; with `target.sentinels`, the client finds the master through them (TLS, when on,
 // to the sentinels too). REQUIRES: `target.addresses` or `target.sentinels` is not empty
-// (ValidateSettings).
+// (ValidateSettings). `key_prefix` (--redis_key_prefix) is the storage keys', which the
+// backend reads back with --redis_key_layout=upstream.
 RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
-                                            const RedisTargetSettings& target, bool cluster);
+                                            const RedisTargetSettings& target, bool cluster,
+                                            absl::string_view key_prefix = "");
 
 // The limiter's options; its failure_mode local store takes the memory backend's bounds.
 RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings);

@@ -2,7 +2,15 @@
 
 namespace sluice {
 
-void DecideByRule(RequestPlan& plan, CheckDecisions& decisions) {
+void DecideByRule(RequestPlan& plan, CheckDecisions& decisions, const Clock& clock) {
+  // Read once, and only for a check the rule decides (most requests have none).
+  int64_t now_us = -1;
+  const auto now = [&] {
+    if (now_us < 0) {
+      now_us = clock.NowMicros();
+    }
+    return now_us;
+  };
   PlanChecks& checks = plan.checks;
   for (size_t i = 0, end = 0; i < checks.size(); i = end) {
     end = i + 1;
@@ -15,7 +23,7 @@ void DecideByRule(RequestPlan& plan, CheckDecisions& decisions) {
       if (check.refund) {
         // A refund of any size is applied; of a limit of 0 (no state), answered here.
         if (check.params.limit == 0) {
-          decisions.decisions[c] = ZeroLimitDecision(check.params, 0);
+          decisions.decisions[c] = ZeroLimitDecision(check.params, 0, now());
           decisions.by[c] = DecidedBy::kRule;
         }
         continue;
@@ -27,9 +35,12 @@ void DecideByRule(RequestPlan& plan, CheckDecisions& decisions) {
         plan.charges_never_admitted = true;
         continue;
       }
-      decisions.decisions[c] = check.params.limit == 0
-                                   ? ZeroLimitDecision(check.params, check.hits)
-                                   : NeverAdmittedDecision(check.params);
+      if (check.params.limit == 0 && check.hits == 0) {
+        decisions.decisions[c] = ZeroLimitDecision(check.params, 0, now());
+      } else {
+        // A limit of 0 admits no hits ever: never admitted, as more hits than a limit.
+        decisions.decisions[c] = NeverAdmittedDecision(check.params, now());
+      }
       decisions.by[c] = DecidedBy::kRule;
       denied = denied || !decisions.decisions[c].allowed;
     }

@@ -14,6 +14,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "server/common/clock.h"
 #include "server/common/logging.h"
+#include "server/service/admin_auth.h"
 #include "server/service/http_reply.h"
 #include "server/service/http_status.h"
 #include "server/service/json_request_check.h"
@@ -134,8 +135,15 @@ void FinishJson(evutil_socket_t, short, void* arg) {
 }
 
 enum class Endpoint {
-  kJson, kHealthz, kHealthcheck, kReadyz, kConfig, kMetrics, kQuota, kIndex
+  kJson, kHealthz, kHealthcheck, kReadyz, kConfig, kMetrics, kQuota, kIndex, kAdminInspect,
+  kAdminReset
 };
+
+// The endpoints that take POST (a RateLimitRequest as JSON); the others take GET and HEAD.
+bool TakesPost(Endpoint endpoint) {
+  return endpoint == Endpoint::kJson || endpoint == Endpoint::kAdminInspect ||
+         endpoint == Endpoint::kAdminReset;
+}
 
 struct Route {
   absl::string_view path;
@@ -146,6 +154,12 @@ struct Route {
 // Sorted by path: the index lists them in this order.
 constexpr Route kRoutes[] = {
     {"/", Endpoint::kIndex, "this list"},
+    {"/admin/inspect", Endpoint::kAdminInspect,
+     "POST a RateLimitRequest as JSON: its rules, their stored state and cache entries "
+     "(--admin_api)"},
+    {"/admin/reset", Endpoint::kAdminReset,
+     "POST a RateLimitRequest as JSON: delete its rules' state, here and for every replica "
+     "(--admin_api)"},
     {"/config", Endpoint::kConfig, "the rules in force, one per line"},
     {"/healthcheck", Endpoint::kHealthcheck,
      "200 OK while healthy, 500 otherwise (envoyproxy/ratelimit's health check)"},
@@ -159,9 +173,14 @@ constexpr Route kRoutes[] = {
     {"/rlqs", Endpoint::kQuota, "the quota streams (RLQS) and their buckets"},
 };
 
-std::string EndpointIndex() {
+// The admin API's endpoints are listed only while it is on (off, they answer 404).
+std::string EndpointIndex(bool admin) {
   std::string index;
   for (const Route& route : kRoutes) {
+    if (!admin && (route.endpoint == Endpoint::kAdminInspect ||
+                   route.endpoint == Endpoint::kAdminReset)) {
+      continue;
+    }
     absl::StrAppend(&index, route.path, ": ", route.help, "\n");
   }
   return index;
@@ -271,8 +290,16 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
           "/metrics or /rlqs (GET / lists them)\n");
     return;
   }
+  const bool admin_route =
+      route->endpoint == Endpoint::kAdminInspect || route->endpoint == Endpoint::kAdminReset;
+  if (admin_route && self->options_.admin == nullptr) {
+    Reply(req, 404, "Not Found", "text/plain",
+          "the admin API is off: start sluice with --admin_api (and --admin_token_file, unless "
+          "its HTTP addresses are loopback only)\n");
+    return;
+  }
   const evhttp_cmd_type method = evhttp_request_get_command(req);
-  const bool json = route->endpoint == Endpoint::kJson;
+  const bool json = TakesPost(route->endpoint);
   const bool allowed =
       json ? method == EVHTTP_REQ_POST : (method == EVHTTP_REQ_GET || method == EVHTTP_REQ_HEAD);
   if (!allowed) {
@@ -287,6 +314,10 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
   switch (route->endpoint) {
     case Endpoint::kJson:
       self->HandleJson(req);
+      return;
+    case Endpoint::kAdminInspect:
+    case Endpoint::kAdminReset:
+      self->HandleAdmin(req, route->endpoint == Endpoint::kAdminReset);
       return;
     case Endpoint::kHealthz:
       if (self->draining_.load()) {
@@ -322,7 +353,7 @@ void HttpServer::Dispatch(evhttp_request* req, void* arg) {
       self->HandleMetrics(req);
       return;
     case Endpoint::kIndex:
-      Reply(req, 200, "OK", "text/plain", EndpointIndex());
+      Reply(req, 200, "OK", "text/plain", EndpointIndex(self->options_.admin != nullptr));
       return;
     case Endpoint::kQuota:
       if (self->options_.quota == nullptr) {
@@ -371,6 +402,12 @@ std::string HttpServer::RenderMetrics() const {
   }
   if (options_.quota != nullptr) {
     options_.quota->AppendMetrics(&text);
+  }
+  if (options_.admin != nullptr) {
+    options_.admin->AppendMetrics(&text);
+  }
+  if (options_.reset_follower != nullptr) {
+    options_.reset_follower->AppendMetrics(&text);
   }
   return text;
 }
@@ -426,6 +463,92 @@ void HttpServer::HandleJson(evhttp_request* req) {
         event_base_once(base, -1, EV_TIMEOUT, &FinishJson, raw, &now);
       },
       &raw->span);
+}
+
+// ---- The admin API.
+
+namespace {
+
+// "address:port" of the peer of `req`'s connection, for the audit line.
+std::string PeerOf(evhttp_request* req) {
+  evhttp_connection* connection = evhttp_request_get_connection(req);
+  if (connection == nullptr) {
+    return "unknown peer";
+  }
+  char* address = nullptr;
+  ev_uint16_t port = 0;
+  evhttp_connection_get_peer(connection, &address, &port);
+  return absl::StrCat(address != nullptr ? address : "?", ":", port);
+}
+
+// An error as /json answers one: the gRPC code as HTTP, "CODE: message".
+void ReplyError(evhttp_request* req, const absl::Status& status) {
+  const HttpStatus http = HttpStatusFromCode(status.code());
+  Reply(req, http.code, http.reason, "text/plain",
+        absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message(), "\n"));
+}
+
+}  // namespace
+
+void HttpServer::HandleAdmin(evhttp_request* req, bool reset) {
+  const char* authorization =
+      evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+  if (!AdminAuthorized(authorization, options_.admin_token)) {
+    evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                      "Bearer realm=\"sluice admin\"");
+    Reply(req, 401, "Unauthorized", "text/plain",
+          authorization == nullptr
+              ? "the admin API needs Authorization: Bearer <the token of --admin_token_file>\n"
+              : "wrong token: Authorization must be Bearer <the token of --admin_token_file>\n");
+    return;
+  }
+  // The body /json takes, checked and parsed as /json checks and parses it.
+  const std::string body = BodyOf(req);
+  AdminService::Request request;
+  absl::Status parsed = CheckRateLimitRequestJson(body, options_.json_max_array_elements);
+  if (parsed.ok()) {
+    auto status = google::protobuf::util::JsonStringToMessage(
+        body, &request, google::protobuf::util::JsonParseOptions());
+    if (!status.ok()) {
+      parsed = absl::InvalidArgumentError(status.message().as_string());
+    }
+  }
+  if (!parsed.ok()) {
+    Reply(req, 400, "Bad Request", "text/plain",
+          absl::StrCat("invalid RateLimitRequest JSON: ", parsed.message(), "\n"));
+    return;
+  }
+  // Answered on this thread, whichever thread the store answered on.
+  LoopMailbox* mailbox = mailbox_.get();
+  if (!reset) {
+    options_.admin->Inspect(request, [req, mailbox](absl::StatusOr<InspectReport> report) {
+      absl::Status status = report.status();
+      std::string json = report.ok() ? InspectReportJson(*report) : std::string();
+      mailbox->Post([req, status = std::move(status), json = std::move(json)] {
+        if (!status.ok()) {
+          ReplyError(req, status);
+        } else {
+          Reply(req, 200, "OK", "application/json", json);
+        }
+      });
+    });
+    return;
+  }
+  options_.admin->Reset(request, PeerOf(req),
+                        [req, mailbox](absl::Status status, ResetReport report) {
+                          // A report with no domain: the request did not resolve.
+                          std::string json =
+                              report.domain.empty() ? std::string() : ResetReportJson(report);
+                          mailbox->Post([req, status = std::move(status),
+                                         json = std::move(json)] {
+                            if (json.empty()) {
+                              ReplyError(req, status);
+                              return;
+                            }
+                            const HttpStatus http = HttpStatusFromCode(status.code());
+                            Reply(req, http.code, http.reason, "application/json", json);
+                          });
+                        });
 }
 
 }  // namespace sluice

@@ -15,6 +15,11 @@
 //                   and shared by the scrapes that ask meanwhile (scrape_cache.h)
 //   GET  /          the endpoints, one "path: what" line each, sorted (as envoyproxy/ratelimit's
 //                   debug port lists its own)
+//   POST /admin/inspect, POST /admin/reset
+//                   the admin API (admin_service.h), with the /json request's body: a domain and
+//                   its descriptors' state, or its reset; 404 naming --admin_api while it is
+//                   off, 401 without the bearer token (admin_auth.h), 400 for a bad body as
+//                   /json answers it
 // The GET endpoints answer HEAD too (headers only); another method on a known path is 405 with
 // an Allow header, a method libevent does not know is 501, an unknown path 404.
 // Connections are bounded by count, a request by the time it may take to arrive, and an answer
@@ -37,11 +42,13 @@
 #include "server/common/mutex.h"
 #include "server/config/config_store.h"
 #include "server/quota/quota_server.h"
+#include "server/service/admin_service.h"
 #include "server/service/config_dump_cache.h"
 #include "server/service/http_connections.h"
 #include "server/service/loop_mailbox.h"
 #include "server/service/metrics.h"
 #include "server/service/rate_limiter.h"
+#include "server/service/reset_follower.h"
 #include "server/service/scrape_cache.h"
 
 struct event;
@@ -84,6 +91,13 @@ struct HttpServerOptions {
   Tracer* tracer = nullptr;
   // Appends more metrics to /metrics (the quota service's); may be null.
   const quota::QuotaServer* quota = nullptr;
+  // The admin API (--admin_api), served on every listener when not null (and its metrics on
+  // /metrics); null: /admin/* answers 404. Must outlive the server.
+  AdminService* admin = nullptr;
+  // The bearer token every admin call must present (--admin_token_file); empty: none.
+  std::string admin_token;
+  // The reset log's follower, whose metrics /metrics serves; may be null.
+  const ResetFollower* reset_follower = nullptr;
 };
 
 class HttpServer {
@@ -123,6 +137,8 @@ class HttpServer {
   // The /metrics page but for the connection metrics; runs on the renderer's thread.
   std::string RenderMetrics() const;
   void HandleReadyz(evhttp_request* req);
+  // POST /admin/inspect (reset false) and /admin/reset, once --admin_api is known to be on.
+  void HandleAdmin(evhttp_request* req, bool reset);
   // Frees what Start made. REQUIRES: the HTTP thread is not running.
   void Release();
 

@@ -106,6 +106,12 @@ Metrics::Metrics(MetricsOptions options, const Clock& clock)
                                      "Requests refused because they carry a refund "
                                      "(is_negative_hits) in a domain of --refuse_refunds")
                            .Add({})),
+      give_backs_(CounterFamily(*registry_, "sluice_request_give_backs_total",
+                                "--request_all_or_nothing: checks of requests answered "
+                                "OVER_LIMIT whose hits were sent back to the backend (sent), and "
+                                "those it failed to take back (failed)")),
+      give_backs_sent_(give_backs_.Add({{"result", "sent"}})),
+      give_backs_failed_(give_backs_.Add({{"result", "failed"}})),
       reloads_(CounterFamily(*registry_, "sluice_config_reloads_total",
                              "Config reloads by result")),
       reloads_ok_(reloads_.Add({{"result", "ok"}})),
@@ -178,6 +184,14 @@ void Metrics::CountRefunded(Algorithm algorithm, uint64_t hits) {
 }
 
 void Metrics::CountRefusedRefund() { refunds_refused_.Increment(); }
+
+void Metrics::CountGivenBack(size_t checks) {
+  give_backs_sent_.Increment(static_cast<double>(checks));
+}
+
+void Metrics::CountGiveBackFailure(size_t checks) {
+  give_backs_failed_.Increment(static_cast<double>(checks));
+}
 
 void Metrics::CountDecision(Algorithm algorithm, DecisionOutcome outcome) {
   decision_counters_[static_cast<size_t>(algorithm)][static_cast<size_t>(outcome)]->Increment();

@@ -103,6 +103,11 @@ class Metrics {
   // A request refused for a refund in a domain of --refuse_refunds:
   // sluice_refunds_refused_total.
   void CountRefusedRefund();
+  // --request_all_or_nothing: checks of requests answered OVER_LIMIT whose hits were sent back
+  // to the backend (sluice_request_give_backs_total{result="sent"}), and those the backend then
+  // failed to take back (result="failed").
+  void CountGivenBack(size_t checks);
+  void CountGiveBackFailure(size_t checks);
   // Time from a request's arrival to its answer, by transport.
   MetricHistogram& RequestLatency(Transport transport) {
     return request_latency_[static_cast<size_t>(transport)];
@@ -171,6 +176,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& refunded_;
   prometheus::Counter* refunded_counters_[kAlgorithms] = {};
   prometheus::Counter& refunds_refused_;
+  prometheus::Family<prometheus::Counter>& give_backs_;
+  prometheus::Counter& give_backs_sent_;
+  prometheus::Counter& give_backs_failed_;
   std::array<MetricHistogram, 2> request_latency_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Counter& reloads_ok_;

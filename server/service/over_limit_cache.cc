@@ -10,30 +10,34 @@ namespace sluice {
 OverLimitCache::OverLimitCache(const Clock& clock, size_t capacity, size_t max_bytes)
     : clock_(clock), map_(capacity, max_bytes) {}
 
-int64_t OverLimitCache::DeniedFor(absl::string_view key, uint64_t hits) const {
+int64_t OverLimitCache::DeniedFor(absl::string_view key, uint64_t hits, uint64_t limit) const {
   Map::Shard& shard = map_.ShardFor(key);
   const int64_t now = clock_.NowMicros();
   MutexLock lock(shard.mu);
   auto it = shard.entries.find(key);
-  if (it == shard.entries.end() || it->second.until_us <= now || hits < it->second.min_hits) {
+  if (it == shard.entries.end() || it->second.until_us <= now || hits < it->second.min_hits ||
+      limit != it->second.limit) {
     return 0;
   }
   hits_.fetch_add(1, std::memory_order_relaxed);
   return it->second.until_us - now;
 }
 
-void OverLimitCache::Remember(absl::string_view key, uint64_t hits, int64_t retry_after_us) {
+void OverLimitCache::Remember(absl::string_view key, uint64_t hits, uint64_t limit,
+                              int64_t retry_after_us) {
   if (retry_after_us <= 0) {
     return;
   }
   Map::Shard& shard = map_.ShardFor(key);
   const int64_t now = clock_.NowMicros();
-  const Entry entry{now + retry_after_us, hits};
+  const Entry entry{now + retry_after_us, hits, limit};
   MutexLock lock(shard.mu);
   auto it = shard.entries.find(key);
   if (it != shard.entries.end()) {
-    // Keep whichever claim is stronger: denied longer, or for fewer hits.
-    if (it->second.until_us <= now || entry.min_hits <= it->second.min_hits) {
+    // Keep whichever claim is stronger: denied longer, or for fewer hits. A claim made under
+    // another limit says nothing of this one: the newest replaces it.
+    if (it->second.until_us <= now || entry.limit != it->second.limit ||
+        entry.min_hits <= it->second.min_hits) {
       it->second = entry;
     }
     return;
@@ -60,6 +64,17 @@ void OverLimitCache::Forget(absl::string_view key) {
 }
 
 void OverLimitCache::Clear() { map_.Clear(); }
+
+std::optional<OverLimitCache::Peeked> OverLimitCache::Peek(absl::string_view key) const {
+  Map::Shard& shard = map_.ShardFor(key);
+  const int64_t now = clock_.NowMicros();
+  MutexLock lock(shard.mu);
+  auto it = shard.entries.find(key);
+  if (it == shard.entries.end() || it->second.until_us <= now) {
+    return std::nullopt;
+  }
+  return Peeked{it->second.until_us - now, it->second.min_hits, it->second.limit};
+}
 
 void OverLimitCache::AppendMetrics(std::string* out) const {
   const Usage usage = TotalUsage();

@@ -5,7 +5,10 @@
 // request cannot be admitted before now + R if nothing else arrives; anything else that
 // arrives (other clients, other replicas) only consumes, never replenishes, so the denial holds
 // at least that long. A request asking for fewer hits might fit sooner, so an entry answers
-// only requests of at least the hits that were denied. The cache's error is therefore the clock
+// only requests of at least the hits that were denied, and only under the limit it was denied
+// at: one key can be asked under several limits (a request's limit override, envoyproxy/
+// ratelimit#1077; with --redis_key_layout=upstream, overrides of different limits share a
+// counter), and a denial at 2 a minute says nothing of 100 a minute. The cache's error is therefore the clock
 // skew between this replica and the clock the decision was made on (Redis TIME by default): an
 // entry may deny for up to that long after Redis would have admitted. Entries are dropped when
 // the config changes (a new limit may admit what the old one denied). The one thing that
@@ -26,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -43,18 +47,29 @@ class OverLimitCache {
   // `capacity` and of `max_bytes`. REQUIRES: capacity >= 1, max_bytes >= 1.
   OverLimitCache(const Clock& clock, size_t capacity, size_t max_bytes = kDefaultMaxBytes);
 
-  // If `key` is known to deny a request of `hits` right now, returns the remaining wait in
-  // microseconds (> 0); otherwise 0.
-  int64_t DeniedFor(absl::string_view key, uint64_t hits) const;
+  // If `key` is known to deny a request of `hits` under `limit` (LimitParams::limit) right now,
+  // returns the remaining wait in microseconds (> 0); otherwise 0.
+  int64_t DeniedFor(absl::string_view key, uint64_t hits, uint64_t limit) const;
 
-  // Records that a request of `hits` on `key` was denied for `retry_after_us` from now.
-  void Remember(absl::string_view key, uint64_t hits, int64_t retry_after_us);
+  // Records that a request of `hits` on `key` was denied under `limit` for `retry_after_us`
+  // from now.
+  void Remember(absl::string_view key, uint64_t hits, uint64_t limit, int64_t retry_after_us);
 
   // Forgets `key`'s entry, if any (a refund gave capacity back).
   void Forget(absl::string_view key);
 
   // Forgets everything (on config reload).
   void Clear();
+
+  // What the cache holds for `key` right now, without counting a hit (the admin API's
+  // inspect): a live entry's remaining wait, the fewest hits it denies and the limit it was
+  // learned under; nullopt when it holds none.
+  struct Peeked {
+    int64_t denied_for_us = 0;
+    uint64_t min_hits = 0;
+    uint64_t limit = 0;
+  };
+  std::optional<Peeked> Peek(absl::string_view key) const;
 
   using Usage = ShardedKeyMapUsage;  // keys, bytes (at most max_bytes), evictions
   Usage TotalUsage() const { return map_.TotalUsage(); }
@@ -69,6 +84,7 @@ class OverLimitCache {
   struct Entry {
     int64_t until_us;
     uint64_t min_hits;
+    uint64_t limit;
   };
   using Map = ShardedKeyMap<Entry>;
 

@@ -36,7 +36,9 @@ void OverLimitStep::Answer(const RequestPlan& plan, CheckDecisions& decisions) {
         checks[c].refund || ChargesWhenDenied(checks[c].params, checks[c].hits)) {
       continue;
     }
-    if (const int64_t wait = cache_->DeniedFor(checks[c].key, checks[c].hits); wait > 0) {
+    if (const int64_t wait =
+            cache_->DeniedFor(checks[c].key, checks[c].hits, checks[c].params.limit);
+        wait > 0) {
       decisions.decisions[c] = Decision{false, 0, wait, wait, 0};
       decisions.by[c] = DecidedBy::kCache;
     }
@@ -67,7 +69,7 @@ void OverLimitStep::Learn(const RequestPlan& plan, const CheckDecisions& decisio
         plan.checks[c].params.algorithm != Algorithm::kConcurrency &&
         !decisions.decisions[c].allowed &&
         !ChargesWhenDenied(plan.checks[c].params, plan.checks[c].hits)) {
-      cache_->Remember(plan.checks[c].key, plan.checks[c].hits,
+      cache_->Remember(plan.checks[c].key, plan.checks[c].hits, plan.checks[c].params.limit,
                        decisions.decisions[c].retry_after_us);
     }
   }

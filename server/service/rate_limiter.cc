@@ -11,7 +11,6 @@
 #include "server/service/decide_by_rule.h"
 
 namespace sluice {
-namespace {
 
 ResolveOptions ResolveOptionsOf(const RateLimiterOptions& options) {
   ResolveOptions out;
@@ -20,6 +19,7 @@ ResolveOptions ResolveOptionsOf(const RateLimiterOptions& options) {
   out.default_charge = options.default_charge;
   out.default_charge_fixed_window = options.default_charge_fixed_window;
   out.describe_request = options.respond.response_dynamic_metadata;
+  out.calendar_months = options.calendar_months;
   for (const std::string& domain : options.refuse_refunds) {
     if (domain == "*") {
       out.refuse_all_refunds = true;
@@ -29,6 +29,8 @@ ResolveOptions ResolveOptionsOf(const RateLimiterOptions& options) {
   }
   return out;
 }
+
+namespace {
 
 MemoryBackendOptions LocalStoreOptions(const RateLimiterOptions& options) {
   MemoryBackendOptions out;
@@ -105,6 +107,7 @@ RateLimiter::RateLimiter(const ConfigStore& config, Backend& backend, const Cloc
                          Metrics& metrics, RateLimiterOptions options, OverLimitCache* cache)
     : config_(config),
       backend_(backend),
+      clock_(clock),
       metrics_(metrics),
       limits_{options.max_descriptors, options.max_entries, options.max_key_bytes},
       resolve_options_(ResolveOptionsOf(options)),
@@ -157,7 +160,7 @@ void RateLimiter::ShouldRateLimit(const Request& request, Response* response, Do
     return;
   }
   call->decisions.Reset(call->plan.checks.size());
-  DecideByRule(call->plan, call->decisions);
+  DecideByRule(call->plan, call->decisions, clock_);
   if (span == nullptr) {
     over_limit_.Answer(call->plan, call->decisions);
   } else {
@@ -241,12 +244,34 @@ void RateLimiter::Finish(std::unique_ptr<PendingCall> call, absl::Status status)
   over_limit_.Learn(call->plan, call->decisions);
   ResponseAccount account;
   Respond(call->plan, call->decisions, policy, respond_options_, call->response, &account);
+  if (!account.give_back.empty()) {
+    GiveBack(call->plan, call->decisions, account.give_back);
+  }
   Count(account, *call->response);
   if (call->span != nullptr) {
     call->span->Add("ratelimit.overall_code",
                     Response::Code_Name(call->response->overall_code()));
   }
   std::move(call->done)(absl::OkStatus());
+}
+
+void RateLimiter::GiveBack(const RequestPlan& plan, const CheckDecisions& decisions,
+                           absl::Span<const uint32_t> checks) {
+  absl::InlinedVector<LimitCheck, kInlinePlanChecks> refunds;
+  refunds.reserve(checks.size());
+  for (const uint32_t c : checks) {
+    LimitCheck& refund = refunds.emplace_back(plan.checks[c]);
+    refund.refund = true;
+    refund.group = c;  // each on its own
+    refund.at_us = decisions.decisions[c].at_us;
+  }
+  metrics_.CountGivenBack(refunds.size());
+  backend_.Evaluate(refunds, [this, count = refunds.size()](absl::Status status,
+                                                            absl::Span<const Decision>) {
+    if (!status.ok()) {
+      metrics_.CountGiveBackFailure(count);
+    }
+  });
 }
 
 void RateLimiter::TraceFailure(const absl::Status& status, FailureMode policy, int64_t start_us,

@@ -74,7 +74,14 @@ struct RateLimiterOptions {
   // --refuse_refunds: domains whose refunds (is_negative_hits) are answered INVALID_ARGUMENT; "*"
   // refuses them in every domain. Empty: every refund is applied (as envoyproxy/ratelimit).
   std::vector<std::string> refuse_refunds;
+  // --calendar_months: fixed-window month rules and overrides count calendar months, UTC
+  // (LimitParams::calendar_months).
+  bool calendar_months = false;
 };
+
+// How a RateLimiter of `options` resolves requests: whoever must resolve a request as a decision
+// does (the admin API's inspect and reset) takes these.
+ResolveOptions ResolveOptionsOf(const RateLimiterOptions& options);
 
 class RateLimiter {
  public:
@@ -117,6 +124,10 @@ class RateLimiter {
   // After the backend: the failure policy, the cache's lesson, the response and its metrics.
   void Finish(std::unique_ptr<PendingCall> call, absl::Status status);
   void Count(const ResponseAccount& account, const Response& response);
+  // --request_all_or_nothing: gives back what `checks` (of plan, decided by the backend) took,
+  // each to the window it was charged in (LimitCheck::at_us); fire and forget.
+  void GiveBack(const RequestPlan& plan, const CheckDecisions& decisions,
+                absl::Span<const uint32_t> checks);
   // On the call's span: why the backend failed, what answered, and the local fallback's span
   // (it decided from `start_us`, a time of the span's tracer).
   static void TraceFailure(const absl::Status& status, FailureMode policy, int64_t start_us,
@@ -124,6 +135,8 @@ class RateLimiter {
 
   const ConfigStore& config_;
   Backend& backend_;
+  // Where the rule alone decides (DecideByRule): a fixed window's end, for a limit of 0.
+  const Clock& clock_;
   Metrics& metrics_;
   const RequestLimits limits_;
   const ResolveOptions resolve_options_;

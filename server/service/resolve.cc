@@ -88,7 +88,8 @@ std::string MatchedStatKey(absl::string_view domain, const RequestDescriptor& d,
 }
 
 // A limit supplied by the caller replaces the configured one (envoyproxy/ratelimit's override):
-// a fixed window of requests_per_unit per unit, never in shadow mode.
+// a fixed window of requests_per_unit per unit, never in shadow mode. Its key names its limit,
+// so that two overrides of different limits on one descriptor never share a counter (erpc#1058).
 RateLimitRule OverrideRule(const RequestDescriptor& d) {
   RateLimitRule rule;
   rule.requests_per_unit = d.limit().requests_per_unit();
@@ -97,7 +98,7 @@ RateLimitRule OverrideRule(const RequestDescriptor& d) {
   rule.params.limit = rule.requests_per_unit;
   rule.params.period_us = UnitSeconds(rule.unit) * 1000000;
   rule.params.burst = rule.requests_per_unit;
-  rule.key_suffix = RuleKeySuffix(Algorithm::kFixedWindow, UnitSeconds(rule.unit));
+  rule.key_suffix = OverrideKeySuffix(UnitSeconds(rule.unit), rule.requests_per_unit);
   return rule;
 }
 
@@ -197,6 +198,9 @@ void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions&
                                    static_cast<uint32_t>(plan.key_bytes.size() - offset));
     LimitParams params = rule->params;
     params.charge = rule->charge.value_or(DefaultCharge(params.algorithm, options));
+    params.calendar_months = options.calendar_months &&
+                             params.algorithm == Algorithm::kFixedWindow &&
+                             rule->unit == TimeUnit::kMonth;
     if (descriptor.refund && params.algorithm == Algorithm::kConcurrency) {
       plan.releases_leases = true;
     }
@@ -204,11 +208,12 @@ void AddChecks(const RequestDescriptor& d, uint32_t index, const ResolveOptions&
   }
 }
 
-// Co-location: when the keys of every descriptor of the request share one hash tag (rules with
-// the same `hash_tag` entry) and are distinct, the whole request is one group, decided
-// all-or-nothing by one script call. Shadow-mode descriptors never join: their denial must
-// not stop the others from consuming. Otherwise descriptors stay independent, as in
-// envoyproxy/ratelimit.
+// Co-location: when every descriptor of the request asks for it (each of its rules names a
+// `hash_tag`) and their keys share one hash tag and are distinct, the whole request is one group,
+// decided all-or-nothing by one script call. Shadow-mode descriptors never join: their denial
+// must not stop the others from consuming. Otherwise descriptors stay independent, as in
+// envoyproxy/ratelimit: the same entries sent twice with different limits (overrides) share a
+// hash tag by default, yet are two descriptors.
 void CoLocate(absl::Span<const DescriptorPlan> plans, PlanChecks& checks) {
   size_t descriptors = 0;
   for (const DescriptorPlan& plan : plans) {
@@ -217,6 +222,11 @@ void CoLocate(absl::Span<const DescriptorPlan> plans, PlanChecks& checks) {
     }
     if (plan.node != nullptr && plan.node->shadow_mode) {
       return;
+    }
+    for (const RateLimitRule* rule : plan.rules) {
+      if (rule->hash_tag.empty()) {
+        return;
+      }
     }
     ++descriptors;
   }
@@ -310,7 +320,9 @@ void Resolve(const Request& request, std::shared_ptr<const Config> config,
     DescriptorPlan& descriptor = plan->descriptors[static_cast<size_t>(i)];
     descriptor.hits = d.has_hits_addend() ? d.hits_addend().value() : request_hits;
     descriptor.refund = d.is_negative_hits();
-    if (configured == nullptr) {
+    // An override carries its whole limit, so it is enforced in a domain the config does not
+    // know (Envoy's static limit overrides, envoyproxy/envoy#45622), where upstream ignores it.
+    if (configured == nullptr && !d.has_limit()) {
       continue;
     }
     scratch.entries.clear();

@@ -1,7 +1,8 @@
 // The resolve step of a decision: a validated request and the config snapshot in force become a
 // RequestPlan. Each descriptor is matched against its domain's tree as envoyproxy/ratelimit
 // matches (exact value, else wildcard in file order, else the key's default; the rule applies
-// only at the last entry's level); a request-supplied limit replaces the configured rules; rules
+// only at the last entry's level); a request-supplied limit replaces the configured rules, in a
+// domain the config does not know too (its key names the domain, counted apart); rules
 // the matched ones name in `replaces` are dropped; each remaining rule makes one check with its
 // storage key; descriptors whose keys all share one hash tag are co-located into one group.
 // Pure (no backend, no clock); thread-safe.
@@ -32,6 +33,9 @@ struct ResolveOptions {
   std::optional<Charge> default_charge_fixed_window;
   // Builds RequestPlan::request_metadata (--response_dynamic_metadata).
   bool describe_request = false;
+  // --calendar_months: fixed-window month rules and overrides count calendar months
+  // (LimitParams::calendar_months).
+  bool calendar_months = false;
   // --refuse_refunds: domains whose refunds (is_negative_hits) are refused, or every domain.
   absl::flat_hash_set<std::string> refuse_refunds_in;
   bool refuse_all_refunds = false;

@@ -9,6 +9,7 @@
 #include "absl/types/span.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/struct.pb.h"
+#include "server/common/saturating.h"
 
 namespace sluice {
 namespace {
@@ -402,6 +403,44 @@ void AddRequestMetadata(RequestPlan& plan, absl::Span<const size_t> passed, Resp
   }
 }
 
+// --request_all_or_nothing, on a request answered OVER_LIMIT: lists what the descriptors that
+// passed took from the backend in account.give_back, and shows in each one's status what remains
+// once it is given back (each check's remaining plus its hits, up to its capacity; the least).
+// What the failure mode local took on this replica's share stays taken.
+void TakeNothing(const RequestPlan& plan, const CheckDecisions& decisions, const Tally& tally,
+                 Response* response, ResponseAccount& account) {
+  for (const size_t i : tally.passed) {
+    const DescriptorPlan& descriptor = plan.descriptors[i];
+    if (descriptor.refund || descriptor.rules.empty()) {
+      continue;
+    }
+    const size_t first = descriptor.first_check;
+    const size_t end = first + descriptor.rules.size();
+    bool given = false;
+    bool shown_as_is = false;  // a denial (shadow mode) or a failure mode's answer
+    uint64_t least = std::numeric_limits<uint64_t>::max();
+    for (size_t c = first; c < end; ++c) {
+      const LimitCheck& check = plan.checks[c];
+      const Decision& decision = decisions.decisions[c];
+      if (decisions.by[c] == DecidedBy::kNobody || !decision.allowed) {
+        shown_as_is = true;
+        continue;
+      }
+      uint64_t remaining = decision.remaining;
+      if (decisions.by[c] == DecidedBy::kBackend && check.hits > 0 &&
+          check.params.charge != Charge::kAlways) {
+        account.give_back.push_back(static_cast<uint32_t>(c));
+        given = true;
+        remaining = std::min(SaturatingAdd(remaining, check.hits), Capacity(check.params));
+      }
+      least = std::min(least, remaining);
+    }
+    if (given && !shown_as_is) {
+      response->mutable_statuses(static_cast<int>(i))->set_limit_remaining(ClampRemaining(least));
+    }
+  }
+}
+
 }  // namespace
 
 void Respond(RequestPlan& plan, const CheckDecisions& decisions, FailureMode policy,
@@ -418,6 +457,9 @@ void Respond(RequestPlan& plan, const CheckDecisions& decisions, FailureMode pol
     account->global_shadow_mode = true;
   }
   response->set_overall_code(over_limit ? Response::OVER_LIMIT : Response::OK);
+  if (over_limit && options.request_all_or_nothing) {
+    TakeNothing(plan, decisions, tally, response, *account);
+  }
   // One quota descriptor left unspent: quotas do not hold the request.
   const int64_t retry_after_us = std::max(
       tally.retry_after_us, quota_exhausted ? tally.quota_retry_after_us : int64_t{-1});

@@ -41,6 +41,10 @@ struct RespondOptions {
   bool ietf_rate_limit_headers = false;
   // A retry-after header (whole seconds, rounded up) on OVER_LIMIT, unless no wait helps.
   bool retry_after_header = true;
+  // --request_all_or_nothing: a request answered OVER_LIMIT consumes nothing. What its
+  // descriptors that passed took from the backend is to be given back
+  // (ResponseAccount::give_back), and their statuses say what remains once it is.
+  bool request_all_or_nothing = false;
 };
 
 // RuleHits (rule_series.h): hits of one request on one rule, with envoyproxy/ratelimit's
@@ -66,6 +70,10 @@ struct ResponseAccount {
   std::array<uint32_t, 3> policy_decisions{};
   // --shadow_mode turned an OVER_LIMIT answer into OK.
   bool global_shadow_mode = false;
+  // RespondOptions::request_all_or_nothing, on an OVER_LIMIT answer: the checks, by index, whose
+  // hits the backend took and must give back (admitted, hits > 0, not a refund, of a rule that
+  // does not charge always: such a rule keeps what it charged, admitted or denied).
+  absl::InlinedVector<uint32_t, 2> give_back;
 };
 
 // Fills *response (empty) and *account (empty) from `plan` and `decisions`. `policy`: the mode

@@ -1,10 +1,15 @@
 #include "server/settings/listen_address.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstdint>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace sluice {
 
@@ -55,6 +60,26 @@ absl::Status ValidateGrpcListenAddress(absl::string_view address) {
     }
   }
   return ValidateHostPort(address, 0);
+}
+
+bool IsLoopbackListenAddress(absl::string_view address) {
+  if (!ValidateHostPort(address, 0).ok()) {
+    return false;
+  }
+  absl::string_view host = address.substr(0, address.rfind(':'));
+  if (absl::ConsumePrefix(&host, "[")) {
+    host.remove_suffix(1);
+  }
+  if (absl::EqualsIgnoreCase(host, "localhost")) {
+    return true;
+  }
+  const std::string text(host);
+  in_addr v4{};
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  return inet_pton(AF_INET6, text.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 }  // namespace sluice

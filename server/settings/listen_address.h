@@ -18,4 +18,9 @@ absl::Status ValidateHostPort(absl::string_view address, int min_port);
 // domain socket as gRPC names it, "unix:PATH" or "unix-abstract:NAME".
 absl::Status ValidateGrpcListenAddress(absl::string_view address);
 
+// Whether HOST:PORT listens on loopback only: a host of 127.0.0.0/8, ::1 ([::1]:PORT) or
+// "localhost" (which resolves to those). False for anything else, a wildcard (0.0.0.0, [::],
+// an empty host) or a name included, and for text that is not HOST:PORT.
+bool IsLoopbackListenAddress(absl::string_view address);
+
 }  // namespace sluice

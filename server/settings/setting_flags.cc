@@ -171,6 +171,16 @@ bool ReadRedisClock(const std::string& text, Settings& settings, std::string* er
   return false;
 }
 
+bool ReadKeyLayout(const std::string& text, Settings& settings, std::string* error) {
+  std::optional<KeyLayout> layout = ParseKeyLayout(text);
+  if (!layout.has_value()) {
+    *error = absl::StrCat("--redis_key_layout: '", text, "' is not sluice or upstream");
+    return false;
+  }
+  settings.backend.shared.key_layout = *layout;
+  return true;
+}
+
 bool ReadFailureMode(const std::string& text, Settings& settings, std::string* error) {
   std::optional<FailureMode> mode = ParseFailureMode(text);
   if (!mode.has_value()) {
@@ -382,6 +392,8 @@ constexpr Entry kFlags[] = {
     Plain<&S::backend, &BackendS::shared, &Redis::timeout>("redis_timeout"),
     Plain<&S::backend, &BackendS::shared, &Redis::queue_grace>("redis_queue_grace"),
     Converted<std::string, &ReadRedisClock>("redis_clock"),
+    Converted<std::string, &ReadKeyLayout>("redis_key_layout"),
+    Plain<&S::backend, &BackendS::shared, &Redis::expiration_jitter>("redis_expiration_jitter"),
     Plain<&S::backend, &BackendS::shared, &Redis::io_threads>("redis_io_threads"),
     Plain<&S::backend, &BackendS::redis, &Target::connections>("redis_connections"),
     Plain<&S::backend, &BackendS::shared, &Redis::max_batch>("redis_max_batch"),
@@ -450,6 +462,8 @@ constexpr Entry kFlags[] = {
     Converted<std::string, &ReadDefaultCharge>("default_charge"),
     Converted<std::string, &ReadDefaultChargeFixedWindow>("default_charge_fixed_window"),
     Converted<std::string, &ReadRefuseRefunds>("refuse_refunds"),
+    Plain<&S::limiter, &Limiter::calendar_months>("calendar_months"),
+    Plain<&S::limiter, &Limiter::request_all_or_nothing>("request_all_or_nothing"),
     Plain<&S::limiter, &Limiter::max_descriptors>("max_descriptors"),
     Plain<&S::limiter, &Limiter::max_entries>("max_entries"),
     Plain<&S::limiter, &Limiter::max_key_bytes>("max_key_bytes"),
@@ -493,6 +507,8 @@ constexpr Entry kFlags[] = {
     Plain<&S::tracing, &Tracing::max_queue_spans>("tracing_max_queue_spans"),
     Plain<&S::tracing, &Tracing::max_export_spans>("tracing_max_export_spans"),
     Plain<&S::tracing, &Tracing::export_interval>("tracing_export_interval"),
+    Plain<&S::admin, &AdminSettings::enabled>("admin_api"),
+    Plain<&S::admin, &AdminSettings::token_file>("admin_token_file"),
 };
 
 const Entry* Find(absl::string_view name) {

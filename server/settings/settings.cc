@@ -435,6 +435,8 @@ void CheckBackend(const BackendSettings& backend, Errors& errors) {
   errors.AtLeastOne("redis_io_threads", redis.io_threads);
   errors.Check(redis.queue_grace >= absl::ZeroDuration(), {"redis_queue_grace"},
                "--redis_queue_grace must not be negative");
+  errors.Check(redis.expiration_jitter >= absl::ZeroDuration(), {"redis_expiration_jitter"},
+               "--redis_expiration_jitter must not be negative");
   errors.Check(redis.breaker_failures >= 0, {"redis_breaker_failures"},
                "--redis_breaker_failures must not be negative");
   errors.Check(redis.breaker_open > absl::ZeroDuration(), {"redis_breaker_open"},
@@ -487,6 +489,32 @@ absl::string_view TracingProtocolName(TracingProtocol protocol) {
   return protocol == TracingProtocol::kGrpc ? "grpc" : "http";
 }
 
+namespace {
+
+// The admin API: a token, or listeners only this host reaches (admin_auth.h).
+void CheckAdmin(const Settings& settings, Errors& errors) {
+  const AdminSettings& admin = settings.admin;
+  errors.Check(admin.enabled || admin.token_file.empty(), {"admin_token_file", "admin_api"},
+               "--admin_token_file needs --admin_api (the admin API it guards is off)");
+  if (!admin.enabled || !admin.token_file.empty()) {
+    return;
+  }
+  for (const auto& [flag, address] :
+       {std::pair<absl::string_view, absl::string_view>{"http_address", settings.http.address},
+        {"debug_address", settings.http.debug_address}}) {
+    errors.Check(address.empty() || IsLoopbackListenAddress(address),
+                 {"admin_token_file", "admin_api", flag},
+                 absl::StrCat("--admin_api without --admin_token_file serves the admin API to "
+                              "anyone who reaches --",
+                              flag, "=", address,
+                              ", which is not a loopback address: give --admin_token_file=FILE "
+                              "(a bearer token), or listen on 127.0.0.1:PORT, [::1]:PORT or "
+                              "localhost:PORT"));
+  }
+}
+
+}  // namespace
+
 std::vector<SettingError> ValidateSettings(const Settings& settings) {
   Errors errors;
   CheckConfig(settings.config, errors);
@@ -500,6 +528,7 @@ std::vector<SettingError> ValidateSettings(const Settings& settings) {
   CheckPrometheus(settings.prometheus, errors);
   CheckStatsd(settings.statsd, errors);
   CheckTracing(settings.tracing, errors);
+  CheckAdmin(settings, errors);
   return errors.Take();
 }
 

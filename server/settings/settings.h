@@ -19,6 +19,7 @@
 #include "server/algorithm/algorithm.h"
 #include "server/common/logging.h"
 #include "server/config/failure_mode.h"
+#include "server/key/upstream_key.h"
 
 namespace sluice {
 
@@ -322,6 +323,13 @@ struct RedisSettings {
   // in it is not (upstream's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION, for servers such as GCP
   // Memorystore whose certificates do not name the address clients use).
   bool tls_skip_hostname_verification = false;
+  // --redis_key_layout: the keys of lone fixed windows (KeyLayout): Sluice's, or
+  // envoyproxy/ratelimit's, which upstream's replicas on the same Redis share during a
+  // migration (upstream's variables select it).
+  KeyLayout key_layout = KeyLayout::kSluice;
+  // --redis_expiration_jitter: with --redis_key_layout=upstream, a window key's TTL is lengthened
+  // by up to this, whole seconds at random (upstream's EXPIRATION_JITTER_MAX_SECONDS). >= 0.
+  absl::Duration expiration_jitter = absl::ZeroDuration();
 };
 
 // The memcached servers of --backend=memcached (envoyproxy/ratelimit's MEMCACHE_* variables).
@@ -425,6 +433,13 @@ struct LimiterSettings {
   // --refuse_refunds: domains whose refunds (is_negative_hits) are refused ("*": every domain);
   // empty, every refund is applied.
   std::vector<std::string> refuse_refunds;
+  // --request_all_or_nothing: a request answered OVER_LIMIT consumes nothing: what its admitted
+  // descriptors took is given back (upstream's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true).
+  bool request_all_or_nothing = false;
+  // --calendar_months: fixed-window rules and overrides of unit month count calendar months
+  // (UTC, reset at 00:00 on the 1st) instead of 30 days (upstream's
+  // USE_CALENDAR_MONTH_RATE_LIMIT).
+  bool calendar_months = false;
 };
 
 // Traces of decisions, exported over OTLP (envoyproxy/ratelimit's TRACING_* and the standard
@@ -497,6 +512,17 @@ struct BackendWaitSettings {
   absl::Duration max_elapsed = absl::ZeroDuration();
 };
 
+// The admin API: POST /admin/inspect and /admin/reset on the HTTP listeners
+// (server/service/admin_service.h, docs/operations.md "Resetting and inspecting counters").
+struct AdminSettings {
+  // --admin_api: serve it. Off: /admin/* answers 404 naming this flag.
+  bool enabled = false;
+  // --admin_token_file: a file holding the bearer token every admin call must present (read
+  // once at start, surrounding whitespace trimmed). Empty: no token, which ValidateSettings
+  // allows only while --http_address and --debug_address are loopback addresses.
+  std::string token_file;
+};
+
 struct Settings {
   // --check_config: load and validate the config, print it, exit 0 or 1; serve nothing.
   bool check_config = false;
@@ -515,6 +541,7 @@ struct Settings {
   BackendSettings backend;
   LimiterSettings limiter;
   TracingSettings tracing;
+  AdminSettings admin;
 };
 
 // The largest --memory_max_mib and --over_limit_cache_max_mib: 1 TiB, far above any machine's

@@ -133,6 +133,7 @@ constexpr std::pair<absl::string_view, absl::string_view> kBoolFlags[] = {
     {"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "healthy_with_at_least_one_config_loaded"},
     {"RESPONSE_DYNAMIC_METADATA", "response_dynamic_metadata"},
     {"LIMIT_RESPONSE_HEADERS_ENABLED", "rate_limit_headers"},
+    {"USE_CALENDAR_MONTH_RATE_LIMIT", "calendar_months"},
 };
 constexpr std::pair<absl::string_view, absl::string_view> kStringFlags[] = {
     {"LIMIT_LIMIT_HEADER", "rate_limit_limit_header"},
@@ -834,6 +835,30 @@ class Translator {
     return true;
   }
 
+  // Upstream's keys for fixed windows on Redis (server/key/upstream_key.h), with its empty
+  // prefix and its TTL jitter, so that a fleet moved over replica by replica on one Redis
+  // counts each window in one counter.
+  void RedisKeys() {
+    redis_keys_ = true;
+    Set("redis_key_layout", "upstream",
+        "envoyproxy/ratelimit's default (its keys on Redis, which its replicas share)");
+    if (!IsSet("CACHE_KEY_PREFIX")) {
+      Set("redis_key_prefix", "",
+          "envoyproxy/ratelimit's default (CACHE_KEY_PREFIX unset: no prefix), so that Redis "
+          "keys are upstream's");
+    }
+    if (IsSet("EXPIRATION_JITTER_MAX_SECONDS")) {
+      if (std::optional<int64_t> jitter =
+              Int("EXPIRATION_JITTER_MAX_SECONDS", 0, int64_t{1} << 31)) {
+        Set("redis_expiration_jitter", absl::StrCat(*jitter, "s"),
+            "EXPIRATION_JITTER_MAX_SECONDS");
+      }
+    } else {
+      Set("redis_expiration_jitter", "300s",
+          "envoyproxy/ratelimit's default (EXPIRATION_JITTER_MAX_SECONDS unset: 300)");
+    }
+  }
+
   void Backend() {
     const std::optional<std::string> type = Get("BACKEND_TYPE");
     const std::string lower = absl::AsciiStrToLower(type.value_or("redis"));
@@ -850,6 +875,7 @@ class Translator {
         if (Bool("REDIS_PERSECOND").value_or(false)) {
           Redis(kPerSecondRedis);
         }
+        RedisKeys();
       }
       RedisTls();
     }
@@ -879,6 +905,10 @@ class Translator {
     }
     Set("wait_for_backend", "true",
         "envoyproxy/ratelimit's default (unhealthy until Redis first answers)");
+    if (!IsSet("LOCAL_CACHE_SIZE_IN_BYTES")) {
+      Set("over_limit_cache_keys", "0",
+          "envoyproxy/ratelimit's default (LOCAL_CACHE_SIZE_IN_BYTES unset: no local cache)");
+    }
     if (!IsSet("DEBUG_HOST") && !IsSet("DEBUG_PORT")) {
       Set("debug_address", "0.0.0.0:6070",
           "envoyproxy/ratelimit's default (DEBUG_HOST, DEBUG_PORT unset: 0.0.0.0, 6070)");
@@ -912,9 +942,14 @@ class Translator {
     }
     // Upstream charges a denied request's hits unless told to stop (increment first); unset,
     // that is its default, applied in Run once any upstream variable was seen.
+    // true also means what its users asked for (envoyproxy/ratelimit#427): a request one of
+    // whose descriptors is over consumes nothing from the others.
     if (std::optional<bool> stop = Bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")) {
       Set("default_charge_fixed_window", *stop ? "if_admitted" : "always",
           "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
+      if (*stop) {
+        Set("request_all_or_nothing", "true", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
+      }
     }
     if (std::optional<int64_t> bytes =
             Int("LOCAL_CACHE_SIZE_IN_BYTES", 0, int64_t{1} << 50)) {
@@ -1444,12 +1479,13 @@ class Translator {
   }
 
   void NotHonoured() {
-    if (IsSet("EXPIRATION_JITTER_MAX_SECONDS")) {
-      Warn("EXPIRATION_JITTER_MAX_SECONDS: no effect; Sluice's keys expire exactly when their "
-           "state stops mattering, without jitter");
-    }
     const bool memcache =
         absl::AsciiStrToLower(Get("BACKEND_TYPE").value_or("")) == "memcache";
+    if (!redis_keys_ && IsSet("EXPIRATION_JITTER_MAX_SECONDS")) {
+      Warn(memcache ? "EXPIRATION_JITTER_MAX_SECONDS: no effect on memcached; Sluice's keys there "
+                      "expire when their window ends, without jitter"
+                    : "EXPIRATION_JITTER_MAX_SECONDS: no effect without a Redis (REDIS_URL)");
+    }
     if (!memcache) {
       std::vector<absl::string_view> ignored;
       for (absl::string_view name :
@@ -1468,6 +1504,8 @@ class Translator {
   }
 
   const EnvLookup& env_;
+  // RedisKeys ran: a Redis keeps upstream's keys, whose TTL has upstream's jitter.
+  bool redis_keys_ = false;
   UpstreamTranslation out_;
   // Whether a Redis was given TLS (REDIS_TLS, REDIS_PERSECOND_TLS or a rediss:// URL).
   bool tls_on_ = false;

@@ -284,8 +284,9 @@ TEST_F(MigrationE2eTest, UpstreamEnvironmentOnMemcached) {
   ExpectReloadOnSymlinkSwap();
 }
 
-// Verifies the same with upstream's Redis variables: the limits live in that Redis, under
-// CACHE_KEY_PREFIX.
+// Verifies the same with upstream's Redis variables: the limits live in that Redis, in upstream's
+// own keys (<CACHE_KEY_PREFIX><domain>_<key>_<value>_<window start>), so that upstream's replicas
+// on the same Redis share them.
 TEST_F(MigrationE2eTest, UpstreamEnvironmentOnRedis) {
   auto redis = RedisServer::Start();
   ASSERT_TRUE(redis.ok()) << redis.status();
@@ -296,11 +297,11 @@ TEST_F(MigrationE2eTest, UpstreamEnvironmentOnRedis) {
   EXPECT_THAT(server_->ReadLog(), HasSubstr("backend redis"));
   auto keys = (*redis)->Command({"KEYS", "migrated_*"});
   ASSERT_TRUE(keys.ok()) << keys.status();
-  EXPECT_THAT(*keys, HasSubstr("remote_address=10.0.0.1"));
-  EXPECT_THAT(*keys, HasSubstr("path==/api/*"));  // the one shared counter
+  EXPECT_THAT(*keys, HasSubstr("migrated_edge_remote_address_10.0.0.1_"));
+  EXPECT_THAT(*keys, HasSubstr("migrated_edge_path_/api/*_"));  // the one shared counter
   // Upstream's increment-first (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT unset): the denied third
   // request of 10.0.0.1 was counted too (3), then two refunds (1) and one more request (2).
-  auto window = (*redis)->Command({"KEYS", "migrated_*remote_address=10.0.0.1*"});
+  auto window = (*redis)->Command({"KEYS", "migrated_edge_remote_address_10.0.0.1_*"});
   ASSERT_TRUE(window.ok()) << window.status();
   auto count = (*redis)->Command({"GET", *window});
   ASSERT_TRUE(count.ok()) << count.status();
@@ -332,9 +333,9 @@ TEST_F(MigrationE2eTest, EnvoyGatewayRedisTlsEnvironment) {
          absl::StrCat("REDIS_TLS_CLIENT_KEY=", certs, "/tls.key"),
          absl::StrCat("REDIS_TLS_CACERT=", certs, "/ca.crt")});
   ExpectUpstreamBehaviour();
-  auto keys = (*redis)->Command({"KEYS", "*remote_address=10.0.0.1*"});
+  auto keys = (*redis)->Command({"KEYS", "*remote_address_10.0.0.1_*"});
   ASSERT_TRUE(keys.ok()) << keys.status();
-  EXPECT_THAT(*keys, HasSubstr("remote_address=10.0.0.1"));
+  EXPECT_THAT(*keys, HasSubstr("edge_remote_address_10.0.0.1_"));
 }
 
 // Verifies upstream's Sentinel form, REDIS_TYPE=sentinel with REDIS_URL=<master>,<sentinels>:
@@ -347,9 +348,9 @@ TEST_F(MigrationE2eTest, UpstreamSentinelEnvironment) {
          absl::StrCat("REDIS_URL=", (*deployment)->master_name(), ",",
                       absl::StrJoin((*deployment)->SentinelAddresses(), ","))});
   ExpectUpstreamBehaviour();
-  auto keys = (*deployment)->master()->Command({"KEYS", "*remote_address=10.0.0.1*"});
+  auto keys = (*deployment)->master()->Command({"KEYS", "*remote_address_10.0.0.1_*"});
   ASSERT_TRUE(keys.ok()) << keys.status();
-  EXPECT_THAT(*keys, HasSubstr("remote_address=10.0.0.1"));
+  EXPECT_THAT(*keys, HasSubstr("edge_remote_address_10.0.0.1_"));
 }
 
 // Verifies a Sentinel URL without sentinels (upstream panics on it) stops the start with a

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
 #include "client/rls_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -73,7 +74,8 @@ TEST_P(RedisAclTest, DocumentedMinimalAclRunsEveryAlgorithm) {
   testing::RedisServerOptions options{.acl_users = {DocumentedAclUser()}};
   std::vector<std::string> flags = {"--backend=redis", "--redis_username=sluice",
                                     absl::StrCat("--redis_password=", kPassword),
-                                    "--redis_clock=redis", "--redis_breaker_failures=0"};
+                                    "--redis_clock=redis", "--redis_breaker_failures=0",
+                                    "--admin_api"};
   if (tls) {
     ASSERT_TRUE(testing::MakeCa(dir.path(), "ca").ok());
     ASSERT_TRUE(testing::MakeCert(dir.path(), "redis", "ca").ok());
@@ -115,7 +117,22 @@ TEST_P(RedisAclTest, DocumentedMinimalAclRunsEveryAlgorithm) {
   EXPECT_EQ(decide({"user=u1,a=x", "user=u1,b=y"}), RlsResponse::OK);
   EXPECT_EQ(decide({"user=u1,a=x", "user=u1,b=y"}), RlsResponse::OVER_LIMIT);
 
+  // The admin API's inspect and reset of every algorithm's key, and the reset log (read by the
+  // replica every second, written by the reset).
+  const std::string body =
+      R"({"domain":"acl","descriptors":[{"entries":[{"key":"fw","value":"k"}]},)"
+      R"({"entries":[{"key":"swl","value":"k"}]},{"entries":[{"key":"tb","value":"k"}]}]})";
+  for (const char* call : {"inspect", "reset"}) {
+    const auto [status, answer] = testing::RunCommand(absl::StrCat(
+        "curl -s -o - -w '\\n%{http_code}' -X POST http://127.0.0.1:", (*sluice)->http_port(),
+        "/admin/", call, " --data '", body, "'"));
+    EXPECT_THAT(answer, ::testing::EndsWith("\n200")) << call << ": " << answer;
+  }
+  EXPECT_EQ(decide({"fw=k"}), RlsResponse::OK);  // reset
+  absl::SleepFor(absl::Milliseconds(1100));  // a read of the reset log, and a new /metrics page
+
   const std::string metrics = HttpGet((*sluice)->http_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("sluice_reset_log_reads_total{result=\"failed\"} 0\n"));
   EXPECT_THAT(metrics, Not(HasSubstr("sluice_backend_failures_total{reason=\"other\"} 1")));
   for (const char* reason :
        {"other", "connection", "timeout_in_flight", "timeout_before_send", "tls"}) {

@@ -116,5 +116,48 @@ TEST(CallPlanTest, EmptyRequest) {
   EXPECT_TRUE(plan.lane_checks.empty());
 }
 
+// Verifies that with upstream keys a lone fixed window is counted in envoyproxy/ratelimit's key
+// (and marked for upstream's EXPIRE), while a group keeps Sluice's window keys (a group script
+// needs its keys in one hash tag, which upstream's keys do not have).
+TEST(CallPlanTest, UpstreamKeysForLoneFixedWindows) {
+  const std::vector<LimitCheck> checks = {
+      Check("rl_{edge|user=u}fw:60", Algorithm::kFixedWindow, 0),
+      Check("rl_{edge|user=v}fw:60", Algorithm::kFixedWindow, 1),
+      Check("rl_{edge|user=v}fw:3600", Algorithm::kFixedWindow, 1)};
+  const CallPlan plan = PlanCalls(checks, kNow, {.upstream_keys = true, .key_prefix = "rl_"});
+  ASSERT_THAT(Describe(plan), ElementsAre("fixed_window:0", "group:12"));
+  EXPECT_EQ(plan.calls[0].window_key, "rl_edge_user_u_1700000000");
+  EXPECT_TRUE(plan.calls[0].upstream_key);
+  // A rule that groups can decide keeps Sluice's key when alone too: one rule, one counter.
+  for (bool hash_tagged : {true, false}) {
+    std::vector<LimitCheck> alone = {Check("rl_{edge|user=u}fw:60", Algorithm::kFixedWindow, 0)};
+    alone[0].params.hash_tagged = hash_tagged;
+    alone[0].params.shares_descriptor = !hash_tagged;
+    const CallPlan own = PlanCalls(alone, kNow, {.upstream_keys = true, .key_prefix = "rl_"});
+    EXPECT_FALSE(own.calls[0].upstream_key);
+    EXPECT_EQ(own.calls[0].window_key, "rl_{edge|user=u}fw:60:w1700000000");
+  }
+  // A key of another prefix cannot be read back: Sluice's window key.
+  const std::vector<LimitCheck> foreign = {
+      Check("x:{edge|user=u}fw:60", Algorithm::kFixedWindow, 0)};
+  const CallPlan fallback =
+      PlanCalls(foreign, kNow, {.upstream_keys = true, .key_prefix = "rl_"});
+  EXPECT_FALSE(fallback.calls[0].upstream_key);
+  EXPECT_EQ(fallback.calls[0].window_key, "x:{edge|user=u}fw:60:w1700000000");
+}
+
+// Verifies a give-back of hits charged in a window that is over gives nothing (that window's
+// hits are no later window's), and one in the same window gives them back (LimitCheck::at_us).
+TEST(CallPlanTest, GiveBackToAnEndedWindowGivesNothing) {
+  LimitCheck refund = Check("{a}fw:1", Algorithm::kFixedWindow, 0, 5, 3);
+  refund.refund = true;
+  refund.at_us = kNow - 100'000;  // the same second as kNow (.123456)
+  EXPECT_EQ(PlanCalls({&refund, 1}, kNow, {}).calls[0].hits, 3u);
+  refund.at_us = kNow - 123'457;  // the second before
+  EXPECT_EQ(PlanCalls({&refund, 1}, kNow, {}).calls[0].hits, 0u);
+  refund.at_us = 0;  // a refund made now (Envoy's)
+  EXPECT_EQ(PlanCalls({&refund, 1}, kNow, {}).calls[0].hits, 3u);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -33,6 +33,7 @@
 #include "gtest/gtest.h"
 #include "lua/lua_scripts.h"
 #include "server/algorithm/algorithm.h"
+#include "server/algorithm/fixed_window.h"
 #include "server/backend/script_codec.h"
 #include "server/key/storage_key.h"
 #include "tests/support/algorithm_cases.h"
@@ -168,7 +169,7 @@ std::string StateKey(const std::string& key, int64_t now_us, const LimitParams& 
     return key;
   }
   std::string window_key;
-  AppendFixedWindowKey(key, now_us, p.period_us, &window_key);
+  AppendFixedWindowKey(key, p, now_us, &window_key);
   return window_key;
 }
 
@@ -180,7 +181,7 @@ ScriptCall Single(const std::string& key, int64_t now_us, const LimitParams& p, 
   std::string args;
   if (p.algorithm == Algorithm::kFixedWindow) {
     AppendGroupScriptNow(now_us, &args);
-    AppendGroupScriptCheck(p, hits, &args, refund);
+    AppendGroupScriptCheck(now_us, p, hits, &args, refund);
     return ScriptCall{"group", {StateKey(key, now_us, p)}, {std::move(args)}};
   }
   AppendSingleScriptArgs(now_us, p, hits, &args, refund);
@@ -200,7 +201,7 @@ ScriptCall Group(int64_t now_us, const std::vector<GroupCheck>& checks) {
   AppendGroupScriptNow(now_us, &call.args[0]);
   for (const GroupCheck& check : checks) {
     call.keys.push_back(StateKey(check.key, now_us, check.params));
-    AppendGroupScriptCheck(check.params, check.hits, &call.args[0], check.refund);
+    AppendGroupScriptCheck(now_us, check.params, check.hits, &call.args[0], check.refund);
   }
   return call;
 }
@@ -1095,6 +1096,34 @@ TEST_F(LuaScriptsTest, GroupFixedWindowSharesTheNativeState) {
   EXPECT_EQ((*admitted)[0].remaining, 3u) << Describe(*admitted);
   EXPECT_EQ(get(given_back), "2");
   EXPECT_GT(Integer({"PTTL", given_back}), 0);
+}
+
+// Verifies a calendar month's fixed window in the group script decides as the C++ does (the
+// script is sent where the window ends, FixedWindowAt), across the end of February and of a
+// leap February, for windows of one and of two calendar months: admissions, a denial until the
+// month's end, and a fresh window on March 1st.
+TEST_F(LuaScriptsTest, GroupCalendarMonthsDecideAsTheCpp) {
+  LimitParams month = Params(Algorithm::kFixedWindow, 3, kMonthUs, 0);
+  month.calendar_months = true;
+  LimitParams two = Params(Algorithm::kFixedWindow, 3, 2 * kMonthUs, 0);
+  two.calendar_months = true;
+  constexpr int64_t kSecond = 1'000'000;
+  // 2026-02-28 23:59:58 and 2028-02-29 23:59:58 UTC: two seconds before March.
+  for (const int64_t start : {int64_t{1772323198} * kSecond, int64_t{1835481598} * kSecond}) {
+    for (const LimitParams& params : {month, two}) {
+      SCOPED_TRACE(absl::StrCat(start, " ", params.period_us / kMonthUs, " month(s)"));
+      const std::string key = absl::StrCat("sluice:{cal", start, "}", params.period_us);
+      FixedWindowState state;
+      for (const auto& [t, hits] : std::vector<std::pair<int64_t, uint64_t>>{
+               {start, 2}, {start + kSecond, 1}, {start + 1'999'999, 1}, {start + 2 * kSecond, 3},
+               {start + 3 * kSecond, 1}}) {
+        absl::StatusOr<std::vector<Decision>> got = Eval(Group(t, {{key, params, hits}}));
+        ASSERT_TRUE(got.ok()) << got.status();
+        const Decision want = EvaluateFixedWindow(params, state, t, hits);
+        ASSERT_EQ(Describe(*got), FormatDecision(want)) << "t=" << t << " hits=" << hits;
+      }
+    }
+  }
 }
 
 // ---- Malformed calls.

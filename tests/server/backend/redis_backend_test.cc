@@ -44,9 +44,13 @@ class RedisBackendTest : public ::testing::Test {
   }
 
   std::unique_ptr<RedisBackend> Make(bool caller_clock, absl::Duration timeout,
-                                     const Clock* clock = nullptr) {
+                                     const Clock* clock = nullptr,
+                                     KeyLayout layout = KeyLayout::kSluice) {
     RedisBackendOptions options;
     options.client.address = redis_->address();
+    options.key_layout = layout;
+    options.key_prefix = "rl_";
+    options.expiration_jitter = absl::Seconds(300);
     options.timeout = timeout;
     options.use_caller_clock = caller_clock;
     auto backend = RedisBackend::Create(options, clock ? *clock : clock_);
@@ -448,7 +452,7 @@ TEST_F(RedisBackendTest, DeniedLoneFixedWindowGivesHitsBack) {
   EXPECT_EQ(denied.decisions[0].remaining, 1u);
   // The give-back is sent after the reply, possibly on another connection: wait for it.
   std::string key;
-  AppendFixedWindowKey("{b}fw", clock_.NowMicros(), window.period_us, &key);
+  AppendFixedWindowKey("{b}fw", window, clock_.NowMicros(), &key);
   std::string count;
   for (int i = 0; i < 200 && count != "2"; ++i) {
     absl::StatusOr<std::string> value = redis_->Command({"GET", key});
@@ -473,7 +477,7 @@ TEST_F(RedisBackendTest, ChargeAlwaysLoneFixedWindowKeepsHits) {
   EXPECT_TRUE(Run(*backend_, {{"{c}fw", window, 2, 0}}).decisions[0].allowed);
   EXPECT_FALSE(Run(*backend_, {{"{c}fw", window, 2, 0}}).decisions[0].allowed);
   std::string key;
-  AppendFixedWindowKey("{c}fw", clock_.NowMicros(), window.period_us, &key);
+  AppendFixedWindowKey("{c}fw", window, clock_.NowMicros(), &key);
   absl::StatusOr<std::string> count = redis_->Command({"GET", key});
   ASSERT_TRUE(count.ok()) << count.status();
   EXPECT_EQ(*count, "4");
@@ -521,6 +525,111 @@ TEST_F(RedisBackendTest, GroupChargesItsAlwaysChecksWhateverTheOutcome) {
       EXPECT_EQ(outcome.decisions[1].remaining, step.window_remaining);
     }
   }
+}
+
+// Waits until the value at `key` is `want` (a give-back is sent after the reply, possibly on
+// another connection), and returns the last value read.
+std::string WaitForValue(RedisServer& redis, const std::string& key, const std::string& want) {
+  std::string value;
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<std::string> read = redis.Command({"GET", key});
+    value = read.ok() ? *read : "";
+    if (value == want) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return value;
+}
+
+// Verifies --redis_key_layout=upstream: a lone fixed window counts in envoyproxy/ratelimit's key
+// (<prefix><domain>_<key>_<value>_<window start>), with upstream's TTL (the unit, plus up to the
+// jitter), and counts what upstream's replicas write there (its INCRBY), so both count one window
+// in one counter.
+TEST_F(RedisBackendTest, UpstreamLayoutSharesUpstreamsCounter) {
+  std::unique_ptr<RedisBackend> backend =
+      Make(/*caller_clock=*/true, absl::Seconds(2), nullptr, KeyLayout::kUpstream);
+  const LimitParams window = Params(Algorithm::kFixedWindow, 4, 60'000'000);
+  const std::string storage = "rl_{edge|user=u}fw:60";
+  const std::string upstream =
+      absl::StrCat("rl_edge_user_u_", clock_.NowMicros() / 60'000'000 * 60);
+  Outcome first = Run(*backend, {{storage, window, 1, 0}});
+  ASSERT_TRUE(first.status.ok()) << first.status;
+  EXPECT_TRUE(first.decisions[0].allowed);
+  EXPECT_EQ(first.decisions[0].at_us, clock_.NowMicros());
+  absl::StatusOr<std::string> count = redis_->Command({"GET", upstream});
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(*count, "1");
+  absl::StatusOr<std::string> ttl = redis_->Command({"TTL", upstream});
+  ASSERT_TRUE(ttl.ok()) << ttl.status();
+  EXPECT_GE(std::stoll(*ttl), 59);
+  EXPECT_LT(std::stoll(*ttl), 60 + 300);
+  // An upstream replica's two requests (fixed_cache_impl.go: INCRBY, then EXPIRE).
+  ASSERT_TRUE(redis_->Command({"INCRBY", upstream, "2"}).ok());
+  Outcome fourth = Run(*backend, {{storage, window, 1, 0}});
+  EXPECT_TRUE(fourth.decisions[0].allowed);
+  EXPECT_EQ(fourth.decisions[0].remaining, 0u);
+  EXPECT_FALSE(Run(*backend, {{storage, window, 1, 0}}).decisions[0].allowed);
+  EXPECT_EQ(WaitForValue(*redis_, upstream, "4"), "4");
+  // Sluice's own layout never touches it.
+  Outcome own = Run(*backend_, {{storage, window, 1, 0}});
+  EXPECT_TRUE(own.decisions[0].allowed);
+  EXPECT_EQ(own.decisions[0].remaining, 3u);
+}
+
+// Verifies two checks of one window key in one request (two overrides of different limits on
+// one descriptor share upstream's key) decide as if each saw the other's state: with 2 counted,
+// [2/minute, 4/minute] is denied then admitted with 1 remaining, and so is the reverse order;
+// Redis holds 3 either way (the denied hit is given back).
+TEST_F(RedisBackendTest, OneWindowTwiceInARequestCountsWhatIsGivenBack) {
+  std::unique_ptr<RedisBackend> backend =
+      Make(/*caller_clock=*/true, absl::Seconds(2), nullptr, KeyLayout::kUpstream);
+  const LimitParams two = Params(Algorithm::kFixedWindow, 2, 60'000'000);
+  const LimitParams four = Params(Algorithm::kFixedWindow, 4, 60'000'000);
+  const int64_t start_s = clock_.NowMicros() / 60'000'000 * 60;
+  for (bool reversed : {false, true}) {
+    SCOPED_TRACE(reversed ? "4/minute first" : "2/minute first");
+    const std::string key = reversed ? "rl_{d|m=r}fw:60:l" : "rl_{d|m=b}fw:60:l";
+    const std::string upstream = absl::StrCat(reversed ? "rl_d_m_r_" : "rl_d_m_b_", start_s);
+    ASSERT_TRUE(redis_->Command({"SET", upstream, "2"}).ok());
+    const std::string two_key = key + "2";
+    const std::string four_key = key + "4";
+    std::vector<LimitCheck> checks = {{two_key, two, 1, 0}, {four_key, four, 1, 1}};
+    if (reversed) {
+      std::swap(checks[0], checks[1]);
+      checks[0].group = 0;
+      checks[1].group = 1;
+    }
+    Outcome outcome = Run(*backend, checks);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    const Decision& at_two = outcome.decisions[reversed ? 1 : 0];
+    const Decision& at_four = outcome.decisions[reversed ? 0 : 1];
+    EXPECT_FALSE(at_two.allowed);
+    EXPECT_TRUE(at_four.allowed);
+    EXPECT_EQ(at_four.remaining, 1u);
+    EXPECT_EQ(WaitForValue(*redis_, upstream, "3"), "3");
+  }
+}
+
+// Verifies a give-back of a charge (LimitCheck::at_us) goes to the window that took it, and
+// gives nothing once that window is over: the next window never holds those hits.
+TEST_F(RedisBackendTest, GiveBackGoesToTheWindowThatCharged) {
+  const LimitParams window = Params(Algorithm::kFixedWindow, 5, 1'000'000);
+  clock_.SetMicros(1700006400'000'000 + 900'000);
+  Outcome charged = Run(*backend_, {{"{gb}fw", window, 3, 0}});
+  ASSERT_TRUE(charged.decisions[0].allowed);
+  LimitCheck give_back{"{gb}fw", window, 3, 0, /*refund=*/true, charged.decisions[0].at_us};
+  clock_.AdvanceMicros(50'000);  // the same second
+  Outcome same = Run(*backend_, {give_back});
+  ASSERT_TRUE(same.status.ok()) << same.status;
+  EXPECT_EQ(same.decisions[0].remaining, 5u);
+  EXPECT_EQ(Run(*backend_, {{"{gb}fw", window, 3, 0}}).decisions[0].remaining, 2u);
+  give_back.at_us = clock_.NowMicros();
+  clock_.AdvanceMicros(100'000);  // the next second, which took nothing
+  EXPECT_EQ(Run(*backend_, {{"{gb}fw", window, 4, 0}}).decisions[0].remaining, 1u);
+  Outcome late = Run(*backend_, {give_back});
+  ASSERT_TRUE(late.status.ok()) << late.status;
+  EXPECT_EQ(late.decisions[0].remaining, 1u);
 }
 
 // Verifies the clock sampler keeps its error small: a sample slower than twice the kept one is

@@ -43,15 +43,17 @@ TEST(ScriptCodecTest, ArgumentLayouts) {
 
   std::string group;
   AppendGroupScriptNow(-5, &group);
-  AppendGroupScriptCheck(p, 0, &group);
+  AppendGroupScriptCheck(-5, p, 0, &group);
   LimitParams window{Algorithm::kFixedWindow, 4, 2, 0};
   window.charge = Charge::kAlways;
-  AppendGroupScriptCheck(window, 4, &group);
+  AppendGroupScriptCheck(-5, window, 4, &group);
   ASSERT_EQ(group.size(), 8 + 2 * kScriptCheckBytes);
   EXPECT_EQ(At(group, 0), -5);
   EXPECT_EQ(At(group, 1), 5);  // kGcra
   EXPECT_EQ(At(group, 6), 0);  // if_admitted
   EXPECT_EQ(At(group, 7), 0);  // kFixedWindow
+  EXPECT_EQ(At(group, 9), 2);   // period 2 us
+  EXPECT_EQ(At(group, 10), 1);  // a window's burst slot: now -5 is in [-6, -4), 1 us left
   EXPECT_EQ(At(group, 11), 4);
   EXPECT_EQ(At(group, 12), 1);  // always
 }
@@ -82,7 +84,7 @@ TEST(ScriptCodecTest, HitsBeyondCapacityAreSentAsCapacityPlusOne) {
   EXPECT_EQ(At(single, 4), 4);
   std::string group;
   AppendGroupScriptNow(0, &group);
-  AppendGroupScriptCheck(window, huge, &group);
+  AppendGroupScriptCheck(0, window, huge, &group);
   EXPECT_EQ(At(group, 5), 11);
 }
 
@@ -126,10 +128,11 @@ TEST(ScriptCodecTest, RejectsMalformedReplies) {
 }
 
 TEST(ScriptCodecTest, FixedWindowTtlIsTheRestOfTheWindow) {
-  EXPECT_EQ(FixedWindowTtlMs(0, 1'000'000), 1000);
-  EXPECT_EQ(FixedWindowTtlMs(999'999, 1'000'000), 1);    // 1 us left: at least 1 ms
-  EXPECT_EQ(FixedWindowTtlMs(998'500, 1'000'000), 2);    // 1.5 ms rounds up
-  EXPECT_EQ(FixedWindowTtlMs(-1, 1'000'000), 1);
+  const LimitParams second{Algorithm::kFixedWindow, 1, 1'000'000, 1};
+  EXPECT_EQ(FixedWindowTtlMs(second, 0), 1000);
+  EXPECT_EQ(FixedWindowTtlMs(second, 999'999), 1);    // 1 us left: at least 1 ms
+  EXPECT_EQ(FixedWindowTtlMs(second, 998'500), 2);    // 1.5 ms rounds up
+  EXPECT_EQ(FixedWindowTtlMs(second, -1), 1);
 }
 
 // Verifies the lone fixed window decides exactly as EvaluateFixedWindow on the count before the

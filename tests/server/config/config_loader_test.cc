@@ -923,6 +923,30 @@ TEST_F(ConfigLoaderTest, RefusesWhatUpstreamRefusesEvenWhereItIgnores) {
   }
 }
 
+// Verifies a string field holding what yaml.v2 reads as a float or an integer beyond int64 is
+// refused with its file, line and field, and told to quote it, as envoyproxy/ratelimit refuses
+// the file (validateYamlKeys: "error checking config"); quoted, the same text loads, and so do
+// the integers, booleans and other text upstream takes.
+TEST_F(ConfigLoaderTest, RefusesNumbersUpstreamRefusesInStringFields) {
+  const std::string head = "domain: up\ndescriptors:\n  - key: k\n";
+  const std::string rule = "    rate_limit: {unit: minute, requests_per_unit: 1}\n";
+  EXPECT_EQ(LoadError(head + "    value: 1.5\n" + rule),
+            "test.yaml:4: descriptors[0].value: expected a string, got 1.5, a float or an "
+            "integer beyond 64 bits, which envoyproxy/ratelimit refuses; quote it: \"1.5\"");
+  EXPECT_THAT(LoadError(head + "    value: 99999999999999999999\n" + rule),
+              HasSubstr("test.yaml:4: descriptors[0].value: expected a string, got "
+                        "99999999999999999999"));
+  EXPECT_THAT(LoadError(head + "    rate_limit: {name: 0.5, unit: minute, requests_per_unit: 1}\n"),
+              HasSubstr("test.yaml:4: descriptors[0].rate_limit.name: expected a string, got 0.5"));
+  EXPECT_THAT(LoadError("domain: 1e3\n"), HasSubstr("test.yaml:1: domain: expected a string"));
+  EXPECT_THAT(LoadError("domain: up\ndescriptors:\n  - key: .inf\n" + rule),
+              HasSubstr("descriptors[0].key: expected a string, got .inf"));
+  for (const char* value : {"'1.5'", "\"99999999999999999999\"", "404", "0x1F", "017", "1_000",
+                            "9223372036854775807", "yes", "v1.5", "2024-01-31", "1.2.3"}) {
+    EXPECT_EQ(LoadError(head + "    value: " + value + "\n" + rule), "") << value;
+  }
+}
+
 // Verifies a key given twice in one map loads with the last one given, as yaml.v2 reads it,
 // with a warning naming both lines; --strict_config refuses it.
 TEST_F(ConfigLoaderTest, TakesTheLastOfARepeatedKey) {

@@ -78,15 +78,33 @@ TEST(StorageKeyTest, SharedPatternNeverMeetsALiteral) {
 
 // Verifies a window key names the window that holds the time, by floor division.
 TEST(StorageKeyTest, FixedWindowKeyNamesTheWindow) {
+  const LimitParams three{Algorithm::kFixedWindow, 1, 3'000'000, 1};
   std::string a, b, c, before;
-  AppendFixedWindowKey("k", 5'999'999, 3'000'000, &a);
-  AppendFixedWindowKey("k", 3'000'000, 3'000'000, &b);
-  AppendFixedWindowKey("k", 6'000'000, 3'000'000, &c);
-  AppendFixedWindowKey("k", -1, 3'000'000, &before);
+  AppendFixedWindowKey("k", three, 5'999'999, &a);
+  AppendFixedWindowKey("k", three, 3'000'000, &b);
+  AppendFixedWindowKey("k", three, 6'000'000, &c);
+  AppendFixedWindowKey("k", three, -1, &before);
   EXPECT_EQ(a, "k:w1");
   EXPECT_EQ(a, b);
   EXPECT_EQ(c, "k:w2");
   EXPECT_EQ(before, "k:w-1");  // floor, not truncation
+}
+
+// Verifies a calendar month's window key counts months, never meeting a 30-day window's key:
+// 2026-02-28 23:59:59 and 2026-02-01 00:00:00 UTC share February's key, March 1st does not.
+TEST(StorageKeyTest, CalendarMonthKeyNamesTheMonth) {
+  LimitParams month{Algorithm::kFixedWindow, 1, kMonthUs, 1};
+  month.calendar_months = true;
+  std::string end_of_february, start_of_february, march, thirty_days;
+  AppendFixedWindowKey("k", month, int64_t{1772323199} * 1'000'000, &end_of_february);
+  AppendFixedWindowKey("k", month, int64_t{1769904000} * 1'000'000, &start_of_february);
+  AppendFixedWindowKey("k", month, int64_t{1772323200} * 1'000'000, &march);
+  month.calendar_months = false;
+  AppendFixedWindowKey("k", month, int64_t{1769904000} * 1'000'000, &thirty_days);
+  EXPECT_EQ(end_of_february, "k:m673");  // (2026 - 1970) * 12 + 1
+  EXPECT_EQ(start_of_february, end_of_february);
+  EXPECT_EQ(march, "k:m674");
+  EXPECT_EQ(thirty_days, "k:w682");
 }
 
 

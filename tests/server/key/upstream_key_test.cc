@@ -84,5 +84,43 @@ TEST_F(UpstreamKeyTest, RefusesForeignKeys) {
   EXPECT_EQ(out, "x");
 }
 
+// Verifies a request's limit override, whose storage key names its limit (erpc#1058), still
+// makes upstream's key, which does not: overrides of different limits share upstream's counter,
+// as they do on upstream.
+TEST_F(UpstreamKeyTest, OverridesOfAnyLimitMakeUpstreamsKey) {
+  const std::vector<DescriptorEntryView> entries = {{"user", "u"}};
+  const std::string ten = StorageKey("", "d", entries, OverrideKeySuffix(60, 10));
+  const std::string thousand = StorageKey("", "d", entries, OverrideKeySuffix(60, 1000));
+  EXPECT_NE(ten, thousand);
+  EXPECT_EQ(Upstream(ten, "", Window(60), 120), "d_user_u_120");
+  EXPECT_EQ(Upstream(thousand, "", Window(60), 120), "d_user_u_120");
+}
+
+// Verifies a calendar month's key is stamped with 00:00 UTC on the 1st (upstream's
+// USE_CALENDAR_MONTH_RATE_LIMIT), and its TTL is what is left of the month, where a 30-day
+// month's TTL is the unit's 2,592,000 s (utils.UnitToDivider) whenever it is written.
+TEST_F(UpstreamKeyTest, CalendarMonthKeyAndTtl) {
+  const std::vector<DescriptorEntryView> entries = {{"k", "v"}};
+  const std::string key = StorageKey("", "d", entries, "fw:2592000");
+  LimitParams month = Window(2592000);
+  month.calendar_months = true;
+  // 2026-02-27 00:00:00 UTC: February started at 1769904000, March at 1772323200.
+  const int64_t now_s = 1772150400;
+  EXPECT_EQ(Upstream(key, "", month, now_s), "d_k_v_1769904000");
+  EXPECT_EQ(UpstreamWindowTtlSeconds(month, now_s * kSecond), 2 * 86400);
+  EXPECT_EQ(UpstreamWindowTtlSeconds(month, now_s * kSecond + 1), 2 * 86400);  // rounded up
+  EXPECT_EQ(UpstreamWindowTtlSeconds(Window(2592000), now_s * kSecond), 2592000);
+  EXPECT_EQ(UpstreamWindowTtlSeconds(Window(60), now_s * kSecond + 59 * kSecond), 60);
+}
+
+// Verifies the layout names read back as written, and nothing else is one.
+TEST_F(UpstreamKeyTest, KeyLayoutNames) {
+  for (KeyLayout layout : {KeyLayout::kSluice, KeyLayout::kUpstream}) {
+    EXPECT_EQ(ParseKeyLayout(KeyLayoutName(layout)), layout);
+  }
+  EXPECT_EQ(ParseKeyLayout("Upstream"), std::nullopt);
+  EXPECT_EQ(ParseKeyLayout(""), std::nullopt);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -113,5 +113,26 @@ TEST_F(MetaProtocolTest, ValueSizeAmidSpaces) {
   EXPECT_EQ(reader_.Next(&reply), MetaReplyReader::Result::kError);
 }
 
+// Verifies the admin API's commands, and that a value's "t" flag is read as its TTL (-1: none),
+// absent without it.
+TEST_F(MetaProtocolTest, ReadsTheTtlFlagAndEncodesInspectAndDelete) {
+  std::string out;
+  AppendGetValueAndTtl("d_k_v_60", &out);
+  AppendDelete("d_k_v_60", &out);
+  EXPECT_EQ(out, "mg d_k_v_60 v t\r\nmd d_k_v_60\r\n");
+  MetaReply reply;
+  ASSERT_EQ(Read("VA 1 t59\r\n4\r\n", &reply), MetaReplyReader::Result::kReply);
+  EXPECT_EQ(reply.value, 4u);
+  EXPECT_EQ(reply.ttl_seconds, 59);
+  ASSERT_EQ(Read("VA 1 t-1\r\n4\r\n", &reply), MetaReplyReader::Result::kReply);
+  EXPECT_EQ(reply.ttl_seconds, -1);
+  ASSERT_EQ(Read("VA 1\r\n4\r\n", &reply), MetaReplyReader::Result::kReply);
+  EXPECT_FALSE(reply.ttl_seconds.has_value());
+  ASSERT_EQ(Read("HD\r\n", &reply), MetaReplyReader::Result::kReply);
+  EXPECT_EQ(reply.kind, MetaReply::Kind::kOther);
+  ASSERT_EQ(Read("NF\r\n", &reply), MetaReplyReader::Result::kReply);
+  EXPECT_EQ(reply.kind, MetaReply::Kind::kNotFound);
+}
+
 }  // namespace
 }  // namespace sluice

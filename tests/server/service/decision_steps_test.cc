@@ -21,6 +21,9 @@ namespace {
 
 using testing::Entries;
 
+// 20 s into a minute (1,700,000,000 = 28,333,333 minutes and 20 s).
+constexpr int64_t kNow = 1'700'000'000'000'000;
+
 constexpr char kConfig[] = R"(domain: d
 descriptors:
   - key: user
@@ -86,13 +89,15 @@ TEST(DecideByRuleTest, DecidesWhatTheRuleAloneDecides) {
   RequestPlan& plan = *plan_owner;
   CheckDecisions decisions;
   decisions.Reset(plan.checks.size());
-  DecideByRule(plan, decisions);
+  DecideByRule(plan, decisions, FakeClock(kNow));
   ASSERT_EQ(plan.checks.size(), 6u);
   EXPECT_EQ(decisions.by[0], DecidedBy::kNobody);  // user: 1 of 10
-  EXPECT_EQ(decisions.by[1], DecidedBy::kRule);    // limit 0
+  // A limit of 0: never admitted; its wait is its minute's end (40 s), as upstream's reset.
+  EXPECT_EQ(decisions.by[1], DecidedBy::kRule);
   EXPECT_FALSE(decisions.decisions[1].allowed);
-  EXPECT_FALSE(decisions.decisions[1].never);
-  EXPECT_EQ(decisions.decisions[1].retry_after_us, 60'000'000);
+  EXPECT_TRUE(decisions.decisions[1].never);
+  EXPECT_EQ(decisions.decisions[1].retry_after_us, 40'000'000);
+  EXPECT_EQ(decisions.decisions[1].reset_after_us, 40'000'000);
   EXPECT_EQ(decisions.by[2], DecidedBy::kRule);  // 4 > burst 3
   EXPECT_TRUE(decisions.decisions[2].never);
   EXPECT_EQ(decisions.by[3], DecidedBy::kNobody);  // 3 == burst
@@ -156,7 +161,7 @@ TEST(DecideByRuleTest, ChargedChecksReachTheBackend) {
   EXPECT_EQ(plan.checks[0].params.charge, Charge::kAlways);
   CheckDecisions decisions;
   decisions.Reset(plan.checks.size());
-  DecideByRule(plan, decisions);
+  DecideByRule(plan, decisions, FakeClock(kNow));
   EXPECT_EQ(decisions.by[0], DecidedBy::kNobody);  // 700 > burst 3, charged all the same
   EXPECT_EQ(plan.checks[0].hits, 700u);
   EXPECT_TRUE(plan.charges_never_admitted);
@@ -170,7 +175,7 @@ TEST(DecideByRuleTest, ChargedChecksReachTheBackend) {
   const std::unique_ptr<RequestPlan> fits = PlanWithHits(LoadOnce(), {{{"budget", "a"}}}, {3});
   CheckDecisions open;
   open.Reset(fits->checks.size());
-  DecideByRule(*fits, open);
+  DecideByRule(*fits, open, FakeClock(kNow));
   EXPECT_EQ(open.by[0], DecidedBy::kNobody);
   EXPECT_FALSE(fits->charges_never_admitted);
 }
@@ -302,10 +307,10 @@ TEST(DecideByRuleTest, RefundsAreNeverDeniedByTheRule) {
   }
   CheckDecisions decisions;
   decisions.Reset(plan.checks.size());
-  DecideByRule(plan, decisions);
+  DecideByRule(plan, decisions, FakeClock(kNow));
   EXPECT_EQ(decisions.by[1], DecidedBy::kRule);  // limit 0: nothing to give back
   EXPECT_TRUE(decisions.decisions[1].allowed);
-  EXPECT_EQ(decisions.decisions[1].reset_after_us, 60'000'000);
+  EXPECT_EQ(decisions.decisions[1].reset_after_us, 40'000'000);
   EXPECT_EQ(decisions.by[2], DecidedBy::kNobody);  // 5 > burst 3: given back all the same
   EXPECT_EQ(decisions.by[3], DecidedBy::kNobody);  // pair: 5 > 2 per second, still a refund
   EXPECT_EQ(decisions.by[4], DecidedBy::kNobody);

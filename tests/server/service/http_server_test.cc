@@ -695,5 +695,110 @@ TEST_F(HttpServerTest, LibeventWarningsAreRateLimited) {
   }
 }
 
+// ---- The admin API.
+
+// `curl -X POST` of `body` to http://127.0.0.1:port/path with `headers` (-H each): the answer's
+// head, body and status code.
+std::string Post(int port, const std::string& path, const std::string& body,
+                 const std::vector<std::string>& headers = {}) {
+  std::string command = absl::StrCat("curl -s -D - -o - -w '%{http_code}' -X POST http://127.0.0.1:",
+                                     port, path, " --data '", body, "'");
+  for (const std::string& header : headers) {
+    absl::StrAppend(&command, " -H '", header, "'");
+  }
+  return RunCommand(command).second;
+}
+
+constexpr char kAdminBody[] =
+    R"({"domain":"h","descriptors":[{"entries":[{"key":"a","value":"x"}]}]})";
+
+class HttpAdminTest : public HttpServerTest {
+ protected:
+  void ServeAdmin(const std::string& token) {
+    store_ = std::make_unique<ConfigStore>(Load(kRules));
+    admin_ = std::make_unique<AdminService>(*store_, backend_, nullptr, AdminServiceOptions{});
+    HttpServerOptions options;
+    options.admin = admin_.get();
+    options.admin_token = token;
+    limiter_ =
+        std::make_unique<RateLimiter>(*store_, *serving_, clock_, metrics_, RateLimiterOptions());
+    http_ = std::make_unique<HttpServer>(*limiter_, *store_, *serving_, metrics_, options);
+    ASSERT_TRUE(http_->Start("127.0.0.1:0").ok());
+  }
+
+  static constexpr char kRules[] =
+      "domain: h\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 1}\n";
+  std::unique_ptr<AdminService> admin_;
+};
+
+// Verifies that with the admin API off /admin/* answers 404 naming --admin_api, whatever the
+// method, and the index does not list it.
+TEST_F(HttpServerTest, AdminApiOffIs404NamingTheFlag) {
+  Serve(Load("domain: h\n"), {});
+  for (const char* path : {"/admin/inspect", "/admin/reset"}) {
+    const std::string answer = Post(http_->port(), path, kAdminBody);
+    EXPECT_THAT(answer, HasSubstr("HTTP/1.1 404 Not Found\r\n"));
+    EXPECT_THAT(answer, HasSubstr("--admin_api"));
+    EXPECT_THAT(Request(http_->port(), "GET", path), HasSubstr("--admin_api"));
+  }
+  EXPECT_THAT(HttpGet(http_->port(), "/"), ::testing::Not(HasSubstr("/admin")));
+}
+
+// Verifies that with a token a call without it, or with another, is 401 and changes nothing,
+// and one with it is answered.
+TEST_F(HttpAdminTest, TokenIsRequired) {
+  ServeAdmin("s3cret");
+  const std::string missing = Post(http_->port(), "/admin/reset", kAdminBody);
+  EXPECT_THAT(missing, HasSubstr("HTTP/1.1 401 Unauthorized\r\n"));
+  EXPECT_THAT(missing, HasSubstr("WWW-Authenticate: Bearer"));
+  const std::string wrong = Post(http_->port(), "/admin/reset", kAdminBody,
+                                 {"Authorization: Bearer nope"});
+  EXPECT_THAT(wrong, HasSubstr("HTTP/1.1 401 Unauthorized\r\n"));
+  EXPECT_THAT(wrong, HasSubstr("wrong token"));
+  const std::string right = Post(http_->port(), "/admin/inspect", kAdminBody,
+                                 {"Authorization: Bearer s3cret"});
+  EXPECT_THAT(right, HasSubstr("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(right, HasSubstr("\"storage_key\":\"{h|a=x}fw:60\""));
+}
+
+// Verifies inspect and reset answer JSON: the state a decision left, then its reset (the key
+// deleted), then the state gone; and the index lists both endpoints.
+TEST_F(HttpAdminTest, InspectAndResetAnswerJson) {
+  ServeAdmin("");
+  const std::string json = Post(http_->port(), "/json", kAdminBody);
+  EXPECT_TRUE(absl::EndsWith(json, "200")) << json;
+  const std::string before = Post(http_->port(), "/admin/inspect", kAdminBody);
+  EXPECT_THAT(before, HasSubstr("Content-Type: application/json"));
+  EXPECT_THAT(before, HasSubstr("\"count\":1"));
+  const std::string reset = Post(http_->port(), "/admin/reset", kAdminBody);
+  EXPECT_THAT(reset, HasSubstr("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(reset, HasSubstr("\"deleted\":[\"{h|a=x}fw:60\"]"));
+  EXPECT_THAT(reset, HasSubstr("\"result\":\"ok\""));
+  const std::string after = Post(http_->port(), "/admin/inspect", kAdminBody);
+  EXPECT_THAT(after, HasSubstr("\"exists\":false"));
+  const std::string index = HttpGet(http_->port(), "/");
+  EXPECT_THAT(index, HasSubstr("/admin/inspect: "));
+  EXPECT_THAT(index, HasSubstr("/admin/reset: "));
+}
+
+// Verifies a bad body is 400 as /json answers it: the JSON check's fault, protobuf's field, or
+// the request's own field; and GET is 405 naming POST.
+TEST_F(HttpAdminTest, BadBodyIs400NamingTheField) {
+  ServeAdmin("");
+  const std::string duplicate =
+      Post(http_->port(), "/admin/inspect", R"({"domain":"h","domain":"i"})");
+  EXPECT_THAT(duplicate, HasSubstr("HTTP/1.1 400 Bad Request\r\n"));
+  EXPECT_THAT(duplicate, HasSubstr("invalid RateLimitRequest JSON: duplicate key \"domain\""));
+  const std::string unknown = Post(http_->port(), "/admin/reset", R"({"domian":"h"})");
+  EXPECT_THAT(unknown, HasSubstr("HTTP/1.1 400 Bad Request\r\n"));
+  EXPECT_THAT(unknown, HasSubstr("domian"));
+  const std::string empty_key = Post(http_->port(), "/admin/reset",
+                                     R"({"domain":"h","descriptors":[{"entries":[{"key":""}]}]})");
+  EXPECT_THAT(empty_key, HasSubstr("HTTP/1.1 400 Bad Request\r\n"));
+  EXPECT_THAT(empty_key, HasSubstr("descriptors[0].entries[0].key"));
+  const std::string get = Request(http_->port(), "GET", "/admin/inspect");
+  EXPECT_THAT(get, HasSubstr("Allow: POST\r\n"));
+}
+
 }  // namespace
 }  // namespace sluice

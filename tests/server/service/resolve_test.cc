@@ -179,11 +179,21 @@ const std::vector<Case>& Cases() {
        3,
        {"rl:{d|user=a}fw:60", "rl:{d|user=b}fw:60"},
        {0, 1}},
+      // Its key names its limit: two overrides of different limits on one descriptor never
+      // share a counter (erpc#1058), nor one with the configured rule.
       {"RequestSuppliedLimitReplacesTheRule",
        {{{{"user", "vip"}}, 0, 5, {"5/minute"}, "d.user_vip"}},
        0,
-       {"rl:{d|user=vip}fw:60"},
+       {"rl:{d|user=vip}fw:60:l5"},
        {0}},
+      // The same entries twice with different limits share the default hash tag, yet stay two
+      // independent descriptors: co-location is asked for by `hash_tag` alone.
+      {"SameEntriesWithDifferentOverridesStayApart",
+       {{{{"user", "u"}}, 0, 10, {"10/minute"}, "d.user_u"},
+        {{{"user", "u"}}, 0, 1000, {"1000/minute"}, "d.user_u"}},
+       0,
+       {"rl:{d|user=u}fw:60:l10", "rl:{d|user=u}fw:60:l1000"},
+       {0, 1}},
       {"SharedHashTagCoLocatesDescriptors",
        {{{{"tenant", "t1"}, {"calls", "x"}}, 0, 0, {"10/minute"}, "d.tenant.calls"},
         {{{"tenant", "t1"}, {"uploads", "x"}}, 0, 0, {"1/minute"}, "d.tenant.uploads"}},
@@ -378,6 +388,60 @@ descriptors:
   EXPECT_TRUE(plan_of("old", true, options)->releases_leases);
   EXPECT_FALSE(plan_of("streams", false, options)->releases_leases);
   EXPECT_FALSE(plan_of("log", true, options)->releases_leases);
+}
+
+// Verifies a request's limit override is enforced in a domain the config does not know (Envoy's
+// static limit overrides, envoyproxy/envoy#45622, where upstream ignores it), keyed by that
+// domain; a descriptor of that domain without an override still resolves to nothing.
+TEST(ResolveOptionsTest, StaticOverrideInAnUnknownDomainIsEnforced) {
+  auto config = LoadConfigText("d.yaml", kConfig);
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::shared_ptr<const Config> shared(std::move(*config));
+  Request request = testing::MakeRequest("envoy_only", {{{"user", "u"}}, {{"user", "v"}}});
+  auto* limit = request.mutable_descriptors(0)->mutable_limit();
+  limit->set_requests_per_unit(1);
+  limit->set_unit(envoy::type::v3::MINUTE);
+  RequestPlan plan;
+  ResolveOptions options;
+  options.key_prefix = "rl:";
+  Resolve(request, shared, options, &plan);
+  ASSERT_EQ(plan.checks.size(), 1u);
+  EXPECT_EQ(plan.checks[0].key, "rl:{envoy_only|user=u}fw:60:l1");
+  EXPECT_EQ(plan.checks[0].params.limit, 1u);
+  EXPECT_EQ(plan.descriptors[0].stat_key, "envoy_only.user_u");
+  EXPECT_TRUE(plan.descriptors[1].rules.empty());
+}
+
+// Verifies --calendar_months marks fixed-window month rules and month overrides
+// (LimitParams::calendar_months), and nothing else.
+TEST(ResolveOptionsTest, CalendarMonthsMarkMonthWindows) {
+  auto config = LoadConfigText("m.yaml", R"(domain: m
+descriptors:
+  - key: plan
+    rate_limit: {unit: month, requests_per_unit: 1000}
+  - key: budget
+    rate_limit: {algorithm: token_bucket, unit: month, requests_per_unit: 1000}
+  - key: day
+    rate_limit: {unit: day, requests_per_unit: 10}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::shared_ptr<const Config> shared(std::move(*config));
+  Request request = testing::MakeRequest(
+      "m", {{{"plan", "p"}}, {{"budget", "b"}}, {{"day", "d"}}, {{"plan", "o"}}});
+  auto* limit = request.mutable_descriptors(3)->mutable_limit();
+  limit->set_requests_per_unit(5);
+  limit->set_unit(envoy::type::v3::MONTH);
+  for (bool calendar : {false, true}) {
+    RequestPlan plan;
+    ResolveOptions options;
+    options.calendar_months = calendar;
+    Resolve(request, shared, options, &plan);
+    ASSERT_EQ(plan.checks.size(), 4u);
+    EXPECT_EQ(plan.checks[0].params.calendar_months, calendar);
+    EXPECT_FALSE(plan.checks[1].params.calendar_months);  // a token bucket has no windows
+    EXPECT_FALSE(plan.checks[2].params.calendar_months);
+    EXPECT_EQ(plan.checks[3].params.calendar_months, calendar);
+  }
 }
 
 }  // namespace

@@ -213,5 +213,52 @@ TEST_F(RespondTest, RateLimitHeadersAndShapingDelay) {
   EXPECT_EQ(r.dynamic_metadata().fields().at("sluice.delay_ms").number_value(), 150);
 }
 
+// Verifies --request_all_or_nothing (upstream's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true,
+// envoyproxy/ratelimit#427): a request answered OVER_LIMIT lists what its admitted descriptors
+// took from the backend, to give back, and their statuses say what remains once it is; an OK
+// request, a failure mode's or the cache's answer, and a shadow-mode denial give nothing back.
+TEST_F(RespondTest, Issue427DeniedRequestGivesBackWhatItsOthersTook) {
+  options_.request_all_or_nothing = true;
+  // [group=bar] 10/minute admitted (7 left after 3 hits) + a denied one.
+  Plan({{{"user", "bar"}}, {{"user", "special"}}}, 3);
+  Decide(0, Allowed(7, 30'000'000));
+  Decide(1, Denied(20'000'000));
+  Response r = Answer();
+  EXPECT_EQ(r.overall_code(), Response::OVER_LIMIT);
+  EXPECT_THAT(account_.give_back, ::testing::ElementsAre(0u));
+  EXPECT_EQ(r.statuses(0).code(), Response::OK);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 10u);  // 7 + 3 given back
+  // Both rules of `both` admitted: each given back; the least remaining once they are.
+  Plan({{{"both", "x"}}, {{"user", "y"}}}, 1);
+  Decide(0, Allowed(1, 1'000'000));
+  Decide(1, Allowed(20, 3'600'000'000));
+  Decide(2, Denied(5'000'000));
+  r = Answer();
+  EXPECT_THAT(account_.give_back, ::testing::ElementsAre(0u, 1u));
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 2u);
+  // An OK request keeps what it took.
+  Plan({{{"user", "a"}}, {{"beta", "b"}}}, 1);
+  Decide(0, Allowed(5, 1'000'000));
+  Decide(1, Denied(1'000'000));  // shadow mode: OK all the same
+  r = Answer();
+  EXPECT_EQ(r.overall_code(), Response::OK);
+  EXPECT_TRUE(account_.give_back.empty());
+  // Answers that took nothing from the backend give nothing back.
+  Plan({{{"user", "a"}}, {{"user", "b"}}, {{"user", "c"}}}, 1);
+  Decide(0, Allowed(5, 1'000'000), DecidedBy::kLocal);
+  Decide(2, Denied(1'000'000), DecidedBy::kCache);
+  r = Answer();
+  EXPECT_EQ(r.overall_code(), Response::OVER_LIMIT);
+  EXPECT_TRUE(account_.give_back.empty());
+  // Without the option, nothing is given back.
+  options_.request_all_or_nothing = false;
+  Plan({{{"user", "bar"}}, {{"user", "special"}}}, 3);
+  Decide(0, Allowed(7, 30'000'000));
+  Decide(1, Denied(20'000'000));
+  r = Answer();
+  EXPECT_TRUE(account_.give_back.empty());
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 7u);
+}
+
 }  // namespace
 }  // namespace sluice

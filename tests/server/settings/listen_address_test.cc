@@ -51,5 +51,19 @@ TEST(ListenAddressTest, HostPortHonoursMinimumPort) {
             "'redis:0': port '0' is not a number from 1 to 65535");
 }
 
+// Verifies which listen addresses only this host reaches: 127.0.0.0/8, ::1 and localhost, and
+// no wildcard, other address or name.
+TEST(ListenAddressTest, LoopbackListenAddresses) {
+  for (const char* address :
+       {"127.0.0.1:8080", "127.1.2.3:1", "[::1]:8080", "localhost:0", "LocalHost:80"}) {
+    EXPECT_TRUE(IsLoopbackListenAddress(address)) << address;
+  }
+  for (const char* address : {"0.0.0.0:8080", "[::]:8080", ":8080", "10.0.0.1:8080",
+                              "[::ffff:127.0.0.1]:80", "example.com:80", "localhost", "128.0.0.1:1",
+                              "127.0.0.1"}) {
+    EXPECT_FALSE(IsLoopbackListenAddress(address)) << address;
+  }
+}
+
 }  // namespace
 }  // namespace sluice

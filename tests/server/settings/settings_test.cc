@@ -626,5 +626,30 @@ TEST(SettingsTest, MemcachedSettings) {
                           "--memcached_servers and --memcached_srv need --backend=memcached"));
 }
 
+// Verifies the admin API is refused without a token while an HTTP listener is reachable from
+// other hosts, naming --admin_api, --admin_token_file and the listener's flag; allowed with a
+// token, or on loopback; and a token file without the API is refused.
+TEST(SettingsTest, AdminApiNeedsATokenOrLoopback) {
+  Settings open = Valid();
+  open.admin.enabled = true;
+  const std::vector<SettingError> errors = ValidateSettings(open);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].flags, ElementsAre("admin_token_file", "admin_api", "http_address"));
+  EXPECT_THAT(errors[0].message, ::testing::HasSubstr("--admin_api without --admin_token_file"));
+  EXPECT_THAT(errors[0].message, ::testing::HasSubstr("--http_address=0.0.0.0:8080"));
+  Settings loopback = open;
+  loopback.http.address = "127.0.0.1:8080";
+  EXPECT_THAT(Messages(loopback), IsEmpty());
+  loopback.http.debug_address = "0.0.0.0:6070";
+  EXPECT_THAT(Messages(loopback), ElementsAre(::testing::HasSubstr("--debug_address=0.0.0.0:6070")));
+  Settings token = open;
+  token.admin.token_file = "/etc/sluice/admin-token";
+  EXPECT_THAT(Messages(token), IsEmpty());
+  Settings off = Valid();
+  off.admin.token_file = "/etc/sluice/admin-token";
+  EXPECT_THAT(Messages(off),
+              ElementsAre("--admin_token_file needs --admin_api (the admin API it guards is off)"));
+}
+
 }  // namespace
 }  // namespace sluice
