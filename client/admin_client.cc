@@ -17,7 +17,6 @@
 #include "client/rls_client.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/common/flag_file.h"
 
 namespace sluice {
 namespace {
@@ -249,19 +248,6 @@ absl::StatusOr<std::string> AdminRequestJson(absl::string_view domain,
     return absl::InternalError(status.message().as_string());
   }
   return json;
-}
-
-absl::StatusOr<std::string> ReadAdminTokenFile(const std::string& path) {
-  absl::StatusOr<std::string> content = ReadFlagFile("admin_token_file", path);
-  if (!content.ok()) {
-    return content.status();
-  }
-  std::string token(absl::StripAsciiWhitespace(*content));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--admin_token_file=", path, ": holds no token (only whitespace)"));
-  }
-  return token;
 }
 
 absl::StatusOr<AdminAnswer> AdminPost(const std::string& http_address, absl::string_view path,

@@ -24,10 +24,6 @@ absl::StatusOr<std::string> AdminRequestJson(absl::string_view domain,
                                              const std::vector<std::string>& descriptors,
                                              absl::string_view limit);
 
-// The token a --admin_token_file holds: its content without surrounding whitespace;
-// kInvalidArgument naming the flag when it cannot be read or holds nothing else.
-absl::StatusOr<std::string> ReadAdminTokenFile(const std::string& path);
-
 struct AdminAnswer {
   long status = 0;  // the HTTP status
   std::string body;

@@ -106,7 +106,7 @@ int Admin(bool reset, const std::string& domain, const std::vector<std::string>&
   std::string token;
   if (json.ok() && !absl::GetFlag(FLAGS_admin_token_file).empty()) {
     absl::StatusOr<std::string> read =
-        sluice::ReadAdminTokenFile(absl::GetFlag(FLAGS_admin_token_file));
+        sluice::ReadSecretFile("admin_token_file", absl::GetFlag(FLAGS_admin_token_file));
     if (!read.ok()) {
       json = read.status();
     } else {

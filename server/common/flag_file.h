@@ -13,4 +13,9 @@ namespace sluice {
 // cannot be read or is empty.
 absl::StatusOr<std::string> ReadFlagFile(absl::string_view flag, const std::string& path);
 
+// A secret a flag's file holds (a bearer token): its content without the whitespace around it
+// (echo's newline); kInvalidArgument naming the flag when it cannot be read or holds nothing
+// else.
+absl::StatusOr<std::string> ReadSecretFile(absl::string_view flag, const std::string& path);
+
 }  // namespace sluice

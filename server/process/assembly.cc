@@ -14,6 +14,7 @@
 #include "grpcpp/server_builder.h"
 #include "server/backend/memory_backend.h"
 #include "server/backend/per_second_backend.h"
+#include "server/common/flag_file.h"
 #include "server/common/logging.h"
 #include "server/common/status_macros.h"
 #include "server/process/part_options.h"
@@ -467,7 +468,7 @@ absl::Status Assembly::BuildAdmin(HttpServerOptions& http_options) {
     return absl::OkStatus();
   }
   if (!settings_.admin.token_file.empty()) {
-    ASSIGN_OR_RETURN(http_options.admin_token, ReadAdminToken(settings_.admin.token_file));
+    ASSIGN_OR_RETURN(http_options.admin_token, ReadSecretFile("admin_token_file", settings_.admin.token_file));
   }
   // Resolved as the decision path resolves (RateLimiter's options), so the keys are the same.
   const RateLimiterOptions limiter = RateLimiterOptionsFrom(settings_);

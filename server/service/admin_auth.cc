@@ -4,23 +4,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "server/common/flag_file.h"
 
 namespace sluice {
-
-absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
-  absl::StatusOr<std::string> content = ReadFlagFile("admin_token_file", path);
-  if (!content.ok()) {
-    return content.status();
-  }
-  std::string token(absl::StripAsciiWhitespace(*content));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--admin_token_file=", path, ": holds no token (only whitespace)"));
-  }
-  return token;
-}
 
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   // Every byte of the longer one is read once, whatever the content.

@@ -12,10 +12,7 @@
 
 namespace sluice {
 
-// The token --admin_token_file names: the file's content without surrounding whitespace (a
-// trailing newline, as `echo` writes it). kInvalidArgument naming the flag when the file cannot
-// be read or holds nothing else.
-absl::StatusOr<std::string> ReadAdminToken(const std::string& path);
+// (The token of --admin_token_file is read by ReadSecretFile, server/common/flag_file.h.)
 
 // Whether `authorization` (an Authorization header's value; null when absent) is "Bearer
 // <token>" (the scheme's case aside, as RFC 9110 reads it) for `token`, compared in constant

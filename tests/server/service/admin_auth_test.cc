@@ -4,13 +4,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/process.h"
 
 namespace sluice {
 namespace {
-
-using ::testing::HasSubstr;
-using testing::TempDir;
 
 // Verifies a caller passes only with "Bearer <token>" for exactly the token: the scheme's case
 // aside, nothing more, nothing less.
@@ -44,21 +40,6 @@ TEST(AdminAuthTest, ConstantTimeEqualsComparesWholeStrings) {
   EXPECT_FALSE(ConstantTimeEquals("", "a"));
   // A prefix padded with what the loop reads past the shorter one is still different.
   EXPECT_FALSE(ConstantTimeEquals(std::string("ab\0", 3), "ab"));
-}
-
-// Verifies the token file is read trimmed (echo's newline), and that a missing or blank file is
-// refused naming the flag.
-TEST(AdminAuthTest, ReadsTheTokenFileTrimmed) {
-  TempDir dir;
-  auto token = ReadAdminToken(dir.WriteFile("token", "  s3cret\n"));
-  ASSERT_TRUE(token.ok()) << token.status();
-  EXPECT_EQ(*token, "s3cret");
-  auto blank = ReadAdminToken(dir.WriteFile("blank", " \n\t\n"));
-  ASSERT_FALSE(blank.ok());
-  EXPECT_THAT(blank.status().message(), HasSubstr("--admin_token_file="));
-  auto missing = ReadAdminToken(dir.path() + "/none");
-  ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(missing.status().message(), HasSubstr("--admin_token_file="));
 }
 
 }  // namespace
