@@ -349,6 +349,15 @@ bool EnvoyQuotaModel::ShouldReplace(const Bucket& bucket, const Strategy& incomi
   return !google::protobuf::util::MessageDifferencer::Equals(new_tb, old_tb);
 }
 
+void EnvoyQuotaModel::CountRebuild(const EnvoyTokenBucket& held, const EnvoyTokenBucket& built,
+                                   absl::Time now) {
+  ++rebuilds_.count;
+  if (held.max_tokens() == built.max_tokens() && held.fill_rate() == built.fill_rate()) {
+    ++rebuilds_.same_bucket;
+  }
+  rebuilds_.tokens_gained += std::max(0.0, built.Remaining(now) - held.Remaining(now));
+}
+
 EnvoyTokenBucket EnvoyQuotaModel::NewTokenBucket(const Strategy& strategy, const Bucket& bucket,
                                                  absl::Time now) const {
   // global_client_impl.cc createTokenBucketFromAction.
@@ -417,7 +426,11 @@ void EnvoyQuotaModel::OnResponse(const Response& response, absl::Time now) {
         case Strategy::kTokenBucket:
           // A new limiter only when shouldReplaceTokenBucket; else the old one is carried over.
           if (ShouldReplace(bucket, strategy)) {
-            bucket.limiter = NewTokenBucket(strategy, bucket, now);
+            EnvoyTokenBucket built = NewTokenBucket(strategy, bucket, now);
+            if (bucket.limiter) {
+              CountRebuild(*bucket.limiter, built, now);
+            }
+            bucket.limiter = built;
           }
           break;
         case Strategy::kRequestsPerTimeUnit:

@@ -206,6 +206,16 @@ class EnvoyQuotaModel {
   uint64_t dropped_reports() const { return dropped_reports_; }
   // Actions skipped: no bucket id, unknown bucket, requests_per_time_unit, no strategy.
   uint64_t skipped_actions() const { return skipped_actions_; }
+  // Token buckets an assignment rebuilt while one was held (shouldReplaceTokenBucket): how
+  // many, how many of them had the held one's size and rate (a renewal Envoy read as a new
+  // bucket: only the compared nanos differed), and the tokens the rebuilds added at once (a
+  // rebuilt bucket starts full or empty, NewTokens).
+  struct Rebuilds {
+    uint64_t count = 0;
+    uint64_t same_bucket = 0;
+    double tokens_gained = 0;
+  };
+  const Rebuilds& rebuilds() const { return rebuilds_; }
   // kEnvoy with a token bucket as no_assignment_behavior: filter.cc shouldAllowRequest would
   // dereference the null token_bucket_limiter (Envoy crashes); the model allows and sets this.
   bool envoy_would_crash() const { return envoy_would_crash_; }
@@ -245,6 +255,7 @@ class EnvoyQuotaModel {
   bool ShouldReplace(const Bucket& bucket, const Strategy& incoming) const;
   EnvoyTokenBucket NewTokenBucket(const Strategy& strategy, const Bucket& bucket,
                                   absl::Time now) const;
+  void CountRebuild(const EnvoyTokenBucket& held, const EnvoyTokenBucket& built, absl::Time now);
   absl::Duration Ttl(const google::protobuf::Duration& ttl, bool set) const;
   absl::Duration Timeout(absl::Duration timeout) const;
   const Strategy& DefaultStrategy(const Bucket& bucket) const;
@@ -263,6 +274,7 @@ class EnvoyQuotaModel {
   absl::Time next_expiry_ = absl::InfiniteFuture();
   uint64_t dropped_reports_ = 0;
   uint64_t skipped_actions_ = 0;
+  Rebuilds rebuilds_;
   bool envoy_would_crash_ = false;
 };
 

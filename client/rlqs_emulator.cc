@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
@@ -36,6 +37,17 @@ std::shared_ptr<grpc::Channel> OwnChannel(const std::string& server) {
   return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
 }
 
+// A bucket id as "k=v,k=v", sorted by key (a map's order is not its contents').
+std::string NameOf(const EnvoyQuotaModel::BucketId& id) {
+  std::vector<std::pair<std::string, std::string>> pairs(id.bucket().begin(), id.bucket().end());
+  std::sort(pairs.begin(), pairs.end());
+  std::string name;
+  for (const auto& [key, value] : pairs) {
+    absl::StrAppend(&name, name.empty() ? "" : ",", key, "=", value);
+  }
+  return name;
+}
+
 }  // namespace
 
 struct RlqsEmulatedEnvoy::Stream {
@@ -61,13 +73,16 @@ bool RlqsEmulatedEnvoy::Request(const RlqsBucket& bucket) {
   return RequestLocked(id, absl::Now());
 }
 
-bool RlqsEmulatedEnvoy::RequestLocked(const EnvoyQuotaModel::BucketId& bucket, absl::Time at) {
+bool RlqsEmulatedEnvoy::RequestLocked(const EnvoyQuotaModel::BucketId& bucket, absl::Time at,
+                                      const std::string* name) {
   EnvoyQuotaModel::Decision decision = model_.OnRequest(bucket, at);
   PerformLocked(decision.output);
   if (decision.allowed) {
     ++admitted_;
+    admitted_at_.push_back(at);
     if (at >= window_from_ && at < window_to_) {
       ++admitted_in_window_;
+      ++admitted_in_window_by_bucket_[name != nullptr ? *name : NameOf(bucket)];
     }
   } else {
     ++denied_;
@@ -113,9 +128,16 @@ void RlqsEmulatedEnvoy::ReadLoop(Stream* stream) {
       // stream_, started again only once onRemoteClose has set it null: global_client_impl.cc).
       continue;
     }
+    const absl::Time now = absl::Now();
     for (const auto& action : response.bucket_action()) {
       if (action.has_abandon_action()) {
         ++abandons_;
+        const std::string name = NameOf(action.bucket_id());
+        if (std::any_of(flows_.begin(), flows_.end(), [&](const Flow& f) {
+              return f.rate > 0 && f.first <= now && f.name == name;
+            })) {
+          ++busy_abandons_;
+        }
       } else if (action.has_quota_assignment_action()) {
         ++assignments_;
       }
@@ -143,46 +165,82 @@ void RlqsEmulatedEnvoy::ReadLoop(Stream* stream) {
   }
 }
 
-void RlqsEmulatedEnvoy::Start(const RlqsBucket& bucket, double rate) {
-  const EnvoyQuotaModel::BucketId id = EnvoyQuotaModel::MakeBucketId(bucket);
-  absl::MutexLock lock(&mu_);
+RlqsEmulatedEnvoy::Flow RlqsEmulatedEnvoy::MakeFlow(const RlqsBucket& bucket, double rate,
+                                                    absl::Time first) {
+  Flow flow;
+  flow.id = EnvoyQuotaModel::MakeBucketId(bucket);
+  flow.name = NameOf(flow.id);
+  flow.rate = rate;
+  flow.first = std::max(first, absl::Now());
+  flow.next = rate > 0 ? flow.first : absl::InfiniteFuture();
+  return flow;
+}
+
+void RlqsEmulatedEnvoy::StartLocked() {
   if (running_) {
     return;
   }
   running_ = true;
   stop_ = false;
-  traffic_ = id;
-  rate_ = rate;
-  next_arrival_ = rate > 0 ? absl::Now() : absl::InfiniteFuture();
   driver_ = std::thread([this] { DriveLoop(); });
 }
 
-void RlqsEmulatedEnvoy::SetTraffic(const RlqsBucket& bucket, double rate) {
-  const EnvoyQuotaModel::BucketId id = EnvoyQuotaModel::MakeBucketId(bucket);
+void RlqsEmulatedEnvoy::Start(const RlqsBucket& bucket, double rate, absl::Time first) {
+  Flow flow = MakeFlow(bucket, rate, first);
   absl::MutexLock lock(&mu_);
-  traffic_ = id;
-  if (rate != rate_) {
-    rate_ = rate;
-    next_arrival_ = rate > 0 ? absl::Now() : absl::InfiniteFuture();
+  if (running_) {
+    return;
   }
+  flows_ = {std::move(flow)};
+  StartLocked();
+}
+
+void RlqsEmulatedEnvoy::SetTraffic(const RlqsBucket& bucket, double rate) {
+  Flow flow = MakeFlow(bucket, rate, absl::Now());
+  absl::MutexLock lock(&mu_);
+  if (flows_.size() == 1 && flows_[0].rate == rate) {
+    flow.next = flows_[0].next;  // the same spacing goes on
+  }
+  flows_ = {std::move(flow)};
+}
+
+void RlqsEmulatedEnvoy::AddTraffic(const RlqsBucket& bucket, double rate, absl::Time first) {
+  Flow flow = MakeFlow(bucket, rate, first);
+  absl::MutexLock lock(&mu_);
+  flows_.push_back(std::move(flow));
+  StartLocked();
 }
 
 void RlqsEmulatedEnvoy::DriveLoop() {
   mu_.Lock();
   while (!stop_) {
     const absl::Time now = absl::Now();
-    // Arrivals at their own times (evenly spaced), decided in order.
-    while (next_arrival_ <= now) {
-      RequestLocked(traffic_, next_arrival_);
-      next_arrival_ += absl::Seconds(1 / rate_);
+    // Arrivals at their own times (evenly spaced per flow), decided in time order over every
+    // flow (the model's time never goes back).
+    while (true) {
+      Flow* earliest = nullptr;
+      for (Flow& flow : flows_) {
+        if (flow.next <= now && (earliest == nullptr || flow.next < earliest->next)) {
+          earliest = &flow;
+        }
+      }
+      if (earliest == nullptr) {
+        break;
+      }
+      RequestLocked(earliest->id, earliest->next, &earliest->name);
+      earliest->next += absl::Seconds(1 / earliest->rate);
     }
     if (model_.NextReportAt() <= now) {
       PerformLocked(model_.Tick(now));
     }
     // Wake for the next report, or in 5 ms steps for arrivals (decided at their own times, so
     // batching them loses nothing), or at least every 100 ms.
+    absl::Time next_arrival = absl::InfiniteFuture();
+    for (const Flow& flow : flows_) {
+      next_arrival = std::min(next_arrival, flow.next);
+    }
     const absl::Time wake = std::min({model_.NextReportAt(),
-                                      std::max(next_arrival_, now + absl::Milliseconds(5)),
+                                      std::max(next_arrival, now + absl::Milliseconds(5)),
                                       now + absl::Milliseconds(100)});
     mu_.AwaitWithDeadline(absl::Condition(&stop_), wake);
   }
@@ -283,6 +341,28 @@ uint64_t RlqsEmulatedEnvoy::abandons() const {
   return abandons_;
 }
 
+uint64_t RlqsEmulatedEnvoy::busy_abandons() const {
+  absl::MutexLock lock(&mu_);
+  return busy_abandons_;
+}
+
+EnvoyQuotaModel::Rebuilds RlqsEmulatedEnvoy::rebuilds() const {
+  absl::MutexLock lock(&mu_);
+  return model_.rebuilds();
+}
+
+uint64_t RlqsEmulatedEnvoy::AdmittedBetween(absl::Time from, absl::Time to) const {
+  absl::MutexLock lock(&mu_);
+  const auto begin = std::lower_bound(admitted_at_.begin(), admitted_at_.end(), from);
+  const auto end = std::lower_bound(begin, admitted_at_.end(), to);
+  return static_cast<uint64_t>(end - begin);
+}
+
+std::map<std::string, uint64_t> RlqsEmulatedEnvoy::admitted_in_window_by_bucket() const {
+  absl::MutexLock lock(&mu_);
+  return admitted_in_window_by_bucket_;
+}
+
 uint64_t RlqsEmulatedEnvoy::admitted() const {
   absl::MutexLock lock(&mu_);
   return admitted_;
@@ -344,6 +424,12 @@ RlqsBucket BucketOfEpoch(const RlqsBucket& bucket, int64_t epoch) {
   return b;
 }
 
+RlqsBucket BucketOfTenant(const RlqsBucket& bucket, int tenant) {
+  RlqsBucket b = bucket;
+  absl::StrAppend(&b.back().second, "-t", tenant);
+  return b;
+}
+
 }  // namespace
 
 absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions& options) {
@@ -367,6 +453,11 @@ absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions&
           : absl::ToDoubleSeconds(options.profile == EnvoyQuotaProfile::kEnvoy
                                       ? EnvoyQuotaRules::For(options.profile).report_interval
                                       : base.settings.reporting_interval);
+  std::mt19937_64 random(options.seed);
+  // A random moment of `span` report intervals.
+  const auto phase = [&](double span) {
+    return absl::Seconds(std::uniform_real_distribution<double>(0, span * interval_s)(random));
+  };
 
   const absl::Time start = absl::Now();
   const absl::Time leave_at = start + absl::Seconds(options.warmup_s);
@@ -383,7 +474,15 @@ absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions&
     o.name = absl::StrCat("envoy ", i, ".", slots[i].envoys.size());
     auto envoy = std::make_unique<RlqsEmulatedEnvoy>(o);
     envoy->SetMeasureWindow(measure_from, end);
-    envoy->Start(BucketOfEpoch(options.bucket, epoch), slots[i].demand);
+    const absl::Time first = absl::Now() + phase(1);
+    if (options.tenants > 0) {
+      for (int t = 1; t <= options.tenants; ++t) {
+        envoy->AddTraffic(BucketOfTenant(options.bucket, t), slots[i].demand,
+                          first + phase(2));
+      }
+    } else {
+      envoy->Start(BucketOfEpoch(options.bucket, epoch), slots[i].demand, first);
+    }
     slots[i].envoys.push_back(std::move(envoy));
   };
   for (size_t i = 0; i < n; ++i) {
@@ -398,9 +497,27 @@ absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions&
   absl::Time next_churn = options.churn_every_s > 0
                               ? start + absl::Seconds(options.churn_every_s)
                               : absl::InfiniteFuture();
-  absl::Time next_epoch = options.new_bucket_every_s > 0
-                              ? start + absl::Seconds(options.new_bucket_every_s)
+  absl::Time next_epoch = options.new_bucket_every_s > 0 && options.tenants <= 0
+                              ? start + absl::Seconds(options.new_bucket_every_s) + phase(1)
                               : absl::InfiniteFuture();
+  // (f): the newcomers, each with when it joined and when it leaves (measured when it joined in
+  // the measure window).
+  struct Newcomer {
+    std::unique_ptr<RlqsEmulatedEnvoy> envoy;
+    absl::Time joined;
+    absl::Time leaves;
+  };
+  std::vector<Newcomer> newcomers;
+  int64_t newcomer_periods = 0;
+  const auto next_newcomer_at = [&] {
+    return options.newcomer_every_s > 0
+               ? start + absl::Seconds(options.newcomer_every_s *
+                                       static_cast<double>(++newcomer_periods)) +
+                     phase(1)
+               : absl::InfiniteFuture();
+  };
+  absl::Time next_newcomer = next_newcomer_at();
+  absl::Time next_newcomer_leaves = absl::InfiniteFuture();
   while (true) {
     const absl::Time now = absl::Now();
     if (now >= end) {
@@ -421,7 +538,9 @@ absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions&
     }
     if (now >= next_epoch) {
       ++epoch;
-      next_epoch += absl::Seconds(options.new_bucket_every_s);
+      next_epoch = start +
+                   absl::Seconds(options.new_bucket_every_s * static_cast<double>(epoch + 1)) +
+                   phase(1);
       for (size_t i = 0; i < n; ++i) {
         if (static_cast<int>(i) == options.leave && left) {
           continue;
@@ -430,18 +549,49 @@ absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions&
                                            slots[i].demand);
       }
     }
-    const absl::Time wake = std::min({end, next_churn, next_epoch,
+    if (now >= next_newcomer_leaves) {
+      newcomers.back().envoy->Leave();
+      next_newcomer_leaves = absl::InfiniteFuture();
+    }
+    if (now >= next_newcomer) {
+      RlqsEmulatedEnvoy::Options o = base;
+      const size_t k = newcomers.size();
+      o.server = options.servers.empty() ? options.server
+                                         : options.servers[(n + k) % options.servers.size()];
+      o.name = absl::StrCat("newcomer ", k);
+      Newcomer& joined = newcomers.emplace_back();
+      joined.envoy = std::make_unique<RlqsEmulatedEnvoy>(o);
+      joined.joined = absl::Now();
+      joined.leaves = joined.joined + absl::Seconds(options.newcomer_every_s / 2);
+      joined.envoy->Start(BucketOfEpoch(options.bucket, epoch),
+                          options.newcomer_demand > 0 ? options.newcomer_demand
+                                                      : options.demands.back(),
+                          joined.joined);
+      next_newcomer_leaves = joined.leaves;
+      next_newcomer = next_newcomer_at();
+    }
+    const absl::Time wake = std::min({end, next_churn, next_epoch, next_newcomer,
+                                      next_newcomer_leaves,
                                       left ? absl::InfiniteFuture() : leave_at});
     absl::SleepFor(std::max(absl::ZeroDuration(), wake - absl::Now()));
   }
   for (Slot& slot : slots) {
     slot.envoys.back()->Leave();
   }
+  for (Newcomer& newcomer : newcomers) {
+    newcomer.envoy->Leave();
+  }
 
   RlqsEmulationResult result;
   result.measured_s = options.duration_s;
   result.report_interval_s = interval_s;
   result.buckets_used = static_cast<uint64_t>(epoch) + 1;
+  std::map<std::string, uint64_t> by_tenant;
+  const auto add_rebuilds = [](EnvoyQuotaModel::Rebuilds& to, const EnvoyQuotaModel::Rebuilds& r) {
+    to.count += r.count;
+    to.same_bucket += r.same_bucket;
+    to.tokens_gained += r.tokens_gained;
+  };
   for (size_t i = 0; i < n; ++i) {
     RlqsEnvoyResult r;
     r.demand = slots[i].demand;
@@ -451,6 +601,11 @@ absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions&
       admitted += envoy->admitted_in_window();
       r.assignments += envoy->assignments();
       r.abandons += envoy->abandons();
+      r.busy_abandons += envoy->busy_abandons();
+      add_rebuilds(r.rebuilds, envoy->rebuilds());
+      for (const auto& [bucket, count] : envoy->admitted_in_window_by_bucket()) {
+        by_tenant[bucket] += count;
+      }
       for (const auto& end_of_stream : envoy->ServerEndedStreams()) {
         ++r.server_ended_streams;
         result.server_ended.push_back(RlqsStreamEnd{i, end_of_stream.code, end_of_stream.message,
@@ -459,7 +614,39 @@ absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions&
     }
     r.admitted_per_s = static_cast<double>(admitted) / options.duration_s;
     result.abandons += r.abandons;
+    result.busy_abandons += r.busy_abandons;
+    add_rebuilds(result.rebuilds, r.rebuilds);
     result.envoys.push_back(r);
+  }
+  if (options.tenants > 0) {
+    double demand = 0;
+    for (double d : options.demands) {
+      demand += d;
+    }
+    for (int t = 1; t <= options.tenants; ++t) {
+      RlqsTenant tenant;
+      tenant.bucket = NameOf(EnvoyQuotaModel::MakeBucketId(BucketOfTenant(options.bucket, t)));
+      tenant.demand = demand;
+      tenant.admitted_per_s = static_cast<double>(by_tenant[tenant.bucket]) / options.duration_s;
+      result.tenants.push_back(std::move(tenant));
+    }
+  }
+  for (const Newcomer& newcomer : newcomers) {
+    const absl::Time to = newcomer.joined + absl::Seconds(1);
+    result.busy_abandons += newcomer.envoy->busy_abandons();
+    if (newcomer.joined < measure_from || to > end) {
+      continue;
+    }
+    RlqsNewcomer r;
+    r.at_s = absl::ToDoubleSeconds(newcomer.joined - start);
+    r.own_first_s = newcomer.envoy->AdmittedBetween(newcomer.joined, to);
+    r.all_first_s = r.own_first_s;
+    for (const Slot& slot : slots) {
+      for (const auto& envoy : slot.envoys) {
+        r.all_first_s += envoy->AdmittedBetween(newcomer.joined, to);
+      }
+    }
+    result.newcomers.push_back(r);
   }
   std::sort(result.server_ended.begin(), result.server_ended.end(),
             [](const RlqsStreamEnd& a, const RlqsStreamEnd& b) { return a.at_s < b.at_s; });

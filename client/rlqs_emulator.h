@@ -4,10 +4,12 @@
 //
 // RlqsEmulatedEnvoy is one such Envoy on one server, for tests that drive it step by step or run
 // it in the background and look at what it holds. RunRlqsEmulation runs several on a bucket for
-// sluice-bench --rlqs: steady division, an Envoy leaving, Envoys replaced one by one (churn), and
-// traffic moving to new buckets; it measures what each admitted and counts every stream the
-// server ended and every abandon. The requests are arrivals on a clock, not calls: what is
-// measured is the server's division.
+// sluice-bench --rlqs: steady division, an Envoy leaving, Envoys replaced one by one (churn),
+// traffic moving to new buckets, many tenants' buckets, newcomers; every Envoy's timer and every
+// new bucket at a random (seeded) phase of it, as in production. It measures what each admitted
+// and counts every stream the server ended, every abandon (of a busy bucket apart) and every
+// token bucket Envoy rebuilt. The requests are arrivals on a clock, not calls: what is measured
+// is the server's division.
 //
 // Thread-safety: RlqsEmulatedEnvoy's methods may be called from any thread; its own threads (the
 // background driver, one reader per stream) share one mutex with them. RunRlqsEmulation blocks.
@@ -15,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,11 +81,15 @@ class RlqsEmulatedEnvoy {
 
   // --- In the background ---
 
-  // Starts a thread that sends requests for `bucket` at `rate` a second (evenly spaced; 0: none)
-  // and fires the report timer when the model says it is due. REQUIRES: not running.
-  void Start(const RlqsBucket& bucket, double rate);
-  // Moves the background traffic to `bucket` at `rate` (the old bucket goes idle).
+  // Starts a thread that sends requests for `bucket` at `rate` a second (evenly spaced; 0: none),
+  // the first at `first` (now when it has passed), and fires the report timer when the model
+  // says it is due. REQUIRES: not running.
+  void Start(const RlqsBucket& bucket, double rate, absl::Time first = absl::InfinitePast());
+  // Moves the background traffic (every flow) to `bucket` at `rate` (the old buckets go idle).
   void SetTraffic(const RlqsBucket& bucket, double rate);
+  // Adds a flow of requests for `bucket` at `rate` a second beside the others, the first at
+  // `first`; starts the background thread if it is not running.
+  void AddTraffic(const RlqsBucket& bucket, double rate, absl::Time first);
   // Stops the background thread; the stream stays open.
   void Stop();
   // Stops, and closes the stream (WritesDone, then cancel): this Envoy leaves. Requests after it
@@ -106,6 +113,15 @@ class RlqsEmulatedEnvoy {
   uint64_t streams_opened() const;
   uint64_t assignments() const;  // quota assignments received
   uint64_t abandons() const;     // abandon actions received
+  // Abandon actions received for a bucket the background traffic was going to at the time
+  // (a flow whose first request had been sent): a busy bucket Envoy then erases.
+  uint64_t busy_abandons() const;
+  // Token buckets assignments rebuilt (EnvoyQuotaModel::rebuilds).
+  EnvoyQuotaModel::Rebuilds rebuilds() const;
+  // Requests admitted whose arrival was in [from, to).
+  uint64_t AdmittedBetween(absl::Time from, absl::Time to) const;
+  // Admitted in the measure window, per bucket (its pairs as "k=v,k=v").
+  std::map<std::string, uint64_t> admitted_in_window_by_bucket() const;
   uint64_t admitted() const;
   uint64_t denied() const;
   uint64_t admitted_in_window() const;
@@ -122,8 +138,19 @@ class RlqsEmulatedEnvoy {
   using Response = envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse;
   struct Stream;
 
-  bool RequestLocked(const EnvoyQuotaModel::BucketId& bucket, absl::Time at)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A flow of background requests.
+  struct Flow {
+    EnvoyQuotaModel::BucketId id;
+    std::string name;  // "k=v,k=v", sorted by key
+    double rate = 0;
+    absl::Time first;  // its first request
+    absl::Time next;   // its next request
+  };
+  static Flow MakeFlow(const RlqsBucket& bucket, double rate, absl::Time first);
+
+  bool RequestLocked(const EnvoyQuotaModel::BucketId& bucket, absl::Time at,
+                     const std::string* name = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PerformLocked(const EnvoyQuotaModel::Output& output) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OpenStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadLoop(Stream* stream);
@@ -141,6 +168,9 @@ class RlqsEmulatedEnvoy {
   std::vector<StreamEnd> server_ended_ ABSL_GUARDED_BY(mu_);
   uint64_t assignments_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t abandons_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t busy_abandons_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<absl::Time> admitted_at_ ABSL_GUARDED_BY(mu_);  // in arrival order
+  std::map<std::string, uint64_t> admitted_in_window_by_bucket_ ABSL_GUARDED_BY(mu_);
   uint64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t denied_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t admitted_in_window_ ABSL_GUARDED_BY(mu_) = 0;
@@ -150,9 +180,7 @@ class RlqsEmulatedEnvoy {
   // Background traffic.
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  EnvoyQuotaModel::BucketId traffic_ ABSL_GUARDED_BY(mu_);
-  double rate_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time next_arrival_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::vector<Flow> flows_ ABSL_GUARDED_BY(mu_);
   std::thread driver_;
 };
 
@@ -176,9 +204,37 @@ struct RlqsEmulationOptions {
   // (b) > 0: every this many seconds one Envoy (0, 1, 2, ... in turn) closes its stream and a
   // new one with the same demand and server takes its place.
   double churn_every_s = 0;
-  // (c) > 0: every this many seconds all Envoys move their traffic to a new bucket (the last
-  // pair's value with "-<n>" appended); the old buckets go idle, for the server to abandon.
+  // (c) > 0: all Envoys move their traffic to a new bucket (the last pair's value with "-<n>"
+  // appended) every this many seconds plus a random part of a report interval, so that each
+  // new bucket is born at a random phase of each Envoy's report timer; the old buckets go idle,
+  // for the server to abandon.
   double new_bucket_every_s = 0;
+  // (e) > 0: each Envoy sends its demand to each of this many buckets (tenants: the last pair's
+  // value with "-t<k>" appended), the first request of each at a random moment of the first two
+  // report intervals, instead of to `bucket`. Each tenant is judged against the limit.
+  int tenants = 0;
+  // (f) > 0: every this many seconds (plus a random part of a report interval) a newcomer
+  // Envoy asking `newcomer_demand` (0: the last demand) joins, on the next server in turn, and
+  // leaves half a period later; what it and everyone admitted in its first second is measured.
+  double newcomer_every_s = 0;
+  double newcomer_demand = 0;
+  // Every Envoy's first request comes at a random moment of its first report interval (so
+  // their timers are out of step), drawn with this seed, as are (c), (e) and (f).
+  uint64_t seed = 1;
+};
+
+// (f): one newcomer's first second.
+struct RlqsNewcomer {
+  double at_s = 0;            // when it joined, since the run started
+  uint64_t own_first_s = 0;   // admitted by it in its first second
+  uint64_t all_first_s = 0;   // admitted by every Envoy in that second, it included
+};
+
+// (e): one tenant's bucket, over every Envoy.
+struct RlqsTenant {
+  std::string bucket;
+  double demand = 0;  // requests a second asked of it, every Envoy's together
+  double admitted_per_s = 0;
 };
 
 // A stream the server ended, and which Envoy's.
@@ -194,8 +250,10 @@ struct RlqsEnvoyResult {
   double admitted_per_s = 0;  // in the measured interval (every incarnation, under churn)
   uint64_t assignments = 0;
   uint64_t abandons = 0;
+  uint64_t busy_abandons = 0;
   uint64_t server_ended_streams = 0;
   uint64_t incarnations = 1;  // > 1 under churn
+  EnvoyQuotaModel::Rebuilds rebuilds;
 };
 
 struct RlqsEmulationResult {
@@ -204,7 +262,11 @@ struct RlqsEmulationResult {
   double report_interval_s = 0;  // the period the Envoys reported at
   std::vector<RlqsStreamEnd> server_ended;  // every stream the server ended, in time order
   uint64_t abandons = 0;
+  uint64_t busy_abandons = 0;  // abandons of a bucket its Envoy's traffic was going to
+  EnvoyQuotaModel::Rebuilds rebuilds;  // every Envoy's together
   uint64_t buckets_used = 1;  // (c): buckets the traffic went through
+  std::vector<RlqsTenant> tenants;       // (e)
+  std::vector<RlqsNewcomer> newcomers;   // (f)
 };
 
 absl::StatusOr<RlqsEmulationResult> RunRlqsEmulation(const RlqsEmulationOptions& options);

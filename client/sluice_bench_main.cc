@@ -11,10 +11,12 @@
 // each admitted against its max-min share of --rlqs_limit, the total, Jain's index of
 // admitted / share, and every stream the server ended and every abandon received. Scenarios:
 // --rlqs_leave (an Envoy leaves), --rlqs_churn_every (Envoys replaced one by one),
-// --rlqs_new_bucket_every (traffic moves to new buckets).
+// --rlqs_new_bucket_every (traffic moves to new buckets), --rlqs_tenants (many buckets born at
+// random phases), --rlqs_newcomer_every (newcomers' first second).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -74,6 +76,18 @@ ABSL_FLAG(double, rlqs_churn_every, 0,
 ABSL_FLAG(double, rlqs_new_bucket_every, 0,
           "--rlqs: every this many seconds all Envoys move their traffic to a new bucket (the "
           "last --rlqs_bucket value with -N appended); 0: never");
+ABSL_FLAG(int32_t, rlqs_tenants, 0,
+          "--rlqs: each Envoy sends its demand to each of this many buckets (the last "
+          "--rlqs_bucket value with -tK appended), each starting at a random moment of its "
+          "first two report intervals; each judged against --rlqs_limit. 0: one bucket");
+ABSL_FLAG(double, rlqs_newcomer_every, 0,
+          "--rlqs: every this many seconds (plus a random part of a report interval) a newcomer "
+          "Envoy joins and leaves half a period later; its first second is measured. 0: none");
+ABSL_FLAG(double, rlqs_newcomer_demand, 0,
+          "--rlqs: a newcomer's demand, requests a second; 0: the last of --rlqs");
+ABSL_FLAG(uint64_t, rlqs_seed, 1,
+          "--rlqs: seed of the random phases (Envoys' first requests, new buckets, tenants, "
+          "newcomers)");
 ABSL_FLAG(bool, rlqs_verbose, false, "--rlqs: print every assignment received on stderr");
 ABSL_FLAG(int32_t, rlqs_leave, -1,
           "--rlqs: this Envoy (0-based) leaves when the warmup ends; the measure starts three "
@@ -268,6 +282,10 @@ int RunRlqs() {
   options.leave = absl::GetFlag(FLAGS_rlqs_leave);
   options.churn_every_s = std::max(0.0, absl::GetFlag(FLAGS_rlqs_churn_every));
   options.new_bucket_every_s = std::max(0.0, absl::GetFlag(FLAGS_rlqs_new_bucket_every));
+  options.tenants = std::max(0, absl::GetFlag(FLAGS_rlqs_tenants));
+  options.newcomer_every_s = std::max(0.0, absl::GetFlag(FLAGS_rlqs_newcomer_every));
+  options.newcomer_demand = std::max(0.0, absl::GetFlag(FLAGS_rlqs_newcomer_demand));
+  options.seed = absl::GetFlag(FLAGS_rlqs_seed);
   auto result = RunRlqsEmulation(options);
   if (!result.ok()) {
     std::fprintf(stderr, "sluice-bench: %s\n", std::string(result.status().message()).c_str());
@@ -279,35 +297,91 @@ int RunRlqs() {
   if (options.leave >= 0 && options.leave < static_cast<int>(staying.size())) {
     staying[static_cast<size_t>(options.leave)] = 0;
   }
-  const std::vector<double> shares = MaxMinFairShares(limit, staying);
-  double total = 0;
-  std::vector<double> ratios;
-  std::printf("%-6s %10s %10s %12s %8s %12s %9s %7s %8s\n", "envoy", "demand/s", "share/s",
-              "admitted/s", "ratio", "assignments", "abandons", "ended", "replaced");
-  for (size_t i = 0; i < result->envoys.size(); ++i) {
-    const RlqsEnvoyResult& e = result->envoys[i];
-    total += e.admitted_per_s;
-    const double ratio = shares[i] > 0 ? e.admitted_per_s / shares[i] : 0;
-    if (static_cast<int>(i) != options.leave) {
-      ratios.push_back(ratio);
+  if (options.tenants > 0) {
+    // Each Envoy asks its demand of every tenant's bucket: judged per tenant below.
+    for (size_t i = 0; i < result->envoys.size(); ++i) {
+      const RlqsEnvoyResult& e = result->envoys[i];
+      std::printf("envoy %zu: %.1f/s to each of %d tenants, admitted %.1f/s in all, %llu "
+                  "assignments, %llu abandons, %llu streams ended\n",
+                  i, e.demand, options.tenants, e.admitted_per_s,
+                  static_cast<unsigned long long>(e.assignments),
+                  static_cast<unsigned long long>(e.abandons),
+                  static_cast<unsigned long long>(e.server_ended_streams));
     }
-    std::printf("%-6zu %10.1f %10.1f %12.1f %8.3f %12llu %9llu %7llu %8llu\n", i, e.demand,
-                shares[i], e.admitted_per_s, ratio, static_cast<unsigned long long>(e.assignments),
-                static_cast<unsigned long long>(e.abandons),
-                static_cast<unsigned long long>(e.server_ended_streams),
-                static_cast<unsigned long long>(e.incarnations - 1));
+  } else {
+    const std::vector<double> shares = MaxMinFairShares(limit, staying);
+    double total = 0;
+    std::vector<double> ratios;
+    std::printf("%-6s %10s %10s %12s %8s %12s %9s %7s %8s\n", "envoy", "demand/s", "share/s",
+                "admitted/s", "ratio", "assignments", "abandons", "ended", "replaced");
+    for (size_t i = 0; i < result->envoys.size(); ++i) {
+      const RlqsEnvoyResult& e = result->envoys[i];
+      total += e.admitted_per_s;
+      const double ratio = shares[i] > 0 ? e.admitted_per_s / shares[i] : 0;
+      if (static_cast<int>(i) != options.leave) {
+        ratios.push_back(ratio);
+      }
+      std::printf("%-6zu %10.1f %10.1f %12.1f %8.3f %12llu %9llu %7llu %8llu\n", i, e.demand,
+                  shares[i], e.admitted_per_s, ratio,
+                  static_cast<unsigned long long>(e.assignments),
+                  static_cast<unsigned long long>(e.abandons),
+                  static_cast<unsigned long long>(e.server_ended_streams),
+                  static_cast<unsigned long long>(e.incarnations - 1));
+    }
+    std::printf("total admitted %.1f/s against a limit of %.1f/s: %.3fx; Jain's index of "
+                "admitted/share %.4f (%.0f s measured after %.0f s; profile %s, reports every "
+                "%.3g s)\n",
+                total, limit, total / limit, JainIndex(ratios), options.duration_s,
+                options.warmup_s, EnvoyQuotaProfileName(options.profile),
+                result->report_interval_s);
   }
-  std::printf("total admitted %.1f/s against a limit of %.1f/s: %.3fx; Jain's index of "
-              "admitted/share %.4f (%.0f s measured after %.0f s; profile %s, reports every "
-              "%.3g s)\n",
-              total, limit, total / limit, JainIndex(ratios), options.duration_s,
-              options.warmup_s, EnvoyQuotaProfileName(options.profile),
-              result->report_interval_s);
   if (options.new_bucket_every_s > 0) {
     std::printf("buckets the traffic went through: %llu\n",
                 static_cast<unsigned long long>(result->buckets_used));
   }
-  std::printf("abandons received: %llu\n", static_cast<unsigned long long>(result->abandons));
+  if (!result->tenants.empty()) {
+    double worst = 0;
+    double least = std::numeric_limits<double>::infinity();
+    for (const RlqsTenant& tenant : result->tenants) {
+      const double ratio = tenant.admitted_per_s / std::min(limit, tenant.demand);
+      worst = std::max(worst, ratio);
+      least = std::min(least, ratio);
+      std::printf("  tenant %s: asked %.1f/s, admitted %.1f/s: %.3fx of min(asked, limit)\n",
+                  tenant.bucket.c_str(), tenant.demand, tenant.admitted_per_s, ratio);
+    }
+    std::printf("tenants: %zu, admitted %.3fx to %.3fx of min(asked, limit)\n",
+                result->tenants.size(), least, worst);
+  }
+  if (!result->newcomers.empty()) {
+    std::vector<double> with_newcomer = options.demands;
+    with_newcomer.push_back(options.newcomer_demand > 0 ? options.newcomer_demand
+                                                        : options.demands.back());
+    const double fair = MaxMinFairShares(limit, with_newcomer).back();
+    double own = 0;
+    double all = 0;
+    double worst_all = 0;
+    double least_own = std::numeric_limits<double>::infinity();
+    for (const RlqsNewcomer& newcomer : result->newcomers) {
+      own += static_cast<double>(newcomer.own_first_s);
+      all += static_cast<double>(newcomer.all_first_s);
+      worst_all = std::max(worst_all, static_cast<double>(newcomer.all_first_s) / limit);
+      least_own = std::min(least_own, static_cast<double>(newcomer.own_first_s));
+    }
+    const double count = static_cast<double>(result->newcomers.size());
+    std::printf("newcomers: %zu; in its first second a newcomer admitted %.1f on average "
+                "(least %.0f; its fair share %.1f/s), and everyone %.3fx the limit on average "
+                "(most %.3fx)\n",
+                result->newcomers.size(), own / count, least_own, fair, all / count / limit,
+                worst_all);
+  }
+  std::printf("token buckets Envoy rebuilt: %llu (%llu of them the same size and rate: a "
+              "renewal read as new), %.0f tokens handed out at once by them\n",
+              static_cast<unsigned long long>(result->rebuilds.count),
+              static_cast<unsigned long long>(result->rebuilds.same_bucket),
+              result->rebuilds.tokens_gained);
+  std::printf("abandons received: %llu (of a busy bucket: %llu)\n",
+              static_cast<unsigned long long>(result->abandons),
+              static_cast<unsigned long long>(result->busy_abandons));
   std::printf("streams ended by the server: %zu\n", result->server_ended.size());
   // The same end (code and message) counted once, with the first time it happened.
   std::vector<std::pair<std::string, int>> kinds;

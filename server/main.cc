@@ -90,6 +90,10 @@ ABSL_FLAG(int64_t, rlqs_max_pending_mib, Defaults().grpc.rlqs_max_pending_mib,
 ABSL_FLAG(absl::Duration, rlqs_write_timeout, Defaults().grpc.rlqs_write_timeout,
           "RLQS: a response its peer has not read for this long ends the stream (the peer does "
           "not read)");
+ABSL_FLAG(bool, rlqs_newcomer_waits, Defaults().grpc.rlqs_newcomer_waits,
+          "RLQS: a new Envoy on a bucket whose shares are held gets only the room they leave "
+          "(DENY_ALL when none) until the next rebalance, instead of its fair share at once "
+          "with the others' lowered at once");
 ABSL_FLAG(bool, rlqs_page_values, Defaults().grpc.rlqs_page_values,
           "GET /rlqs shows buckets' descriptor values as sent (escaped); by default they are "
           "redacted to their length and a hash");

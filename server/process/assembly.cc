@@ -199,8 +199,10 @@ absl::Status Assembly::BuildServers() {
     quota_options.max_peer_bytes = static_cast<size_t>(grpc.rlqs_max_peer_mib) << 20;
     quota_options.max_stream_bytes = static_cast<size_t>(grpc.rlqs_max_stream_mib) << 20;
     quota_options.page_values = grpc.rlqs_page_values;
+    quota_options.newcomer_waits = grpc.rlqs_newcomer_waits;
     const absl::Duration interval = grpc.rlqs_rebalance_interval;
     quota_options.remote_stale_after_us = absl::ToInt64Microseconds(interval * 2.5);
+    quota_options.rebalance_interval_us = absl::ToInt64Microseconds(interval);
     if (!redis_backends_.empty()) {
       // Replicas share their Envoys' demand through the main Redis; an entry outlives two
       // rebalances and a half, and a rebalance waits at most half an interval for it.

@@ -36,9 +36,17 @@ EnvoyTokenBucket EncodeShare(double share, double burst, const EnvoyTokenBucket*
     }
   }
   best.max_tokens = static_cast<uint32_t>(std::min(kMaxTokens, std::max(1.0, std::round(burst))));
-  if (previous != nullptr && !EnvoyReplaces(*previous, best) &&
-      previous->fill_seconds != best.fill_seconds) {
-    best.fill_nanos = previous->fill_nanos == 0 ? 1 : 0;
+  if (previous != nullptr) {
+    // What Envoy compares stays as it was sent: the nanos are kept, so that a renewal of the
+    // same share is the same bucket (a nanos that differs would make Envoy replace the bucket,
+    // which it starts full), and toggled only to mark a change of seconds alone, which Envoy
+    // would otherwise ignore.
+    best.fill_nanos = previous->fill_nanos;
+    if (best.max_tokens == previous->max_tokens &&
+        best.tokens_per_fill == previous->tokens_per_fill &&
+        best.fill_seconds != previous->fill_seconds) {
+      best.fill_nanos = previous->fill_nanos == 0 ? 1 : 0;
+    }
   }
   return best;
 }

@@ -7,8 +7,10 @@
 //     max_tokens.
 //   - shouldReplaceTokenBucket / protoTokenBucketsEq: a token bucket sent again replaces the one
 //     Envoy holds only when max_tokens, tokens_per_fill or fill_interval.nanos differ; a change
-//     of fill_interval.seconds alone is ignored. A replacement starts with the old bucket's
-//     fraction of tokens left (full when Envoy held no token bucket).
+//     of fill_interval.seconds alone is ignored. A replacement starts full or empty, not with
+//     the old bucket's fraction as its comment says: the fraction times max_tokens, a uint64,
+//     reaches AtomicTokenBucketImpl's `bool init_fill`, so it starts full whenever a whole token
+//     of the new bucket was left, and empty otherwise (full when Envoy held no token bucket).
 //   - startActionExpirationTimer: the assignment lives assignment_time_to_live.seconds (nanos
 //     ignored; 0 or unset expires it at once).
 //   - onQuotaResponseImpl: an assignment with no strategy, or requests_per_time_unit, is skipped
@@ -55,8 +57,11 @@ bool EnvoyReplaces(const EnvoyTokenBucket& held, const EnvoyTokenBucket& sent);
 //     whole number of tokens is within kMaxRateError of the share, else the closest;
 //   - max_tokens: the burst, rounded, at least 1 (Envoy refills continuously, so the fill does
 //     not bound the burst);
-//   - fill_nanos: 0, or toggled between 0 and 1 when the bucket differs from `previous` only in
-//     fill_seconds, which Envoy would ignore (1 ns changes no rate: Envoy truncates to seconds).
+//   - fill_nanos: the previous bucket's (0 for the first), toggled between 0 and 1 when the
+//     bucket differs from `previous` only in fill_seconds, which Envoy would ignore (1 ns changes
+//     no rate: Envoy truncates to seconds). So the same share and burst again give exactly
+//     `previous`, which Envoy keeps with its tokens, and a change of either is a bucket Envoy
+//     replaces.
 // REQUIRES: share > 0.
 EnvoyTokenBucket EncodeShare(double share, double burst, const EnvoyTokenBucket* previous);
 

@@ -28,6 +28,13 @@ constexpr double kOverTolerance = 0.02;
 constexpr int64_t kTrimEveryUs = 5'000'000;
 constexpr size_t kTrimWhenFreeBytes = size_t{16} << 20;
 
+// The burst a subscription holds when it is not sent its part of the rule's burst
+// (HoldsBurst): this long of its share (at least one token).
+constexpr double kLeanBurstSeconds = 0.1;
+// A settled subscription is sent its part of the rule's burst while its demand is under this
+// part of its share, and keeps it until its demand reaches the share.
+constexpr double kBurstBelowShare = 0.8;
+
 // At most one log line per this long for buckets refused by a shared bound.
 constexpr int64_t kRefusalLogEveryUs = 10'000'000;
 
@@ -56,6 +63,20 @@ absl::string_view QuotaServer::SharedBoundText(SharedBound bound) {
 QuotaServer::QuotaServer(const ConfigStore& config, QuotaOptions options, RemoteDemand* remote)
     : config_(config), options_(options), remote_(remote) {
   view_.Store(std::make_shared<const QuotaView>());
+}
+
+bool QuotaServer::HoldsBurst(const Subscription& sub, double share) {
+  if (!sub.settled()) {
+    return false;
+  }
+  const double demand = sub.Demand();
+  return demand < kBurstBelowShare * share || (sub.sent.full_burst && demand < share);
+}
+
+int64_t QuotaServer::MinTtlSeconds() const {
+  const int64_t reconnect_us =
+      kEnvoyReconnectUs + std::max<int64_t>(0, options_.rebalance_interval_us);
+  return std::max(options_.min_ttl_seconds, (reconnect_us + 999'999) / 1'000'000);
 }
 
 size_t QuotaServer::SubscriptionBytes() {
@@ -134,18 +155,23 @@ BucketAction* QuotaServer::AddAction(StreamId stream, const Bucket& bucket, Outb
 void QuotaServer::Assign(StreamId stream, Subscription& sub, const Bucket& bucket,
                          const QuotaRule& rule, double share, int64_t now_us, Outbox& out) {
   BucketAction* action = AddAction(stream, bucket, out);
-  const int64_t ttl_s = AssignmentTtlSeconds(sub.interval_us(), options_.assignment_ttl_intervals,
-                                             options_.min_ttl_seconds);
+  const int64_t ttl_s =
+      AssignmentTtlSeconds(sub.interval_us(), options_.assignment_ttl_intervals, MinTtlSeconds());
   Subscription::Sent& sent = sub.sent;
   if (rule.kind == QuotaRule::Kind::kShare && share > 0) {
-    // A bucket of the share's rate with the same part of the rule's burst.
-    const EnvoyTokenBucket bucket_sent = EncodeShare(
-        share, rule.burst * share / rule.rate, sent.assigned && sent.kind == rule.kind &&
-                                                   sent.share > 0
-                                                   ? &sent.bucket
-                                                   : nullptr);
+    // A bucket of the share's rate, with the same part of the rule's burst when HoldsBurst,
+    // else kLeanBurstSeconds of the share.
+    const bool full_burst = HoldsBurst(sub, share);
+    const double rule_burst = rule.burst * share / rule.rate;
+    const double burst =
+        full_burst ? rule_burst : std::min(rule_burst, share * kLeanBurstSeconds);
+    const EnvoyTokenBucket bucket_sent =
+        EncodeShare(share, burst,
+                    sent.assigned && sent.kind == rule.kind && sent.share > 0 ? &sent.bucket
+                                                                                : nullptr);
     FillAssignment(&bucket_sent, false, ttl_s, action);
     sent.bucket = bucket_sent;
+    sent.full_burst = full_burst;
   } else {
     // A share of 0 (nothing left) denies.
     FillAssignment(nullptr, rule.kind == QuotaRule::Kind::kAllowAll, ttl_s, action);
@@ -346,12 +372,12 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
       sub.AddReport(requests, elapsed_us, now_us);
       Rematch(config.get(), *bucket);
       // A new subscriber is answered at once (Envoy applies its no_assignment_behavior until
-      // then: createBucketImpl's default_action), with its fair share as far as the shares the
-      // others here hold leave room: they move at the next rebalance, one change each (Envoy
-      // starts most replaced buckets full: createTokenBucketFromAction's initial tokens reach
-      // AtomicTokenBucketImpl as a bool init_fill; so moving them now, once per newcomer, would
-      // hand out a burst each time). Both in envoyproxy/envoy's rate_limit_quota/
-      // global_client_impl.cc.
+      // then: createBucketImpl's default_action, in envoyproxy/envoy's rate_limit_quota/
+      // global_client_impl.cc), with its fair share. When the shares the others here hold
+      // leave less room than that (less the hysteresis), those above their fresh share are
+      // lowered at once, so that the newcomer is not denied until the next rebalance and the
+      // total stays the limit; with newcomer_waits it gets only the room left instead
+      // (DENY_ALL when there is none), and the others move at the next rebalance.
       const QuotaRule rule = Effective(config.get(), *bucket, now_us);
       const std::vector<double> shares = Shares(*bucket, rule.rate);
       double room = 0;
@@ -362,7 +388,19 @@ absl::Status QuotaServer::ReportLocked(StreamId id, const Reports& reports, int6
           room -= held.share;
         }
       }
-      Assign(id, sub, *bucket, rule, std::clamp(room, 0.0, shares.back()), now_us, out);
+      const double fair = shares.back();
+      if (rule.kind == QuotaRule::Kind::kShare && !options_.newcomer_waits &&
+          room < fair * (1 - options_.hysteresis)) {
+        for (size_t i = 0; i + 1 < shares.size(); ++i) {
+          const auto [other_id, other] = bucket->subscribers[i];
+          if (other->sent.assigned && other->sent.kind == rule.kind &&
+              other->sent.share > shares[i]) {
+            Assign(other_id, *other, *bucket, rule, shares[i], now_us, out);
+          }
+        }
+        room = fair;
+      }
+      Assign(id, sub, *bucket, rule, std::clamp(room, 0.0, fair), now_us, out);
       continue;
     }
     Subscription& sub = sub_it->second;
@@ -422,13 +460,19 @@ QuotaRule QuotaServer::Effective(const Config* config, const Bucket& bucket,
 }
 
 void QuotaServer::AbandonQuiet(int64_t now_us, Outbox& out) {
-  const int64_t min_quiet_us = options_.min_ttl_seconds * 1'000'000;
+  const int64_t min_quiet_us = MinTtlSeconds() * 1'000'000;
   for (auto& [id, stream] : streams_) {
     std::vector<Bucket*> quiet;
     for (const auto& [bucket, sub] : stream->subscriptions) {
       // The interval is the server's measure, held to a minute: a client cannot put this off.
+      // A bucket whose latest report counted requests is in use, and is not abandoned for its
+      // reports' timing (Envoy erases an abandoned bucket, and its traffic falls to
+      // no_assignment_behavior, allow-all by default): only once silent for as many of the
+      // longest intervals, which no Envoy reaches (it reports every bucket at every tick) and
+      // which bounds how long a client that drops a bucket unannounced holds its demand.
+      const int64_t interval_us = sub.busy() ? Subscription::kMaxIntervalUs : sub.interval_us();
       if (now_us - sub.last_report_us() >=
-          std::max(min_quiet_us, sub.interval_us() * options_.abandon_after_intervals)) {
+          std::max(min_quiet_us, interval_us * options_.abandon_after_intervals)) {
         quiet.push_back(bucket);
       }
     }
@@ -559,7 +603,11 @@ void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
                           (over && shares[i] < sent.share) ||
                           (under && shares[i] > sent.share));
       const bool expiring = now_us - sent.at_us >= sent.ttl_us / 2;
-      if (!sent.assigned || rule_changed || kind_changed || moved || expiring) {
+      // Its burst is due, or no longer (HoldsBurst).
+      const bool burst_changed = rule.kind == QuotaRule::Kind::kShare && sent.assigned &&
+                                 sent.kind == rule.kind && sent.share > 0 &&
+                                 HoldsBurst(*sub, sent.share) != sent.full_burst;
+      if (!sent.assigned || rule_changed || kind_changed || moved || expiring || burst_changed) {
         const bool fresh_share = !sent.assigned || rule_changed || kind_changed || moved;
         Assign(id, *sub, bucket, rule, fresh_share ? shares[i] : sent.share, now_us, out);
       }

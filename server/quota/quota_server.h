@@ -10,7 +10,9 @@
 //     the first); another domain ends the stream with INVALID_ARGUMENT. A report with no bucket
 //     (Envoy's tick while it holds none) is accepted.
 //   - A bucket's first report on a stream subscribes the stream to it and is answered at once
-//     with its share of the demands known then. Envoy's first report of a new bucket has a
+//     with its share of the demands known then, the others' shares here lowered at once when
+//     they leave no room for it (newcomer_waits: it waits for the next rebalance instead, with
+//     only the room left, DENY_ALL when there is none). Envoy's first report of a new bucket has a
 //     time_elapsed of 0 s and measures nothing (subscription.h says how demand is measured: on
 //     this server's clock, since Envoy truncates time_elapsed to whole seconds).
 //   - Envoy reports every bucket it holds on every tick, forever, and forgets one only when told
@@ -18,17 +20,28 @@
 //     and only onQuotaResponseImpl's abandon_action erases an entry. So a subscription is
 //     abandoned after abandon_idle_reports reports in a row with no request, or when not
 //     reported for abandon_after_intervals of its intervals (a client that stops reporting a
-//     bucket); when traffic returns, Envoy creates the bucket again and it is answered at once. A closed stream's demand leaves at once.
+//     bucket). A bucket whose latest report counted requests is busy, and stays whatever the
+//     phase of Envoy's timer it was born at (an abandoned bucket is erased, and its traffic
+//     falls to no_assignment_behavior, allow-all by default): it is abandoned only once silent
+//     for abandon_after_intervals of the longest interval (a minute), which an Envoy, reporting
+//     every bucket at every tick, never is. When traffic returns, Envoy creates the bucket
+//     again and it is answered at once. A closed stream's demand leaves at once.
 //   - Every rebalance (Tick) recomputes every bucket's shares and sends a subscriber an
 //     assignment when its share moved past `hysteresis`, when it is about to expire, or when
 //     the rule changed; and, when the shares held add up to more than 2% over (under) what they
-//     should, every share that went down (up). A share is sent as Envoy applies it
-//     (envoy_assignment.h): a token bucket within 0.5% of the share, whose comparison fields
-//     change whenever it does, a TTL of whole seconds, never an action Envoy skips.
+//     should, every share that went down (up); and when its burst is due or no longer
+//     (HoldsBurst). A share is sent as Envoy applies it (envoy_assignment.h): a token bucket
+//     within 0.5% of the share, whose comparison fields change whenever it does, a TTL of whole
+//     seconds, never an action Envoy skips. Its max_tokens is the share's part of the rule's
+//     burst only for a settled subscription that keeps tokens, and a tenth of a second of the
+//     share otherwise: Envoy starts every bucket it builds full, so a larger burst would be
+//     admitted at once by each new bucket and each share that moves.
 //   - An assignment lives assignment_ttl_intervals of the subscriber's report intervals (at
-//     least min_ttl_seconds) and is renewed at half its life, so that it outlives a missed
-//     report and a reconnect: a replica that stops (a rolling restart) just ends its streams,
-//     and each Envoy keeps its assignment until it has reconnected elsewhere.
+//     least min_ttl_seconds, and never less than Envoy's reconnect, its 5 s report tick, plus
+//     a rebalance) and is renewed at half its life, so that it outlives a missed report and a
+//     reconnect: a replica that stops (a rolling restart) just ends its streams, and each Envoy
+//     keeps its assignment until it has reconnected elsewhere. A renewal sends the token bucket
+//     last sent exactly as it was (envoy_assignment.h), which Envoy keeps with its tokens.
 //   - A report is bounded as an RLS request is (domain, key and value at most max_key_bytes,
 //     at most max_pairs pairs: INVALID_ARGUMENT), and time_elapsed is held to
 //     [0, max_time_elapsed_us] (a negative one is INVALID_ARGUMENT).
@@ -87,11 +100,18 @@ using QuotaResponse = envoy::service::rate_limit_quota::v3::RateLimitQuotaRespon
 struct QuotaOptions {
   // A share is sent again only when it moved by more than this fraction.
   double hysteresis = 0.1;
-  // How many of its report intervals an assignment lives (at least min_ttl_seconds).
+  // How many of its report intervals an assignment lives (at least min_ttl_seconds, and at
+  // least kEnvoyReconnectUs plus rebalance_interval_us, rounded up to whole seconds).
   int assignment_ttl_intervals = 4;
   int64_t min_ttl_seconds = 3;
+  // How often Tick runs (--rlqs_rebalance_interval).
+  int64_t rebalance_interval_us = 1'000'000;
+  // A new subscriber of a bucket whose shares are held gets only the room they leave (DENY_ALL
+  // when none) until the next rebalance, instead of its fair share at once with the others
+  // lowered at once (--rlqs_newcomer_waits).
+  bool newcomer_waits = false;
   // Abandoned: a subscription reported this many times in a row with no request, or not
-  // reported for this many of its intervals.
+  // reported for this many of its intervals (of Subscription::kMaxIntervalUs when busy).
   uint32_t abandon_idle_reports = 3;
   int abandon_after_intervals = 3;
   size_t max_streams = 10000;
@@ -142,6 +162,10 @@ class RemoteDemand {
 class QuotaServer {
  public:
   using StreamId = uint64_t;
+  // How long an Envoy whose stream ended waits to open another: its next report tick
+  // (global_client_impl.cc onSendReportsTimer reopens a closed stream; the timer fires every 5 s,
+  // filter_persistence.cc initTlsStore). An assignment must outlive it and a rebalance.
+  static constexpr int64_t kEnvoyReconnectUs = 5'000'000;
   // Receives the responses for one stream; called without the server's lock held, one call at
   // a time, possibly just after Close (the sink must then drop what it gets). Must not block.
   using Sink = absl::AnyInvocable<void(QuotaResponse)>;
@@ -259,6 +283,18 @@ class QuotaServer {
   // Shares of `bucket` among its subscribers (in subscribers order), over their demands and the
   // remote ones.
   static std::vector<double> Shares(const Bucket& bucket, double rate);
+  // Whether `sub`, assigned `share`, is sent its part of the rule's burst (else
+  // kLeanBurstSeconds of its share). Envoy starts every token bucket it builds full (a
+  // replacement too, whenever a whole token of it was left: envoy_assignment.h), so a burst
+  // sent is admitted at once by a subscriber that drains its tokens, at every share that moves,
+  // and by every passing subscription (traffic moving between buckets, a bucket not measured
+  // yet). It is sent only to a subscription that settled (Subscription::settled) and whose
+  // demand is under kBurstBelowShare of its share: one that keeps tokens, for a burst the rule
+  // allows.
+  static bool HoldsBurst(const Subscription& sub, double share);
+  // The shortest TTL an assignment gets: min_ttl_seconds, and never under Envoy's reconnect
+  // plus a rebalance (kEnvoyReconnectUs).
+  int64_t MinTtlSeconds() const;
   // The rule a bucket is answered by at now_us: its own, or when its exchange is stale, what
   // the failure mode says.
   QuotaRule Effective(const Config* config, const Bucket& bucket, int64_t now_us) const

@@ -31,6 +31,7 @@ void Subscription::AddReport(uint64_t requests, int64_t reported_us, int64_t now
       // Whole seconds are Envoy's truncation: the time was up to a second longer.
       AddSample(requests, reported_us % 1'000'000 == 0 ? reported_us + 500'000 : reported_us);
     }
+    after_immediate_ = reported_us == 0;
     last_report_us_ = now_us;
     return;
   }
@@ -41,7 +42,16 @@ void Subscription::AddReport(uint64_t requests, int64_t reported_us, int64_t now
     return;
   }
   AddSample(requests, measured);
-  interval_us_ = std::clamp(measured, kMinIntervalUs, kMaxIntervalUs);
+  if (!after_immediate_) {
+    if (gap_count_ == kSamples) {
+      std::rotate(gaps_.begin(), gaps_.begin() + 1, gaps_.end());
+      --gap_count_;
+    }
+    gaps_[gap_count_++] = measured;
+    interval_us_ = std::clamp(*std::max_element(gaps_.begin(), gaps_.begin() + gap_count_),
+                              kMinIntervalUs, kMaxIntervalUs);
+  }
+  after_immediate_ = false;
   last_report_us_ = now_us;
 }
 

@@ -8,6 +8,13 @@
 // Only the first report of a subscription has no previous one: its time_elapsed is taken then,
 // a half second added when it is whole seconds (the truncation's mean), and a first report of
 // 0 s (Envoy's immediate report of a new bucket, createBucketImpl) measures nothing.
+//
+// The report interval is measured between the report timer's ticks only. Envoy's timer runs
+// every 5 s from its first bucket (onSendReportsTimer), so a later bucket's immediate report and
+// its first tick are anywhere from 0 to 5 s apart: that gap says nothing of the interval, and
+// taken for it, a bucket made 1 s before a tick looked quiet 3 s after it and was abandoned while
+// busy. The interval is the longest of the last gaps between ticks, so that one early report
+// cannot shorten it either.
 // Not thread-safe: the quota server's lock guards it.
 #pragma once
 
@@ -46,6 +53,11 @@ class Subscription {
   int64_t last_report_us() const { return last_report_us_; }
   // Reports in a row with no request at all (the immediate report of a new bucket counts one).
   uint32_t idle_reports() const { return idle_reports_; }
+  // The report interval has been measured kSamples times: the subscription is no passing one
+  // (quota_server.h: a settled subscription is sent its share of the rule's burst).
+  bool settled() const { return gap_count_ == kSamples; }
+  // The latest report counted requests: the bucket is in use, whatever its reports' timing.
+  bool busy() const { return idle_reports_ == 0 && last_report_us_ >= 0; }
 
   // What the Envoy was last sent (valid when `assigned`).
   struct Sent {
@@ -53,6 +65,7 @@ class Subscription {
     QuotaRule::Kind kind = QuotaRule::Kind::kAllowAll;
     double share = 0;        // requests a second (kShare)
     EnvoyTokenBucket bucket;
+    bool full_burst = false;  // the bucket holds the rule's burst (the subscription settled)
     int64_t at_us = 0;
     int64_t ttl_us = 0;
   };
@@ -67,6 +80,12 @@ class Subscription {
   uint64_t carried_ = 0;
   uint32_t idle_reports_ = 0;
   int64_t last_report_us_ = -1;  // -1: none yet
+  // The previous report was the subscription's first and of 0 s (a new bucket's immediate
+  // report): the gap to the next is no report interval.
+  bool after_immediate_ = false;
+  // The last gaps between ticks, newest last; interval_us_ is the longest.
+  std::array<int64_t, kSamples> gaps_{};
+  uint8_t gap_count_ = 0;
   int64_t interval_us_ = kDefaultIntervalUs;
 
   void AddSample(uint64_t requests, int64_t elapsed_us);

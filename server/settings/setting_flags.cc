@@ -348,6 +348,7 @@ constexpr Entry kFlags[] = {
     Plain<&S::grpc, &Grpc::rlqs_max_pending_kib>("rlqs_max_pending_kib"),
     Plain<&S::grpc, &Grpc::rlqs_max_pending_mib>("rlqs_max_pending_mib"),
     Plain<&S::grpc, &Grpc::rlqs_write_timeout>("rlqs_write_timeout"),
+    Plain<&S::grpc, &Grpc::rlqs_newcomer_waits>("rlqs_newcomer_waits"),
     Plain<&S::grpc, &Grpc::rlqs_page_values>("rlqs_page_values"),
     Plain<&S::grpc, &Grpc::max_connection_age>("grpc_max_connection_age"),
     Plain<&S::grpc, &Grpc::max_connection_age_grace>("grpc_max_connection_age_grace"),

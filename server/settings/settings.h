@@ -167,6 +167,9 @@ struct GrpcSettings {
   int64_t rlqs_max_pending_mib = 64;
   // --rlqs_write_timeout: a response not read for this long cancels its stream (at least 1s).
   absl::Duration rlqs_write_timeout = absl::Seconds(10);
+  // --rlqs_newcomer_waits: a new subscriber of a bucket whose shares are held waits for the
+  // next rebalance with the room left (DENY_ALL when none), instead of its fair share at once.
+  bool rlqs_newcomer_waits = false;
   // --rlqs_page_values: GET /rlqs shows descriptor values as sent (else redacted).
   bool rlqs_page_values = false;
   // --grpc_max_connection_age: a client connection older than this is sent a GOAWAY, so that

@@ -1,6 +1,7 @@
 #include "server/quota/envoy_assignment.h"
 
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -89,6 +90,41 @@ TEST(EnvoyAssignmentTest, AChangeOnlyInSecondsIsMarkedInTheNanos) {
   EXPECT_TRUE(EnvoyReplaces(second, third));
   // The same share again is the same bucket: Envoy keeps its tokens.
   EXPECT_FALSE(EnvoyReplaces(third, EncodeShare(1.5, 3, &third)));
+}
+
+// Verifies what Envoy rebuilds over sequences of EncodeShare (each step given the one before):
+// a renewal, the same share and burst again, is the bucket last sent exactly, which Envoy keeps
+// with its tokens, also right after a change of seconds alone (marked in the nanos); every real
+// change of rate or burst is a bucket Envoy replaces (and starts full or empty).
+TEST(EnvoyAssignmentTest, RenewalsKeepWhatEnvoyComparesAndChangesReplace) {
+  const struct Step {
+    const char* what;
+    double share;
+    double burst;
+    EnvoyTokenBucket sent;
+    bool envoy_replaces;  // against the step before
+  } steps[] = {
+      {"first send", 1.5, 3, Bucket(3, 3, 2, 0), true},
+      {"renewal", 1.5, 3, Bucket(3, 3, 2, 0), false},
+      {"seconds-only change", 0.75, 3, Bucket(3, 3, 4, 1), true},
+      {"renewal after it", 0.75, 3, Bucket(3, 3, 4, 1), false},
+      {"renewal again", 0.75, 3, Bucket(3, 3, 4, 1), false},
+      {"real change of rate", 10, 3, Bucket(3, 10, 1, 1), true},
+      {"renewal after a real change", 10, 3, Bucket(3, 10, 1, 1), false},
+      {"change of burst alone", 10, 5, Bucket(5, 10, 1, 1), true},
+      {"back to 1.5/s, burst 3", 1.5, 3, Bucket(3, 3, 2, 1), true},
+      {"seconds-only change back", 0.75, 3, Bucket(3, 3, 4, 0), true},
+      {"renewal after that", 0.75, 3, Bucket(3, 3, 4, 0), false},
+  };
+  std::optional<EnvoyTokenBucket> previous;
+  for (const Step& step : steps) {
+    const EnvoyTokenBucket sent =
+        EncodeShare(step.share, step.burst, previous ? &*previous : nullptr);
+    EXPECT_EQ(sent, step.sent) << step.what;
+    EXPECT_EQ(!previous || EnvoyReplaces(*previous, sent), step.envoy_replaces) << step.what;
+    EXPECT_NEAR(EnvoyRate(sent), step.share, kMaxRateError * step.share) << step.what;
+    previous = sent;
+  }
 }
 
 // Verifies, over random walks of shares and bursts, that whenever the rate or the burst Envoy

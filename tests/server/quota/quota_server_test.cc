@@ -108,6 +108,18 @@ class QuotaServerTest : public ::testing::Test {
     return server_->Report(client.id, reports, now_);
   }
 
+  // Reports bucket {key: value} of `client` every 5 s with `requests` each time, until its
+  // interval was measured three times (Subscription::settled) and its demand is that of the
+  // last three, with a rebalance after each.
+  void Settle(Client& client, const std::string& value, const std::string& key,
+              uint64_t requests) {
+    for (int i = 0; i < 4; ++i) {
+      now_ += 5 * kSecond;
+      ASSERT_TRUE(Send(client, Usage(value, requests, 5 * kSecond, "q", key)).ok());
+      server_->Tick(now_);
+    }
+  }
+
   ConfigStore store_;
   std::unique_ptr<QuotaServer> server_;
   std::vector<std::unique_ptr<Client>> clients_;
@@ -126,8 +138,10 @@ TEST_F(QuotaServerTest, SharesAreMaxMinFairAndAddUpToTheLimit) {
     envoys.push_back(&c);
     ASSERT_TRUE(Send(c, Usage("r1", 1, 0)).ok());  // Envoy's immediate report: 0 s
     ASSERT_NE(c.Last("r1"), nullptr);                // answered at once
+    if (i == 0) {
+      EXPECT_NEAR(Rate(c.Last("r1")), 100, 0.5);  // alone: the whole limit
+    }
   }
-  EXPECT_NEAR(Rate(envoys[0]->Last("r1")), 100, 0.5);  // alone: the whole limit
   for (int round = 0; round < 3; ++round) {
     now_ += kSecond;
     for (size_t i = 0; i < envoys.size(); ++i) {
@@ -143,9 +157,10 @@ TEST_F(QuotaServerTest, SharesAreMaxMinFairAndAddUpToTheLimit) {
     // shares held add up to within 2% of the limit.
     const double share = i == 0 ? 20.0 : 80.0 / 3;
     EXPECT_NEAR(rate, share, 0.1 * share) << i;
-    if (i == 0) {  // sent at a rebalance: 4 report intervals of 1 s
+    if (i == 0) {  // sent at the first rebalance: 4 report intervals, Envoy's 5 s until two
+                   // ticks were measured (the gap after the immediate report is no interval)
       EXPECT_EQ(envoys[i]->Last("r1")->quota_assignment_action().assignment_time_to_live().seconds(),
-                4);
+                20);
     }
   }
   EXPECT_NEAR(total, 100, 2);
@@ -183,11 +198,39 @@ TEST_F(QuotaServerTest, EnvoysReportsAreAcceptedAsEnvoySendsThem) {
   EXPECT_EQ(envoy.Last("r7")->quota_assignment_action().assignment_time_to_live().seconds(), 20);
 }
 
-// Verifies that the shares held never add up to more than the limit when Envoys join: a newcomer
-// is answered at once with what the others leave (nothing, when the first holds the whole limit:
-// DENY_ALL), and the next rebalance moves everyone to the fair shares, the newcomer's demand
-// taken as large as anyone's until its first tick measures it.
-TEST_F(QuotaServerTest, NewcomersGetOnlyTheRoomTheOthersLeave) {
+// Verifies that a newcomer is answered at once with its fair share, the newcomer's demand taken
+// as large as anyone's until its first tick measures it, and that the shares held never add up
+// to more than the limit: the others, when they leave it no room, are lowered in the same
+// breath (here a, alone with the whole limit, to the 20/s it asks; then b to 40/s).
+TEST_F(QuotaServerTest, NewcomersGetTheirShareAtOnceAndTheOthersAreLoweredAtOnce) {
+  Client& a = Open();
+  ASSERT_TRUE(Send(a, Usage("r9", 1, 0)).ok());
+  EXPECT_NEAR(Rate(a.Last("r9")), 100, 0.5);
+  now_ += 5 * kSecond;
+  ASSERT_TRUE(Send(a, Usage("r9", 100, 5 * kSecond)).ok());  // 20/s
+  Client& b = Open();
+  ASSERT_TRUE(Send(b, Usage("r9", 1, 0)).ok());
+  EXPECT_NEAR(Rate(b.Last("r9")), 80, 0.5);
+  EXPECT_NEAR(Rate(a.Last("r9")), 20, 0.5);
+  Client& c = Open();
+  ASSERT_TRUE(Send(c, Usage("r9", 1, 0)).ok());
+  EXPECT_NEAR(Rate(c.Last("r9")), 40, 0.5);
+  EXPECT_NEAR(Rate(b.Last("r9")), 40, 0.5);
+  EXPECT_NEAR(Rate(a.Last("r9")), 20, 0.5);
+  // The next rebalance has nothing to move.
+  const size_t received = a.received.size() + b.received.size() + c.received.size();
+  now_ += 100'000;
+  server_->Tick(now_);
+  EXPECT_EQ(a.received.size() + b.received.size() + c.received.size(), received);
+}
+
+// Verifies --rlqs_newcomer_waits: a newcomer is answered at once with what the others leave
+// (nothing, when the first holds the whole limit: DENY_ALL), and the next rebalance moves
+// everyone to the fair shares.
+TEST_F(QuotaServerTest, WithNewcomerWaitsNewcomersGetOnlyTheRoomTheOthersLeave) {
+  QuotaOptions options;
+  options.newcomer_waits = true;
+  server_ = std::make_unique<QuotaServer>(store_, options);
   Client& a = Open();
   ASSERT_TRUE(Send(a, Usage("r9", 1, 0)).ok());
   EXPECT_NEAR(Rate(a.Last("r9")), 100, 0.5);
@@ -256,13 +299,20 @@ TEST_F(QuotaServerTest, RulesWithoutAShareAreBlanketRules) {
   EXPECT_EQ(blanket("route", "trial"), envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
   EXPECT_EQ(blanket("health", "h"), envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
   EXPECT_EQ(blanket("unknown", "u"), envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
-  // A per-minute rule: half a request a second, as one token every 2 s, with its burst share.
+  // A per-minute rule: half a request a second, as one token every 2 s; one token of burst
+  // until the subscription settled, then, as it asks less than its share, its share of the
+  // rule's burst.
   EXPECT_TRUE(Send(c, Usage("s", 10, kSecond, "q", "slow")).ok());
-  const auto& bucket =
-      c.Last("s", "slow")->quota_assignment_action().rate_limit_strategy().token_bucket();
-  EXPECT_EQ(bucket.tokens_per_fill().value(), 1u);
-  EXPECT_EQ(bucket.fill_interval().seconds(), 2);
-  EXPECT_EQ(bucket.max_tokens(), 60u);
+  const auto bucket = [&] {
+    return c.Last("s", "slow")->quota_assignment_action().rate_limit_strategy().token_bucket();
+  };
+  EXPECT_EQ(bucket().tokens_per_fill().value(), 1u);
+  EXPECT_EQ(bucket().fill_interval().seconds(), 2);
+  EXPECT_EQ(bucket().max_tokens(), 1u);
+  Settle(c, "s", "slow", 1);  // 0.2/s: it keeps tokens
+  EXPECT_EQ(bucket().tokens_per_fill().value(), 1u);
+  EXPECT_EQ(bucket().fill_interval().seconds(), 2);
+  EXPECT_EQ(bucket().max_tokens(), 60u);
 }
 
 // Verifies the bad inputs that end a stream, each with INVALID_ARGUMENT saying what is wrong.
@@ -451,29 +501,37 @@ TEST_F(QuotaServerTest, IdleBucketsAreAbandonedAndAnsweredAgainWhenTrafficReturn
   EXPECT_GT(Rate(a.Last("idle")), 0);
 }
 
-// Verifies a bucket no longer reported is abandoned after three intervals, and its demand leaves
-// the pool: the remaining Envoy's share rises; a closed stream's demand leaves at once. A client
-// that claims a huge time_elapsed cannot put the abandon off (the interval is the server's
-// measure, at most a minute).
+// Verifies a bucket no longer reported is abandoned after three intervals (but not before
+// Envoy's reconnect and a rebalance, 6 s), and its demand leaves the pool: the remaining Envoy's
+// share rises; a closed stream's demand leaves at once. A bucket whose last report counted
+// requests is abandoned only after three of the longest intervals (3 min). A client that claims
+// a huge time_elapsed cannot put the abandon off (the interval is the server's measure, at most
+// a minute).
 TEST_F(QuotaServerTest, QuietBucketsAreAbandonedAndClosedStreamsLeave) {
   Client& a = Open();
   Client& b = Open();
   Client& c = Open();
+  Client& busy = Open();
   for (int i = 0; i < 2; ++i) {  // two reports a second apart: a measured interval of 1 s
     now_ += kSecond;
     for (Client* client : {&a, &b, &c}) {
-      ASSERT_TRUE(Send(*client, Usage("r3", 300)).ok());
+      ASSERT_TRUE(Send(*client, Usage("r3", i == 0 ? 300 : 0)).ok());
     }
   }
   server_->Tick(now_);
-  EXPECT_NEAR(Rate(a.Last("r3")), 100.0 / 3, 0.5);
-  // b stops reporting; a and c go on.
-  for (int i = 0; i < 4; ++i) {
+  // b stops reporting after an idle report; a and c go on.
+  const int64_t b_last_us = now_;
+  const auto report_a_and_c = [&] {
     now_ += kSecond;
     ASSERT_TRUE(Send(a, Usage("r3", 300)).ok());
     ASSERT_TRUE(Send(c, Usage("r3", 300)).ok());
     server_->Tick(now_);
+  };
+  while (now_ - b_last_us < 5 * kSecond) {
+    report_a_and_c();
   }
+  EXPECT_FALSE(b.Last("r3")->has_abandon_action());  // 5 s: not yet
+  report_a_and_c();
   ASSERT_NE(b.Last("r3"), nullptr);
   EXPECT_TRUE(b.Last("r3")->has_abandon_action());
   EXPECT_NEAR(Rate(a.Last("r3")), 50, 0.5);
@@ -489,11 +547,26 @@ TEST_F(QuotaServerTest, QuietBucketsAreAbandonedAndClosedStreamsLeave) {
   forever.mutable_bucket_quota_usages(0)->mutable_time_elapsed()->set_seconds(1'000'000'000'000);
   ASSERT_TRUE(Send(liar, forever).ok());
   now_ += 5 * kSecond;
+  forever.mutable_bucket_quota_usages(0)->set_num_requests_allowed(0);
+  forever.mutable_bucket_quota_usages(0)->set_num_requests_denied(0);
   ASSERT_TRUE(Send(liar, forever).ok());
   now_ += 3 * 5 * kSecond + 1;
   server_->Tick(now_);
   ASSERT_NE(liar.Last("r4"), nullptr);
   EXPECT_TRUE(liar.Last("r4")->has_abandon_action());
+
+  // A busy bucket left unreported: kept for three minutes, then abandoned (as is every bucket
+  // here by then).
+  ASSERT_TRUE(Send(busy, Usage("r5", 5)).ok());
+  const int64_t busy_last_us = now_;
+  while (now_ + kSecond - busy_last_us < 3 * 60 * kSecond) {
+    now_ += kSecond;
+    server_->Tick(now_);
+    ASSERT_FALSE(busy.Last("r5")->has_abandon_action()) << (now_ - busy_last_us) / kSecond;
+  }
+  now_ += kSecond;
+  server_->Tick(now_);
+  EXPECT_TRUE(busy.Last("r5")->has_abandon_action());
 }
 
 // Other replicas, as a RemoteDemand would report them: fixed demands per bucket, a failure of
@@ -626,8 +699,12 @@ descriptors:
 
 // Verifies a reload first seen by a newcomer's report (the bucket's rule matched again there)
 // still reaches the bucket's other subscribers at the next rebalance, though their shares did
-// not move: here a burst changed and the newcomer left before the rebalance.
+// not move: here a burst changed and the newcomer left before the rebalance (a newcomer that
+// waits, so that it moves nothing of the others' shares on arrival).
 TEST_F(QuotaServerTest, AReloadFirstSeenByANewcomerReachesEverySubscriber) {
+  QuotaOptions options;
+  options.newcomer_waits = true;
+  server_ = std::make_unique<QuotaServer>(store_, options);
   const auto max_tokens = [](const Client& c) {
     const BucketAction* action = c.Last("s", "slow");
     return action == nullptr ? uint64_t{0}
@@ -638,7 +715,7 @@ TEST_F(QuotaServerTest, AReloadFirstSeenByANewcomerReachesEverySubscriber) {
   };
   Client& a = Open();
   ASSERT_TRUE(Send(a, Usage("s", 10, kSecond, "q", "slow")).ok());
-  server_->Tick(now_);
+  Settle(a, "s", "slow", 1);
   ASSERT_EQ(max_tokens(a), 60u);
   auto reloaded = LoadConfigText("q.yaml", R"(domain: q
 descriptors:
@@ -651,8 +728,8 @@ descriptors:
   ASSERT_TRUE(Send(b, Usage("s", 10, kSecond, "q", "slow")).ok());
   server_->Close(b.id);
   a.received.clear();
-  now_ += kSecond;
-  ASSERT_TRUE(Send(a, Usage("s", 10, kSecond, "q", "slow")).ok());
+  now_ += 5 * kSecond;
+  ASSERT_TRUE(Send(a, Usage("s", 1, 5 * kSecond, "q", "slow")).ok());
   server_->Tick(now_);
   EXPECT_EQ(max_tokens(a), 90u);
 }

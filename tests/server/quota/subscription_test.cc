@@ -51,24 +51,59 @@ TEST(SubscriptionTest, ReportsTooCloseToMeasureJoinTheNext) {
 }
 
 // Verifies idle counting and the interval's range: reports with no request count up, one with
-// a request resets; a measured interval is held to [1 s, 60 s] whatever the gap.
+// a request resets; a measured interval is held to [1 s, 60 s] whatever the gaps.
 TEST(SubscriptionTest, IdleReportsAndTheIntervalsRange) {
   Subscription sub;
   int64_t now = 10 * kSecond;
   sub.AddReport(1, 0, now);
+  EXPECT_TRUE(sub.busy());  // the immediate report counts the bucket's first request
   for (uint32_t i = 1; i <= 3; ++i) {
     now += 5 * kSecond;
     sub.AddReport(0, 5 * kSecond, now);
     EXPECT_EQ(sub.idle_reports(), i);
+    EXPECT_FALSE(sub.busy());
   }
-  now += 500'000;
-  sub.AddReport(1, 0, now);
+  for (int i = 0; i < 3; ++i) {  // a client reporting every half second
+    now += 500'000;
+    sub.AddReport(1, 0, now);
+  }
   EXPECT_EQ(sub.idle_reports(), 0u);
+  EXPECT_TRUE(sub.busy());
   EXPECT_EQ(sub.interval_us(), Subscription::kMinIntervalUs);
   now += 3600 * kSecond;
   sub.AddReport(1, 3600 * kSecond, now);
   EXPECT_EQ(sub.interval_us(), Subscription::kMaxIntervalUs);
   EXPECT_EQ(sub.last_report_us(), now);
+}
+
+// Verifies the interval at every phase of Envoy's report timer (global_client_impl.cc:
+// createBucketImpl reports a new bucket at once, onSendReportsTimer every 5 s from the first
+// bucket): whether the bucket's first tick comes 10 ms or 4.99 s after its immediate report,
+// the interval read is 5 s, never that gap; and one early report (a reconnect's) does not
+// shorten it. The subscription settles once three gaps between ticks were measured.
+TEST(SubscriptionTest, TheIntervalIsMeasuredBetweenTicksAtAnyPhase) {
+  for (int64_t phase_us : {10'000, 150'000, 700'000, 1'600'000, 2'500'000, 4'990'000}) {
+    Subscription sub;
+    int64_t now = 10 * kSecond;
+    sub.AddReport(1, 0, now);
+    now += phase_us;
+    sub.AddReport(20 * phase_us / kSecond + 1, phase_us / kSecond * kSecond, now);
+    EXPECT_EQ(sub.interval_us(), Subscription::kDefaultIntervalUs) << phase_us;
+    EXPECT_FALSE(sub.settled()) << phase_us;
+    for (int tick = 1; tick <= 4; ++tick) {
+      now += 5 * kSecond;
+      sub.AddReport(100, 4 * kSecond, now);
+      EXPECT_EQ(sub.interval_us(), 5 * kSecond) << phase_us << " tick " << tick;
+      // A tick within 100 ms of the immediate report joins it (ReportsTooCloseToMeasure...):
+      // the gap after it is still no interval.
+      EXPECT_EQ(sub.settled(), tick >= (phase_us < 100'000 ? 4 : 3)) << phase_us << " " << tick;
+      EXPECT_TRUE(sub.busy());
+    }
+    now += 1'200'000;  // an early report: the longest of the last gaps stays
+    sub.AddReport(24, kSecond, now);
+    EXPECT_EQ(sub.interval_us(), 5 * kSecond) << phase_us;
+    EXPECT_NEAR(sub.Demand(), 20, 0.5) << phase_us;
+  }
 }
 
 }  // namespace
