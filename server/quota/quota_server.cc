@@ -29,11 +29,21 @@ constexpr int64_t kTrimEveryUs = 5'000'000;
 constexpr size_t kTrimWhenFreeBytes = size_t{16} << 20;
 
 // The burst a subscription holds when it is not sent its part of the rule's burst
-// (HoldsBurst): this long of its share (at least one token).
+// (HoldsBurst): this long of its share, and at least kLeanMinTokens (one token would lose the
+// time it sits full between two arrivals), never more than its part of the rule's burst.
 constexpr double kLeanBurstSeconds = 0.1;
+constexpr double kLeanMinTokens = 2;
 // A settled subscription is sent its part of the rule's burst while its demand is under this
-// part of its share, and keeps it until its demand reaches the share.
-constexpr double kBurstBelowShare = 0.8;
+// many times its share (it is not denied: a share met in full is its demand), and keeps it until
+// its demand passes kBurstKeptBelowShare times its share.
+constexpr double kBurstBelowShare = 1.1;
+constexpr double kBurstKeptBelowShare = 1.2;
+
+// With a RemoteDemand: a new bucket is exchanged this long after it was made, and again after
+// the second (FreshExchangeDueUs), besides the rebalances: replicas whose Envoys create one
+// bucket at once learn of each other within the second delay, not a rebalance or two later
+// (each would divide the limit as if alone until then).
+constexpr int64_t kFreshExchangeAfterUs[] = {50'000, 300'000};
 
 // At most one log line per this long for buckets refused by a shared bound.
 constexpr int64_t kRefusalLogEveryUs = 10'000'000;
@@ -70,7 +80,8 @@ bool QuotaServer::HoldsBurst(const Subscription& sub, double share) {
     return false;
   }
   const double demand = sub.Demand();
-  return demand < kBurstBelowShare * share || (sub.sent.full_burst && demand < share);
+  return demand < kBurstBelowShare * share ||
+         (sub.sent.full_burst && demand < kBurstKeptBelowShare * share);
 }
 
 int64_t QuotaServer::MinTtlSeconds() const {
@@ -164,7 +175,8 @@ void QuotaServer::Assign(StreamId stream, Subscription& sub, const Bucket& bucke
     const bool full_burst = HoldsBurst(sub, share);
     const double rule_burst = rule.burst * share / rule.rate;
     const double burst =
-        full_burst ? rule_burst : std::min(rule_burst, share * kLeanBurstSeconds);
+        full_burst ? rule_burst
+                   : std::min(rule_burst, std::max(kLeanMinTokens, share * kLeanBurstSeconds));
     const EnvoyTokenBucket bucket_sent =
         EncodeShare(share, burst,
                     sent.assigned && sent.kind == rule.kind && sent.share > 0 ? &sent.bucket
@@ -187,15 +199,96 @@ void QuotaServer::Assign(StreamId stream, Subscription& sub, const Bucket& bucke
 absl::Status QuotaServer::Report(StreamId id, const Reports& reports, int64_t now_us) {
   Outbox out;
   absl::Status status;
+  std::shared_ptr<FreshHook> hook;
   {
     MutexLock lock(mu_);
     status = ReportLocked(id, reports, now_us, out);
     if (!status.ok()) {
       ++usage_.refused;
     }
+    if (fresh_added_) {
+      fresh_added_ = false;
+      hook = fresh_hook_;
+    }
   }
   Deliver(std::move(out));
+  if (hook != nullptr && *hook) {
+    (*hook)();
+  }
   return status;
+}
+
+void QuotaServer::SetFreshBucketHook(FreshHook hook) {
+  MutexLock lock(mu_);
+  fresh_hook_ = hook ? std::make_shared<FreshHook>(std::move(hook)) : nullptr;
+}
+
+int64_t QuotaServer::FreshExchangeDueUs() const {
+  MutexLock lock(mu_);
+  int64_t due = std::numeric_limits<int64_t>::max();
+  for (const Bucket* bucket : fresh_) {
+    due = std::min(due, bucket->created_us + kFreshExchangeAfterUs[bucket->fresh_exchanges]);
+  }
+  return due;
+}
+
+void QuotaServer::ExchangeFresh(int64_t now_us) {
+  if (remote_ == nullptr) {
+    return;
+  }
+  Outbox out;
+  std::vector<RemoteDemand::Bucket> published;
+  {
+    MutexLock lock(mu_);
+    std::vector<Bucket*> done;
+    for (Bucket* bucket : fresh_) {
+      if (bucket->created_us + kFreshExchangeAfterUs[bucket->fresh_exchanges] > now_us) {
+        continue;
+      }
+      if (++bucket->fresh_exchanges == std::size(kFreshExchangeAfterUs) ||
+          !bucket->rule.Divided()) {
+        done.push_back(bucket);
+      }
+      if (bucket->rule.Divided()) {
+        published.push_back(Publish(*bucket));
+      }
+    }
+    for (Bucket* bucket : done) {
+      fresh_.erase(bucket);
+    }
+  }
+  if (published.empty()) {
+    return;
+  }
+  // As Tick does: the exchange without the lock.
+  std::vector<std::optional<std::vector<double>>> exchanged = remote_->Exchange(published);
+  {
+    MutexLock lock(mu_);
+    const std::shared_ptr<const Config> config = CurrentConfig();
+    for (size_t i = 0; i < published.size(); ++i) {
+      if (i >= exchanged.size() || !exchanged[i].has_value()) {
+        ++usage_.exchange_failures;
+        continue;
+      }
+      auto it = buckets_.find(BucketName{published[i].domain, published[i].key});
+      if (it != buckets_.end()) {
+        it->second->remote = std::move(*exchanged[i]);
+        it->second->remote_at_us = now_us;
+        RebalanceBucket(config.get(), *it->second, now_us, out, nullptr);
+      }
+    }
+  }
+  Deliver(std::move(out));
+}
+
+RemoteDemand::Bucket QuotaServer::Publish(const Bucket& bucket) {
+  RemoteDemand::Bucket published;
+  published.domain = bucket.domain;
+  published.key = bucket.key;
+  for (const auto& [unused_id, sub] : bucket.subscribers) {
+    published.local.push_back(sub->DivisionDemand());
+  }
+  return published;
 }
 
 void QuotaServer::Rematch(const Config* config, Bucket& bucket) {
@@ -255,6 +348,10 @@ absl::StatusOr<std::pair<QuotaServer::Bucket*, Subscription*>> QuotaServer::Subs
     owned->matched_generation = generation_;
     bucket = owned.get();
     buckets_.emplace(BucketName{bucket->domain, bucket->key}, std::move(owned));
+    if (remote_ != nullptr) {
+      fresh_.insert(bucket);
+      fresh_added_ = true;
+    }
   } else {
     bucket = found->second.get();
   }
@@ -280,6 +377,7 @@ void QuotaServer::Unsubscribe(StreamId id, Stream& stream, Bucket* bucket) {
   size_t freed = SubscriptionBytes();
   if (subscribers.empty()) {
     freed += bucket->bytes;
+    fresh_.erase(bucket);
     buckets_.erase(BucketName{bucket->domain, bucket->key});
   }
   bytes_ -= freed;
@@ -507,13 +605,7 @@ std::vector<RemoteDemand::Bucket> QuotaServer::ToExchange() const {
                       entries.end(),
                       [](const Entry& a, const Entry& b) { return a.demand > b.demand; });
     for (size_t i = 0; i < kept; ++i) {
-      const Bucket& bucket = *entries[i].bucket;
-      RemoteDemand::Bucket& published = out.emplace_back();
-      published.domain = bucket.domain;
-      published.key = bucket.key;
-      for (const auto& [unused_id, sub] : bucket.subscribers) {
-        published.local.push_back(sub->DivisionDemand());
-      }
+      out.push_back(Publish(*entries[i].bucket));
     }
   }
   return out;
@@ -564,6 +656,67 @@ void QuotaServer::Tick(int64_t now_us) {
   }
 }
 
+double QuotaServer::RebalanceBucket(const Config* config, Bucket& bucket, int64_t now_us,
+                                    Outbox& out, QuotaView* view) {
+  Rematch(config, bucket);
+  const bool rule_changed = bucket.rule_changed;
+  bucket.rule_changed = false;
+  const QuotaRule rule = Effective(config, bucket, now_us);
+  const std::vector<double> shares = Shares(bucket, rule.rate);
+  // Shares that each moved by less than the hysteresis can still add up to more (or less)
+  // than the limit: past kOverTolerance of what they should sum to, every share that went
+  // down (up) is sent.
+  double sent_total = 0;
+  double fresh_total = 0;
+  double demand_total = 0;
+  for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
+    sent_total += bucket.subscribers[i].second->sent.share;
+    fresh_total += shares[i];
+  }
+  const bool over = sent_total > fresh_total * (1 + kOverTolerance);
+  const bool under = sent_total < fresh_total * (1 - kOverTolerance);
+  QuotaView::RuleGauges* gauges = view == nullptr || bucket.rule.stat_key.empty()
+                                      ? nullptr
+                                      : &view->per_rule[bucket.rule.stat_key];
+  for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
+    const auto [id, sub] = bucket.subscribers[i];
+    const Subscription::Sent& sent = sub->sent;
+    const bool kind_changed = sent.kind != rule.kind;
+    const bool moved = rule.kind == QuotaRule::Kind::kShare &&
+                       (ShareMoved(sent.share, shares[i], options_.hysteresis) ||
+                        (over && shares[i] < sent.share) || (under && shares[i] > sent.share));
+    const bool expiring = now_us - sent.at_us >= sent.ttl_us / 2;
+    // Its burst is due, or no longer (HoldsBurst).
+    const bool burst_changed = rule.kind == QuotaRule::Kind::kShare && sent.assigned &&
+                               sent.kind == rule.kind && sent.share > 0 &&
+                               HoldsBurst(*sub, sent.share) != sent.full_burst;
+    if (!sent.assigned || rule_changed || kind_changed || moved || expiring || burst_changed) {
+      const bool fresh_share = !sent.assigned || rule_changed || kind_changed || moved;
+      Assign(id, *sub, bucket, rule, fresh_share ? shares[i] : sent.share, now_us, out);
+    }
+    const double demand = sub->Demand();
+    demand_total += demand;
+    if (gauges != nullptr) {
+      // A shadow-mode rule is answered ALLOW_ALL: its shares are what enforcing it would give.
+      const double share = bucket.rule.shadow                             ? shares[i]
+                           : sub->sent.kind == QuotaRule::Kind::kShare ? sub->sent.share
+                                                                       : 0.0;
+      gauges->demand += demand;
+      gauges->share += share;
+      if (bucket.rule.shadow || sub->sent.kind != QuotaRule::Kind::kAllowAll) {
+        gauges->over += std::max(0.0, demand - share);
+      }
+    }
+  }
+  if (view != nullptr && rule.kind != bucket.rule.kind) {
+    ++view->stale;
+  }
+  for (double d : bucket.remote) {
+    demand_total += std::isfinite(d) ? d : 0.0;  // not measured yet
+  }
+  return demand_total;
+}
+
 void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
   const std::shared_ptr<const Config> config = CurrentConfig();
   auto view = std::make_shared<QuotaView>();
@@ -575,63 +728,7 @@ void QuotaServer::Rebalance(int64_t now_us, Outbox& out) {
   ranked.reserve(buckets_.size());
   for (auto& [unused_name, owned] : buckets_) {
     Bucket& bucket = *owned;
-    Rematch(config.get(), bucket);
-    const bool rule_changed = bucket.rule_changed;
-    bucket.rule_changed = false;
-    const QuotaRule rule = Effective(config.get(), bucket, now_us);
-    const std::vector<double> shares = Shares(bucket, rule.rate);
-    // Shares that each moved by less than the hysteresis can still add up to more (or less)
-    // than the limit: past kOverTolerance of what they should sum to, every share that went
-    // down (up) is sent.
-    double sent_total = 0;
-    double fresh_total = 0;
-    double demand_total = 0;
-    for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
-      sent_total += bucket.subscribers[i].second->sent.share;
-      fresh_total += shares[i];
-    }
-    const bool over = sent_total > fresh_total * (1 + kOverTolerance);
-    const bool under = sent_total < fresh_total * (1 - kOverTolerance);
-    QuotaView::RuleGauges* gauges =
-        bucket.rule.stat_key.empty() ? nullptr : &view->per_rule[bucket.rule.stat_key];
-    for (size_t i = 0; i < bucket.subscribers.size(); ++i) {
-      const auto [id, sub] = bucket.subscribers[i];
-      const Subscription::Sent& sent = sub->sent;
-      const bool kind_changed = sent.kind != rule.kind;
-      const bool moved = rule.kind == QuotaRule::Kind::kShare &&
-                         (ShareMoved(sent.share, shares[i], options_.hysteresis) ||
-                          (over && shares[i] < sent.share) ||
-                          (under && shares[i] > sent.share));
-      const bool expiring = now_us - sent.at_us >= sent.ttl_us / 2;
-      // Its burst is due, or no longer (HoldsBurst).
-      const bool burst_changed = rule.kind == QuotaRule::Kind::kShare && sent.assigned &&
-                                 sent.kind == rule.kind && sent.share > 0 &&
-                                 HoldsBurst(*sub, sent.share) != sent.full_burst;
-      if (!sent.assigned || rule_changed || kind_changed || moved || expiring || burst_changed) {
-        const bool fresh_share = !sent.assigned || rule_changed || kind_changed || moved;
-        Assign(id, *sub, bucket, rule, fresh_share ? shares[i] : sent.share, now_us, out);
-      }
-      const double demand = sub->Demand();
-      demand_total += demand;
-      if (gauges != nullptr) {
-        // A shadow-mode rule is answered ALLOW_ALL: its shares are what enforcing it would give.
-        const double share = bucket.rule.shadow                             ? shares[i]
-                             : sub->sent.kind == QuotaRule::Kind::kShare ? sub->sent.share
-                                                                         : 0.0;
-        gauges->demand += demand;
-        gauges->share += share;
-        if (bucket.rule.shadow || sub->sent.kind != QuotaRule::Kind::kAllowAll) {
-          gauges->over += std::max(0.0, demand - share);
-        }
-      }
-    }
-    if (rule.kind != bucket.rule.kind) {
-      ++view->stale;
-    }
-    for (double d : bucket.remote) {
-      demand_total += std::isfinite(d) ? d : 0.0;  // not measured yet
-    }
-    ranked.push_back({demand_total, &bucket});
+    ranked.push_back({RebalanceBucket(config.get(), bucket, now_us, out, view.get()), &bucket});
   }
   // The page's lines: the most demanded buckets, copied so that the page needs no lock.
   const size_t shown = std::min(options_.page_buckets, ranked.size());

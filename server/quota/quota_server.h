@@ -33,9 +33,10 @@
 //     (HoldsBurst). A share is sent as Envoy applies it (envoy_assignment.h): a token bucket
 //     within 0.5% of the share, whose comparison fields change whenever it does, a TTL of whole
 //     seconds, never an action Envoy skips. Its max_tokens is the share's part of the rule's
-//     burst only for a settled subscription that keeps tokens, and a tenth of a second of the
-//     share otherwise: Envoy starts every bucket it builds full, so a larger burst would be
-//     admitted at once by each new bucket and each share that moves.
+//     burst only for a settled subscription whose demand the share meets, and a tenth of a
+//     second of the share (at least two tokens) otherwise: Envoy starts every bucket it builds
+//     full, so a larger burst would be admitted at once by each new bucket and each share of a
+//     denied subscriber that moves.
 //   - An assignment lives assignment_ttl_intervals of the subscriber's report intervals (at
 //     least min_ttl_seconds, and never less than Envoy's reconnect, its 5 s report tick, plus
 //     a rebalance) and is renewed at half its life, so that it outlives a missed report and a
@@ -68,6 +69,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -76,6 +78,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/hash/hash.h"
@@ -188,6 +191,17 @@ class QuotaServer {
   // recomputed, moved or expiring assignments sent, the view snapshot taken.
   void Tick(int64_t now_us);
 
+  // With a RemoteDemand, a new bucket is exchanged early, twice (50 ms and 300 ms after it was
+  // made), and its shares recomputed then, so that replicas whose Envoys create a bucket at
+  // once learn of each other's demand before the next rebalance. When the next of those is
+  // due (INT64_MAX: none); ExchangeFresh(now_us) does the ones due by now_us.
+  int64_t FreshExchangeDueUs() const;
+  void ExchangeFresh(int64_t now_us);
+  // Called (without the server's lock) after a report that made a new bucket with a
+  // RemoteDemand: FreshExchangeDueUs moved earlier. May be empty.
+  using FreshHook = std::function<void()>;
+  void SetFreshBucketHook(FreshHook hook);
+
   struct Usage {
     size_t streams = 0;
     size_t peers = 0;
@@ -236,6 +250,7 @@ class QuotaServer {
     std::vector<double> remote;
     int64_t remote_at_us = 0;
     int64_t created_us = 0;
+    uint8_t fresh_exchanges = 0;  // early exchanges done (ExchangeFresh)
     size_t bytes = 0;  // what the bucket costs, charged to each stream that holds it
   };
 
@@ -283,14 +298,14 @@ class QuotaServer {
   // Shares of `bucket` among its subscribers (in subscribers order), over their demands and the
   // remote ones.
   static std::vector<double> Shares(const Bucket& bucket, double rate);
-  // Whether `sub`, assigned `share`, is sent its part of the rule's burst (else
-  // kLeanBurstSeconds of its share). Envoy starts every token bucket it builds full (a
-  // replacement too, whenever a whole token of it was left: envoy_assignment.h), so a burst
-  // sent is admitted at once by a subscriber that drains its tokens, at every share that moves,
-  // and by every passing subscription (traffic moving between buckets, a bucket not measured
-  // yet). It is sent only to a subscription that settled (Subscription::settled) and whose
-  // demand is under kBurstBelowShare of its share: one that keeps tokens, for a burst the rule
-  // allows.
+  // Whether `sub`, assigned `share`, is sent its part of the rule's burst (else a lean one:
+  // kLeanBurstSeconds of its share, at least kLeanMinTokens). Envoy starts every token bucket
+  // it builds full (a replacement too, whenever a whole token of it was left:
+  // envoy_assignment.h), so a burst sent is admitted at once by a subscriber that asks more
+  // than its share, at every share that moves, and by every passing subscription (traffic
+  // moving between buckets, a bucket not measured yet). It is sent only to a subscription that
+  // settled (Subscription::settled) and whose demand its share meets (within kBurstBelowShare):
+  // one whose tokens wait for a burst the rule allows.
   static bool HoldsBurst(const Subscription& sub, double share);
   // The shortest TTL an assignment gets: min_ttl_seconds, and never under Envoy's reconnect
   // plus a rebalance (kEnvoyReconnectUs).
@@ -308,6 +323,12 @@ class QuotaServer {
   void AbandonQuiet(int64_t now_us, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<RemoteDemand::Bucket> ToExchange() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Rebalance(int64_t now_us, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One bucket of a rebalance: its shares recomputed and those that moved sent; its gauges and
+  // staleness added to `view` (when not null). Its demand, every replica's.
+  double RebalanceBucket(const Config* config, Bucket& bucket, int64_t now_us, Outbox& out,
+                         QuotaView* view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What this replica publishes of `bucket`: its subscribers' demands.
+  static RemoteDemand::Bucket Publish(const Bucket& bucket);
   // Hands `out` to the sinks. Called without mu_.
   void Deliver(Outbox out) ABSL_LOCKS_EXCLUDED(mu_);
   // What a subscription costs on the heap, besides its bucket's bytes.
@@ -326,6 +347,10 @@ class QuotaServer {
   absl::node_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<BucketName, std::unique_ptr<Bucket>> buckets_ ABSL_GUARDED_BY(mu_);
   size_t subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
+  // New buckets not yet exchanged early twice (with a RemoteDemand); whether a report added one.
+  absl::flat_hash_set<Bucket*> fresh_ ABSL_GUARDED_BY(mu_);
+  bool fresh_added_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<FreshHook> fresh_hook_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // When Tick last looked whether to give the heap's free pages back.
   int64_t trimmed_us_ ABSL_GUARDED_BY(mu_) = 0;

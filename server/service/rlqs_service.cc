@@ -1,5 +1,6 @@
 #include "server/service/rlqs_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -205,13 +206,11 @@ class QuotaStream final : public grpc::ServerBidiReactor<Reports, QuotaResponse>
       writing_message = std::move(message);
       writing_since_us = RealClock::Get().MonotonicMicros();
       Recount();
-      fprintf(stderr, "DBG start write %lld bytes total %lld at %lld\n", (long long)writing_bytes, (long long)pending_total.load(), (long long)writing_since_us);
       stream->StartWrite(&writing_message);
     }
 
     void WriteDone(bool ok) {
       MutexLock lock(mu);
-      fprintf(stderr, "DBG write done ok=%d after %lld us\n", ok, (long long)(RealClock::Get().MonotonicMicros() - writing_since_us));
       writing_since_us = 0;
       writing_bytes = 0;
       writing_message.Clear();
@@ -278,7 +277,15 @@ RlqsGrpcService::RlqsGrpcService(quota::QuotaServer& quota, RlqsServiceOptions o
     : quota_(quota),
       options_(options),
       tracer_(tracer),
-      ticker_([this] { RunTicks(); }) {}
+      ticker_([this] { RunTicks(); }) {
+  // A new bucket may be due an early exchange before the next rebalance: wake the ticker
+  // (under its mutex, so that the wake cannot fall between its reading the due time and its
+  // waiting).
+  quota_.SetFreshBucketHook([this] {
+    MutexLock lock(mu_);
+    wake_.NotifyAll();
+  });
+}
 
 RlqsGrpcService::~RlqsGrpcService() { StopTicks(); }
 
@@ -290,6 +297,7 @@ bool RlqsGrpcService::StopTicks() {
     }
     stopping_ = true;
   }
+  quota_.SetFreshBucketHook(nullptr);
   wake_.NotifyAll();
   ticker_.join();
   return true;
@@ -333,17 +341,30 @@ void RlqsGrpcService::Drain() {
 void RlqsGrpcService::RunTicks() {
   const int64_t interval_us = absl::ToInt64Microseconds(options_.rebalance_interval);
   const int64_t write_timeout_us = absl::ToInt64Microseconds(options_.write_timeout);
+  int64_t next_tick_us = RealClock::Get().MonotonicMicros() + interval_us;
   while (true) {
+    // The next rebalance, or a new bucket's early exchange (QuotaServer::ExchangeFresh) when
+    // one is due before it.
+    int64_t now_us = RealClock::Get().MonotonicMicros();
     {
       MutexLock lock(mu_);
-      if (!stopping_) {
-        wake_.WaitFor(mu_, interval_us);
+      while (!stopping_) {
+        const int64_t due_us = std::min(next_tick_us, quota_.FreshExchangeDueUs());
+        if (due_us <= now_us) {
+          break;
+        }
+        wake_.WaitFor(mu_, due_us - now_us);
+        now_us = RealClock::Get().MonotonicMicros();
       }
       if (stopping_) {
         return;
       }
     }
-    const int64_t now_us = RealClock::Get().MonotonicMicros();
+    if (now_us < next_tick_us) {
+      quota_.ExchangeFresh(now_us);
+      continue;
+    }
+    next_tick_us = now_us + interval_us;
     quota_.Tick(now_us);
     MutexLock lock(streams_mu_);
     for (Stream* stream : streams_) {

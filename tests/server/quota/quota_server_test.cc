@@ -1,5 +1,6 @@
 #include "server/quota/quota_server.h"
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -299,17 +300,16 @@ TEST_F(QuotaServerTest, RulesWithoutAShareAreBlanketRules) {
   EXPECT_EQ(blanket("route", "trial"), envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
   EXPECT_EQ(blanket("health", "h"), envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
   EXPECT_EQ(blanket("unknown", "u"), envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
-  // A per-minute rule: half a request a second, as one token every 2 s; one token of burst
-  // until the subscription settled, then, as it asks less than its share, its share of the
-  // rule's burst.
+  // A per-minute rule: half a request a second, as one token every 2 s; a lean burst until the
+  // subscription settled, then, as its share meets what it asks, its share of the rule's burst.
   EXPECT_TRUE(Send(c, Usage("s", 10, kSecond, "q", "slow")).ok());
   const auto bucket = [&] {
     return c.Last("s", "slow")->quota_assignment_action().rate_limit_strategy().token_bucket();
   };
   EXPECT_EQ(bucket().tokens_per_fill().value(), 1u);
   EXPECT_EQ(bucket().fill_interval().seconds(), 2);
-  EXPECT_EQ(bucket().max_tokens(), 1u);
-  Settle(c, "s", "slow", 1);  // 0.2/s: it keeps tokens
+  EXPECT_EQ(bucket().max_tokens(), 2u);  // a lean burst is at least two tokens
+  Settle(c, "s", "slow", 1);  // 0.2/s: its share meets it
   EXPECT_EQ(bucket().tokens_per_fill().value(), 1u);
   EXPECT_EQ(bucket().fill_interval().seconds(), 2);
   EXPECT_EQ(bucket().max_tokens(), 60u);
@@ -592,6 +592,38 @@ class FakeReplicas final : public RemoteDemand {
   std::string fail_value;
   std::vector<Bucket> published;
 };
+
+// Verifies the early exchange of a new bucket: made at t, it is due at t + 50 ms, exchanged then
+// alone (the other replicas' Envoys asking 150 and 300, not measured on this one yet: as much as
+// anyone) and its shares recomputed at once, without waiting for a rebalance: the newcomer, first
+// given the whole limit, gets a third; due again at t + 300 ms, then no more. Without other
+// replicas (no RemoteDemand) nothing is ever due.
+TEST_F(QuotaServerTest, ANewBucketIsExchangedBeforeTheNextRebalance) {
+  EXPECT_EQ(server_->FreshExchangeDueUs(), std::numeric_limits<int64_t>::max());
+  FakeReplicas others;
+  others.demands = {150, 300};
+  QuotaServer server(store_, QuotaOptions{}, &others);
+  int hooked = 0;
+  server.SetFreshBucketHook([&hooked] { ++hooked; });
+  Client c;
+  auto id = server.Open([&c](QuotaResponse r) { c.received.push_back(std::move(r)); });
+  ASSERT_TRUE(id.ok());
+  c.id = *id;
+  ASSERT_TRUE(server.Report(c.id, Usage("fresh", 1, 0), now_).ok());
+  EXPECT_EQ(hooked, 1);
+  EXPECT_NEAR(Rate(c.Last("fresh")), 100, 0.5);
+  EXPECT_EQ(server.FreshExchangeDueUs(), now_ + 50'000);
+  server.ExchangeFresh(now_ + 49'000);  // not due yet
+  EXPECT_TRUE(others.published.empty());
+  server.ExchangeFresh(now_ + 50'000);
+  ASSERT_EQ(others.published.size(), 1u);
+  EXPECT_NEAR(Rate(c.Last("fresh")), 100.0 / 3, 0.5);
+  EXPECT_EQ(server.FreshExchangeDueUs(), now_ + 300'000);
+  server.ExchangeFresh(now_ + 300'000);
+  EXPECT_EQ(server.FreshExchangeDueUs(), std::numeric_limits<int64_t>::max());
+  ASSERT_TRUE(server.Report(c.id, Usage("fresh", 5, kSecond), now_ + kSecond).ok());
+  EXPECT_EQ(hooked, 1);  // not a new bucket
+}
 
 // Verifies the division across replicas: this replica publishes its Envoys' demands and divides
 // the limit over them and the other replicas' (20 and 60 here, 150 and 300 there: 20 and 26.7
