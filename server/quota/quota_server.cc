@@ -265,20 +265,30 @@ void QuotaServer::ExchangeFresh(int64_t now_us) {
   {
     MutexLock lock(mu_);
     const std::shared_ptr<const Config> config = CurrentConfig();
-    for (size_t i = 0; i < published.size(); ++i) {
-      if (i >= exchanged.size() || !exchanged[i].has_value()) {
-        ++usage_.exchange_failures;
-        continue;
-      }
-      auto it = buckets_.find(BucketName{published[i].domain, published[i].key});
-      if (it != buckets_.end()) {
-        it->second->remote = std::move(*exchanged[i]);
-        it->second->remote_at_us = now_us;
-        RebalanceBucket(config.get(), *it->second, now_us, out, nullptr);
-      }
+    for (Bucket* bucket : ApplyExchange(published, exchanged, now_us)) {
+      RebalanceBucket(config.get(), *bucket, now_us, out, nullptr);
     }
   }
   Deliver(std::move(out));
+}
+
+std::vector<QuotaServer::Bucket*> QuotaServer::ApplyExchange(
+    const std::vector<RemoteDemand::Bucket>& published,
+    std::vector<std::optional<std::vector<double>>>& exchanged, int64_t now_us) {
+  std::vector<Bucket*> updated;
+  for (size_t i = 0; i < published.size(); ++i) {
+    if (i >= exchanged.size() || !exchanged[i].has_value()) {
+      ++usage_.exchange_failures;
+      continue;
+    }
+    auto it = buckets_.find(BucketName{published[i].domain, published[i].key});
+    if (it != buckets_.end()) {
+      it->second->remote = std::move(*exchanged[i]);
+      it->second->remote_at_us = now_us;
+      updated.push_back(it->second.get());
+    }
+  }
+  return updated;
 }
 
 RemoteDemand::Bucket QuotaServer::Publish(const Bucket& bucket) {
@@ -630,18 +640,7 @@ void QuotaServer::Tick(int64_t now_us) {
   bool trim = false;
   {
     MutexLock lock(mu_);
-    for (size_t i = 0; i < published.size(); ++i) {
-      const bool ok = i < exchanged.size() && exchanged[i].has_value();
-      if (!ok) {
-        ++usage_.exchange_failures;
-        continue;
-      }
-      auto it = buckets_.find(BucketName{published[i].domain, published[i].key});
-      if (it != buckets_.end()) {
-        it->second->remote = std::move(*exchanged[i]);
-        it->second->remote_at_us = now_us;
-      }
-    }
+    ApplyExchange(published, exchanged, now_us);
     Rebalance(now_us, out);
     trim = now_us - trimmed_us_ >= kTrimEveryUs;
     if (trim) {

@@ -327,6 +327,11 @@ class QuotaServer {
   // staleness added to `view` (when not null). Its demand, every replica's.
   double RebalanceBucket(const Config* config, Bucket& bucket, int64_t now_us, Outbox& out,
                          QuotaView* view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores what an exchange returned (`exchanged`, taken) for the buckets `published`, counting
+  // its failures; the buckets updated (those still here).
+  std::vector<Bucket*> ApplyExchange(const std::vector<RemoteDemand::Bucket>& published,
+                                     std::vector<std::optional<std::vector<double>>>& exchanged,
+                                     int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What this replica publishes of `bucket`: its subscribers' demands.
   static RemoteDemand::Bucket Publish(const Bucket& bucket);
   // Hands `out` to the sinks. Called without mu_.

@@ -30,10 +30,6 @@ void Subscription::AddReport(uint64_t requests, int64_t reported_us, int64_t now
     if (reported_us > 0) {
       // Whole seconds are Envoy's truncation: the time was up to a second longer.
       AddSample(requests, reported_us % 1'000'000 == 0 ? reported_us + 500'000 : reported_us);
-    } else {
-      // A new bucket's first requests: counted with the measure that follows, whose time runs
-      // from now.
-      carried_ = SaturatingAdd(carried_, requests);
     }
     after_immediate_ = reported_us == 0;
     last_report_us_ = now_us;

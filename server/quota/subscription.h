@@ -7,8 +7,8 @@
 // (global_client_impl.cc, getUsageFromBucket), so a 5 s tick sent as 4 s would read 25% high.
 // Only the first report of a subscription has no previous one: its time_elapsed is taken then,
 // a half second added when it is whole seconds (the truncation's mean), and a first report of
-// 0 s (Envoy's immediate report of a new bucket, createBucketImpl) measures nothing: its
-// requests count with the next report's, over the time from it.
+// 0 s (Envoy's immediate report of a new bucket, createBucketImpl) measures nothing: its one
+// request is the bucket's birth, and the requests after it, over the time from it, are the rate.
 //
 // The report interval is measured between the report timer's ticks only. Envoy's timer runs
 // every 5 s from its first bucket (onSendReportsTimer), so a later bucket's immediate report and

@@ -8,9 +8,8 @@ namespace {
 constexpr int64_t kSecond = 1'000'000;
 
 // Verifies demand as Envoy reports it (getUsageFromBucket): the immediate report of a new bucket
-// (0 s, one request) measures nothing, its request counted with the next report's; the ticks that
-// follow every 5 s are measured on the server's clock, so a tick whose time_elapsed Envoy
-// truncated to 4 s does not read 25% high.
+// (0 s, one request) measures nothing; the ticks that follow every 5 s are measured on the
+// server's clock, so a tick whose time_elapsed Envoy truncated to 4 s does not read 25% high.
 TEST(SubscriptionTest, DemandIsMeasuredOnTheServersClock) {
   Subscription sub;
   int64_t now = 100 * kSecond;
@@ -18,7 +17,7 @@ TEST(SubscriptionTest, DemandIsMeasuredOnTheServersClock) {
   EXPECT_EQ(sub.Demand(), 0);
   EXPECT_EQ(sub.interval_us(), Subscription::kDefaultIntervalUs);
   now += 4'900'000;  // the first tick, 4.9 s after the bucket was made: reported as 4 s
-  sub.AddReport(489, 4 * kSecond, now);  // 490 requests in 4.9 s with the first
+  sub.AddReport(490, 4 * kSecond, now);
   EXPECT_NEAR(sub.Demand(), 100, 1e-9);
   for (int i = 0; i < 5; ++i) {
     now += 5 * kSecond;
@@ -47,7 +46,7 @@ TEST(SubscriptionTest, ReportsTooCloseToMeasureJoinTheNext) {
   sub.AddReport(1, 0, 10 * kSecond);
   sub.AddReport(3, 0, 10 * kSecond + 20'000);
   EXPECT_EQ(sub.Demand(), 0);
-  sub.AddReport(496, 5 * kSecond, 15 * kSecond);  // 500 requests in 5 s, all three reports
+  sub.AddReport(497, 5 * kSecond, 15 * kSecond);
   EXPECT_NEAR(sub.Demand(), 100, 1e-9);
 }
 

@@ -192,6 +192,14 @@ class Simulation {
     uint64_t busy_abandons = 0;  // abandons received while this flow was sending
   };
   const Flow& flow(size_t i) const { return flows_[i]; }
+  // What `flows` admitted so far, together.
+  uint64_t Admitted(const std::vector<size_t>& flows) const {
+    uint64_t admitted = 0;
+    for (size_t f : flows) {
+      admitted += flows_[f].admitted;
+    }
+    return admitted;
+  }
   size_t flows() const { return flows_.size(); }
   const EnvoyQuotaModel& model(size_t envoy) const { return envoys_[envoy]->model; }
   uint64_t abandons(size_t envoy) const { return envoys_[envoy]->abandons; }
@@ -199,7 +207,9 @@ class Simulation {
   uint64_t marked_assignments() const { return marked_assignments_; }
 
  private:
-  enum Kind { kRebalance = 0, kFresh = 1, kReport = 2, kArrival = 3 };
+  // At one moment: rebalances, then arrivals, then reports (an arrival at a report's moment is
+  // in that report, as RlqsEmulatedEnvoy decides arrivals before a tick that is due).
+  enum Kind { kRebalance = 0, kFresh = 1, kArrival = 2, kReport = 3 };
   using Event = std::tuple<int64_t, int, size_t>;  // time, kind, flow or envoy
 
   struct Envoy {
@@ -381,15 +391,9 @@ TEST(QuotaReportCycleTest, RenewalsAreNotRebuiltAndABusyBucketIsHeldToItsLimit) 
   const size_t slow_a = sim.AddFlow(0, "slow", "s", 1, 2 * kSecond, kEnd);
   sim.AddFlow(1, "slow", "s", 1, 40 * kSecond, kEnd);
   sim.Run(kFrom);
-  uint64_t before = 0;
-  for (size_t f : flows) {
-    before += sim.flow(f).admitted;
-  }
+  const uint64_t before = sim.Admitted(flows);
   sim.Run(kEnd);
-  uint64_t after = 0;
-  for (size_t f : flows) {
-    after += sim.flow(f).admitted;
-  }
+  const uint64_t after = sim.Admitted(flows);
   const uint64_t admitted = after - before;
   const double ratio = static_cast<double>(admitted) / (100.0 * (kEnd - kFrom) / kSecond);
   EXPECT_GE(ratio, 0.95);
@@ -438,10 +442,7 @@ TEST(QuotaReportCycleTest, TrafficMovingToNewBucketsIsHeldToTheLimit) {
       epoch_from = epoch_to;
     }
     sim.Run(kFrom);
-    uint64_t before = 0;
-    for (size_t f : flows) {
-      before += sim.flow(f).admitted;
-    }
+    const uint64_t before = sim.Admitted(flows);
     sim.Run(kEnd);
     uint64_t after = 0;
     uint64_t busy_abandons = 0;
@@ -477,17 +478,11 @@ TEST(QuotaReportCycleTest, ANewcomerIsAdmittedFromItsFirstMoment) {
     constexpr int64_t kJoin = 30 * kSecond + 400'000;  // 0.4 s after a rebalance
     const size_t newcomer = sim.AddFlow(3, "tenant", "held", 60, kJoin, 60 * kSecond);
     sim.Run(kJoin);
-    uint64_t others_before = 0;
-    for (size_t f : flows) {
-      others_before += sim.flow(f).admitted;
-    }
+    const uint64_t others_before = sim.Admitted(flows);
     sim.Run(kJoin + 600'000);  // up to the rebalance
     own[waits] = sim.flow(newcomer).admitted;
     sim.Run(kJoin + kSecond);
-    uint64_t others_after = 0;
-    for (size_t f : flows) {
-      others_after += sim.flow(f).admitted;
-    }
+    const uint64_t others_after = sim.Admitted(flows);
     EXPECT_LE(sim.flow(newcomer).admitted + others_after - others_before, 110u);
   }
   EXPECT_GE(own[false], 12u);  // 25/s for 0.6 s, less its first token's wait
