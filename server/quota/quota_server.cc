@@ -39,10 +39,11 @@ constexpr double kLeanMinTokens = 2;
 constexpr double kBurstBelowShare = 1.1;
 constexpr double kBurstKeptBelowShare = 1.2;
 
-// With a RemoteDemand: a new bucket is exchanged this long after it was made, and again after
-// the second (FreshExchangeDueUs), besides the rebalances: replicas whose Envoys create one
-// bucket at once learn of each other within the second delay, not a rebalance or two later
-// (each would divide the limit as if alone until then).
+// With a RemoteDemand: a new bucket, or a bucket with a new subscriber, is exchanged this long
+// after, and again after the second (FreshExchangeDueUs), besides the rebalances: replicas
+// whose Envoys create one bucket at once learn of each other within the second delay, not a
+// rebalance or two later (each would divide the limit as if alone until then), and the others
+// learn of a newcomer at their next rebalance, not the one after.
 constexpr int64_t kFreshExchangeAfterUs[] = {50'000, 300'000};
 
 // At most one log line per this long for buckets refused by a shared bound.
@@ -227,7 +228,7 @@ int64_t QuotaServer::FreshExchangeDueUs() const {
   MutexLock lock(mu_);
   int64_t due = std::numeric_limits<int64_t>::max();
   for (const Bucket* bucket : fresh_) {
-    due = std::min(due, bucket->created_us + kFreshExchangeAfterUs[bucket->fresh_exchanges]);
+    due = std::min(due, bucket->fresh_since_us + kFreshExchangeAfterUs[bucket->fresh_exchanges]);
   }
   return due;
 }
@@ -242,7 +243,7 @@ void QuotaServer::ExchangeFresh(int64_t now_us) {
     MutexLock lock(mu_);
     std::vector<Bucket*> done;
     for (Bucket* bucket : fresh_) {
-      if (bucket->created_us + kFreshExchangeAfterUs[bucket->fresh_exchanges] > now_us) {
+      if (bucket->fresh_since_us + kFreshExchangeAfterUs[bucket->fresh_exchanges] > now_us) {
         continue;
       }
       if (++bucket->fresh_exchanges == std::size(kFreshExchangeAfterUs) ||
@@ -358,12 +359,16 @@ absl::StatusOr<std::pair<QuotaServer::Bucket*, Subscription*>> QuotaServer::Subs
     owned->matched_generation = generation_;
     bucket = owned.get();
     buckets_.emplace(BucketName{bucket->domain, bucket->key}, std::move(owned));
-    if (remote_ != nullptr) {
-      fresh_.insert(bucket);
-      fresh_added_ = true;
-    }
   } else {
     bucket = found->second.get();
+  }
+  if (remote_ != nullptr) {
+    // A new bucket, or a new subscriber of one: the other replicas are to learn of its demand
+    // before their next rebalance (ExchangeFresh).
+    bucket->fresh_since_us = now_us;
+    bucket->fresh_exchanges = 0;
+    fresh_.insert(bucket);
+    fresh_added_ = true;
   }
   Subscription* sub = &stream.subscriptions[bucket];
   bucket->subscribers.emplace_back(id, sub);

@@ -191,14 +191,15 @@ class QuotaServer {
   // recomputed, moved or expiring assignments sent, the view snapshot taken.
   void Tick(int64_t now_us);
 
-  // With a RemoteDemand, a new bucket is exchanged early, twice (50 ms and 300 ms after it was
-  // made), and its shares recomputed then, so that replicas whose Envoys create a bucket at
-  // once learn of each other's demand before the next rebalance. When the next of those is
-  // due (INT64_MAX: none); ExchangeFresh(now_us) does the ones due by now_us.
+  // With a RemoteDemand, a new bucket, or one with a new subscriber, is exchanged early, twice
+  // (50 ms and 300 ms after), and its shares recomputed then, so that replicas whose Envoys
+  // create a bucket at once learn of each other's demand before the next rebalance, and others
+  // learn of a newcomer at their next one. When the next of those is due (INT64_MAX: none);
+  // ExchangeFresh(now_us) does the ones due by now_us.
   int64_t FreshExchangeDueUs() const;
   void ExchangeFresh(int64_t now_us);
-  // Called (without the server's lock) after a report that made a new bucket with a
-  // RemoteDemand: FreshExchangeDueUs moved earlier. May be empty.
+  // Called (without the server's lock) after a report that subscribed a stream to a bucket,
+  // with a RemoteDemand: FreshExchangeDueUs moved earlier. May be empty.
   using FreshHook = std::function<void()>;
   void SetFreshBucketHook(FreshHook hook);
 
@@ -250,7 +251,10 @@ class QuotaServer {
     std::vector<double> remote;
     int64_t remote_at_us = 0;
     int64_t created_us = 0;
-    uint8_t fresh_exchanges = 0;  // early exchanges done (ExchangeFresh)
+    // Since when it is new, or has a new subscriber, and the early exchanges done since
+    // (ExchangeFresh).
+    int64_t fresh_since_us = 0;
+    uint8_t fresh_exchanges = 0;
     size_t bytes = 0;  // what the bucket costs, charged to each stream that holds it
   };
 
@@ -352,7 +356,8 @@ class QuotaServer {
   absl::node_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<BucketName, std::unique_ptr<Bucket>> buckets_ ABSL_GUARDED_BY(mu_);
   size_t subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
-  // New buckets not yet exchanged early twice (with a RemoteDemand); whether a report added one.
+  // Buckets new or with a new subscriber, not yet exchanged early twice (with a RemoteDemand);
+  // whether a report added one.
   absl::flat_hash_set<Bucket*> fresh_ ABSL_GUARDED_BY(mu_);
   bool fresh_added_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<FreshHook> fresh_hook_ ABSL_GUARDED_BY(mu_);
