@@ -67,12 +67,13 @@ class MemcachedE2eTest : public ::testing::Test {
     return absl::StrJoin(addresses, ",");
   }
 
-  void StartReplicas(int count) {
+  // `budget`: --redis_timeout, which memcached's calls use too.
+  void StartReplicas(int count, const std::string& budget = "20ms") {
     const std::string config = dir_.WriteFile("mc.yaml", kConfig);
     for (int i = 0; i < count; ++i) {
       auto server = SluiceServer::Start(
           config,
-          {"--backend=memcached", "--memcached_servers=" + Servers(), "--redis_timeout=20ms",
+          {"--backend=memcached", "--memcached_servers=" + Servers(), "--redis_timeout=" + budget,
            "--over_limit_cache_keys=0"},
           dir_.path());
       ASSERT_TRUE(server.ok()) << server.status();
@@ -100,9 +101,12 @@ class MemcachedE2eTest : public ::testing::Test {
 };
 
 // Verifies three replicas admit exactly the limit of each key between them: 3 replicas x 3
-// threads offer 2.5x the limit over 6 keys at once, and each key admits 40.
+// threads offer 2.5x the limit over 6 keys at once, and each key admits 40. The budget is 200 ms:
+// under the whole suite's load on 2 cores a 20 ms budget now and then ran out on a call that
+// memcached had counted, a failure-mode denial that left a key at 38-39 (the budget's doing,
+// which KilledServerThenRestarted covers, not the limit's).
 TEST_F(MemcachedE2eTest, ThreeReplicasHoldTheLimit) {
-  StartReplicas(3);
+  StartReplicas(3, "200ms");
   constexpr int kKeys = 6;
   constexpr int kLimit = 40;
   constexpr int kOffers = kKeys * kLimit * 5 / 2;
