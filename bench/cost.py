@@ -62,10 +62,13 @@ SCENARIOS = collections.OrderedDict([
     ("redis_fw_1", ("redis", "grpc", "cost_fw", 1, 1000)),
     ("redis_fw_upstream_1", ("redis_upstream", "grpc", "cost_fw", 1, 1000)),
     ("memcached_fw_1", ("memcached", "grpc", "cost_fw", 1, 1000)),
+    ("redis_hot_1", ("redis", "grpc", "cost", 1, 1)),
+    ("redis_lease_hot_1", ("redis_lease", "grpc", "cost", 1, 1)),
 ])
 # Measured when asked for (--scenarios), not guarded: a comparison of backends on the one
 # algorithm they all keep.
-UNGUARDED = ("redis_fw_1", "redis_fw_upstream_1", "memcached_fw_1")
+UNGUARDED = ("redis_fw_1", "redis_fw_upstream_1", "memcached_fw_1", "redis_hot_1",
+             "redis_lease_hot_1")
 SCENARIO_HELP = """\
   floor                   sluice-floor (gRPC alone, answers OK): what gRPC costs by itself
   memory_1                Sluice, memory backend, 1 token-bucket descriptor, admitted
@@ -84,7 +87,11 @@ SCENARIO_HELP = """\
   redis_fw_upstream_1     (when asked for, unguarded) redis_fw_1 in envoyproxy/ratelimit's keys
                           (--redis_key_layout=upstream): INCRBY + EXPIRE on upstream's key
   memcached_fw_1          (when asked for, unguarded) the same on the memcached backend: one
-                          `ma` (increment-or-create) on a memcached 1.6 of the run's own"""
+                          `ma` (increment-or-create) on a memcached 1.6 of the run's own
+  redis_hot_1             (when asked for, unguarded) redis_1 on one key (keyspace 1)
+  redis_lease_hot_1       (when asked for, unguarded) redis_hot_1 with leases
+                          (--redis_lease_rate=10: hot at callgrind's pace): decided from the
+                          replica's lease, a lease call every few hundred requests"""
 
 CATEGORIES = ("sluice", "grpc", "protobuf", "alloc", "other", "lock")
 GRPC_OBJECTS = ("libgrpc", "libgpr", "libupb", "libaddress_sorting", "libre2", "libcares",
@@ -297,11 +304,13 @@ def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None, 
         if kind == "redis_upstream":
             argv += ["--redis_key_layout=upstream", "--redis_key_prefix=",
                      "--redis_expiration_jitter=300s"]
-        if kind in ("redis", "redis_tls", "redis_traced", "redis_upstream"):
+        if kind == "redis_lease":
+            argv += ["--redis_lease_rate=10"]
+        if kind in ("redis", "redis_tls", "redis_traced", "redis_upstream", "redis_lease"):
             # Under callgrind Sluice runs ~50 times slower: give each decision time enough that
             # no failure policy ever answers.
             argv += ["--redis_timeout=10s", "--redis_breaker_failures=1000000"]
-            if kind in ("redis", "redis_traced", "redis_upstream"):
+            if kind in ("redis", "redis_traced", "redis_upstream", "redis_lease"):
                 argv.append(f"--redis_addresses={HOST}:{redis_port}")
             else:
                 tls_port, tls_dir = tls
@@ -453,7 +462,7 @@ def main():
     started = time.monotonic()
     try:
         redis = redis_port = tls = collector = None
-        redis_kinds = ("redis", "redis_tls", "redis_traced", "redis_upstream")
+        redis_kinds = ("redis", "redis_tls", "redis_traced", "redis_upstream", "redis_lease")
         if any(SCENARIOS[n][0] == "redis_traced" for n in names):
             collector = Collector()
         if any(SCENARIOS[n][0] in redis_kinds for n in names):
@@ -464,7 +473,7 @@ def main():
         if any(SCENARIOS[n][0] == "memcached" for n in names):
             memcached_port = start_memcached(children)
         for kind in ("floor", "memory", "redis", "redis_tls", "redis_traced", "redis_upstream",
-                     "memcached"):
+                     "redis_lease", "memcached"):
             mine = [n for n in names if SCENARIOS[n][0] == kind]
             if not mine:
                 continue

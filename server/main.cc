@@ -237,6 +237,17 @@ ABSL_FLAG(int32_t, redis_connections, Defaults().backend.redis.connections,
 ABSL_FLAG(int32_t, redis_max_batch, Defaults().backend.shared.max_batch,
           "redis: most lone checks of one algorithm, from any requests, decided by one script "
           "call (1: each request's checks on their own); ignored by redis_cluster");
+ABSL_FLAG(double, redis_lease_rate, Defaults().backend.shared.lease_rate,
+          "decisions a second of one key on this replica that make it hot: the replica then takes "
+          "leases of the key's units from Redis and admits from them in process (token bucket "
+          "and GCRA); 0: no leases");
+ABSL_FLAG(absl::Duration, redis_lease_window, Defaults().backend.shared.lease_window,
+          "a lease is this long of the key's rate on this replica");
+ABSL_FLAG(absl::Duration, redis_lease_life, Defaults().backend.shared.lease_life,
+          "a lease's unused units go back to Redis this long after its last grant");
+ABSL_FLAG(double, redis_lease_max_share, Defaults().backend.shared.lease_max_share,
+          "the replicas (--replicas_hint) together hold at most this share of a hot key's "
+          "remaining budget in leases");
 ABSL_FLAG(bool, redis_caller_writes, Defaults().backend.shared.caller_writes,
           "a request thread writes its Redis commands itself when the connection is idle, "
           "sparing the I/O thread a wake-up (false: the I/O thread writes every command)");

@@ -90,6 +90,7 @@ RedisBackend::RedisBackend(RedisBackendOptions options, const Clock& clock,
       // Calls out per lane: one per connection, at least 2.
       lanes_(std::max<size_t>(1, options_.max_batch),
              std::max(2, options_.client.io_threads * options_.client.connections_per_thread)),
+      leases_(options_.leases),
       client_(std::move(client)),
       redis_clock_(RedisClockOptions{options_.use_caller_clock, options_.clock_sync_interval,
                                      options_.timeout},
@@ -126,6 +127,7 @@ void RedisBackend::AppendMetrics(std::string* out) const {
     lanes_.AppendMetrics(out);
   }
   redis_clock_.AppendMetrics(out);
+  leases_.AppendMetrics(out);
   std::vector<NodeMetrics> nodes;
   client_->CollectNodeMetrics(&nodes);
   AppendNodeMetrics(nodes, out);
@@ -139,6 +141,83 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, const TracePare
     return;
   }
   const int64_t now = redis_clock_.NowMicros();
+  if (leases_.enabled()) {
+    std::vector<LeaseAsk> asks;
+    std::vector<LeaseReturn> returns;
+    std::vector<size_t> tracked;
+    absl::InlinedVector<Decision, 2> decisions(checks.size());
+    const bool decided =
+        leases_.Admit(checks, now, absl::MakeSpan(decisions), &asks, &returns, &tracked);
+    if (!asks.empty() || !returns.empty()) {
+      SendLeaseCalls(std::move(asks), std::move(returns));
+    }
+    if (decided) {
+      std::move(done)(absl::OkStatus(), decisions);
+      return;
+    }
+    // Redis' answers for hot keys size their next leases.
+    std::vector<std::pair<size_t, LimitCheck>> hot;
+    std::vector<std::string> hot_keys;
+    for (const size_t i : tracked) {
+      hot_keys.emplace_back(checks[i].key);
+      hot.emplace_back(i, checks[i]);
+    }
+    if (!hot.empty()) {
+      EvaluateInRedis(
+          checks, now, trace,
+          [this, hot = std::move(hot), hot_keys = std::move(hot_keys), done = std::move(done)](
+              absl::Status status, absl::Span<const Decision> decisions) mutable {
+            if (status.ok()) {
+              for (size_t h = 0; h < hot.size(); ++h) {
+                LimitCheck check = hot[h].second;
+                check.key = hot_keys[h];
+                leases_.Observed(check, decisions[hot[h].first]);
+              }
+            }
+            std::move(done)(std::move(status), decisions);
+          });
+      return;
+    }
+  }
+  EvaluateInRedis(checks, now, trace, std::move(done));
+}
+
+void RedisBackend::SendLeaseCalls(std::vector<LeaseAsk> asks, std::vector<LeaseReturn> returns) {
+  for (LeaseAsk& ask : asks) {
+    LimitCheck check;
+    check.key = ask.key;
+    check.params = ask.params;
+    check.hits = ask.hits;
+    const LimitCheck checks[1] = {check};
+    EvaluateInRedis(checks, redis_clock_.NowMicros(), TraceParent{},
+                    [this, ask = std::move(ask)](absl::Status status,
+                                                 absl::Span<const Decision> decisions) {
+                      if (!status.ok() || decisions.size() != 1) {
+                        leases_.Refused(ask, nullptr);
+                      } else if (decisions[0].allowed) {
+                        leases_.Granted(ask, decisions[0], redis_clock_.NowMicros());
+                      } else {
+                        leases_.Refused(ask, &decisions[0]);
+                      }
+                    });
+  }
+  for (LeaseReturn& give_back : returns) {
+    LimitCheck check;
+    check.key = give_back.key;
+    check.params = give_back.params;
+    check.hits = give_back.hits;
+    check.refund = true;
+    const LimitCheck checks[1] = {check};
+    EvaluateInRedis(checks, redis_clock_.NowMicros(), TraceParent{},
+                    [this, give_back = std::move(give_back)](
+                        absl::Status status, absl::Span<const Decision>) {
+                      leases_.Returned(give_back, status.ok());
+                    });
+  }
+}
+
+void RedisBackend::EvaluateInRedis(absl::Span<const LimitCheck> checks, int64_t now,
+                                   const TraceParent& trace, EvaluateCallback done) {
   const int64_t deadline = clock_.MonotonicMicros() + absl::ToInt64Microseconds(options_.timeout);
   CallPlan plan = PlanCalls(checks, now,
                             {.lanes = use_lanes_,

@@ -10,6 +10,9 @@
 // at once go in the request's own batch as that lane's call), and merges the replies into one
 // answer. The wire forms are in script_codec.h, the scripts in script_set.h, the decision clock
 // in redis_clock.h.
+// With leases on (RedisBackendOptions::leases), a request whose every check a hot key's lease
+// covers is decided here, without Redis (lease_table.h); the lease calls are ordinary script
+// calls of the check's own algorithm, and the give-backs ordinary refunds.
 // Every call has the per-decision budget as its deadline (a lane call: the earliest of its
 // checks'); past it the caller gets kDeadlineExceeded and applies its failure policy, and the
 // late replies are dropped by the client. NOSCRIPT and reconnects are healed in the Redis
@@ -31,6 +34,7 @@
 #include "server/backend/backend.h"
 #include "server/backend/call_plan.h"
 #include "server/backend/lanes.h"
+#include "server/backend/lease_table.h"
 #include "server/backend/redis_clock.h"
 #include "server/backend/script_set.h"
 #include "server/common/clock.h"
@@ -51,10 +55,9 @@ struct RedisBackendOptions {
   // Per-decision budget, from Evaluate to the last reply.
   absl::Duration timeout = absl::Milliseconds(10);
   // false (default): decisions use Redis' clock, one clock for every replica: this process's
-  // clock plus an offset sampled with TIME every `clock_sync_interval` (error: half the kept
-  // sample's round trip; a sample must finish within `timeout`, and one slower than twice the
-  // kept one is skipped unless that is a minute old). Until the first sample, the offset is 0.
-  // true: this process's clock as it is; replicas must agree (NTP).
+  // monotonic clock plus an offset sampled with TIME every `clock_sync_interval`, which never
+  // steps back (redis_clock.h). true: this process's wall clock as it is; replicas must agree
+  // (NTP).
   bool use_caller_clock = false;
   absl::Duration clock_sync_interval = absl::Seconds(1);
   // Standalone Redis: the most lone checks of one algorithm that one script call decides (see
@@ -67,6 +70,8 @@ struct RedisBackendOptions {
   KeyLayout key_layout = KeyLayout::kSluice;
   std::string key_prefix;
   absl::Duration expiration_jitter = absl::ZeroDuration();
+  // Leases of hot keys' units (lease_table.h); off unless leases.hot_rate > 0.
+  LeaseOptions leases;
 };
 
 class RedisBackend final : public Backend {
@@ -147,6 +152,11 @@ class RedisBackend final : public Backend {
   RedisBackend(RedisBackendOptions options, const Clock& clock,
                std::unique_ptr<RedisExecutor> client, ScriptSet scripts);
 
+  // Evaluate after the leases: plans the checks' Redis calls and sends them.
+  void EvaluateInRedis(absl::Span<const LimitCheck> checks, int64_t now, const TraceParent& trace,
+                       EvaluateCallback done);
+  // Sends the lease calls and give-backs LeaseTable::Admit named (callbacks on Redis threads).
+  void SendLeaseCalls(std::vector<LeaseAsk> asks, std::vector<LeaseReturn> returns);
   // The commands of the request's own calls, in plan order.
   CommandBatch EncodeCalls(absl::Span<const LimitCheck> checks, int64_t now,
                            absl::Span<const PlannedCall> calls);
@@ -185,6 +195,7 @@ class RedisBackend final : public Backend {
   const ScriptSet scripts_;
   // Declared before client_, whose destruction (after Stop) must find them alive.
   Lanes lanes_;
+  LeaseTable leases_;
   std::unique_ptr<RedisExecutor> client_;
   RedisClock redis_clock_;
 };

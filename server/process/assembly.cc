@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<RedisBackend>> StartRedis(const Settings& setting
                                                          const std::string& what) {
   auto created = RedisBackend::Create(
       RedisBackendOptionsFrom(settings.backend.shared, target, kind == BackendKind::kRedisCluster,
-                              settings.limiter.key_prefix),
+                              settings.limiter.key_prefix, settings.limiter.replicas_hint),
       clock);
   if (!created.ok()) {
     return absl::Status(created.status().code(),

@@ -65,7 +65,7 @@ MemoryBackendOptions MemoryBackendOptionsFrom(const BackendSettings& backend) {
 
 RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
                                             const RedisTargetSettings& target, bool cluster,
-                                            absl::string_view key_prefix) {
+                                            absl::string_view key_prefix, int replicas) {
   RedisBackendOptions options;
   options.cluster = cluster;
   if (!target.sentinels.empty()) {
@@ -107,6 +107,11 @@ RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
   options.key_layout = shared.key_layout;
   options.key_prefix = std::string(key_prefix);
   options.expiration_jitter = shared.expiration_jitter;
+  options.leases.hot_rate = shared.lease_rate;
+  options.leases.window = shared.lease_window;
+  options.leases.life = shared.lease_life;
+  options.leases.max_share = shared.lease_max_share;
+  options.leases.replicas = replicas;
   return options;
 }
 

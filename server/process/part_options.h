@@ -39,10 +39,11 @@ MemoryBackendOptions MemoryBackendOptionsFrom(const BackendSettings& backend);
 // both share; with `target.sentinels`, the client finds the master through them (TLS, when on,
 // to the sentinels too). REQUIRES: `target.addresses` or `target.sentinels` is not empty
 // (ValidateSettings). `key_prefix` (--redis_key_prefix) is the storage keys', which the
-// backend reads back with --redis_key_layout=upstream.
+// backend reads back with --redis_key_layout=upstream. `replicas` (--replicas_hint) bounds what
+// each replica's leases hold.
 RedisBackendOptions RedisBackendOptionsFrom(const RedisSettings& shared,
                                             const RedisTargetSettings& target, bool cluster,
-                                            absl::string_view key_prefix = "");
+                                            absl::string_view key_prefix = "", int replicas = 1);
 
 // The limiter's options; its failure_mode local store takes the memory backend's bounds.
 RateLimiterOptions RateLimiterOptionsFrom(const Settings& settings);

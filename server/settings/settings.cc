@@ -422,6 +422,14 @@ void CheckBackend(const BackendSettings& backend, Errors& errors) {
   errors.Check(redis.timeout > absl::ZeroDuration(), {"redis_timeout"},
                "--redis_timeout must be positive");
   errors.AtLeastOne("redis_max_batch", redis.max_batch);
+  errors.Check(redis.lease_rate >= 0, {"redis_lease_rate"},
+               "--redis_lease_rate must be 0 (no leases) or positive");
+  errors.Check(redis.lease_window > absl::ZeroDuration(), {"redis_lease_window"},
+               "--redis_lease_window must be positive");
+  errors.Check(redis.lease_life > absl::ZeroDuration(), {"redis_lease_life"},
+               "--redis_lease_life must be positive");
+  errors.Check(redis.lease_max_share > 0 && redis.lease_max_share <= 1, {"redis_lease_max_share"},
+               "--redis_lease_max_share must be in (0, 1]");
   errors.Mib("memory_max_mib", backend.memory_max_mib);
   CheckMemcached(backend, errors);
   if (backend.kind == BackendKind::kMemory) {

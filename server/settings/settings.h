@@ -301,6 +301,16 @@ struct RedisSettings {
   // --redis_max_batch: standalone Redis: most lone checks of one algorithm one script call
   // decides (1: each request's checks alone). >= 1.
   int32_t max_batch = 16;
+  // --redis_lease_rate: decisions a second of one key on one replica that make it hot, so that
+  // the replica takes leases of its units (server/backend/lease_table.h). 0: no leases. >= 0.
+  double lease_rate = 0;
+  // --redis_lease_window: a lease is this long of the key's rate on the replica. > 0.
+  absl::Duration lease_window = absl::Milliseconds(20);
+  // --redis_lease_life: a lease's unused units go back this long after its last grant. > 0.
+  absl::Duration lease_life = absl::Milliseconds(100);
+  // --redis_lease_max_share: the replicas together hold at most this share of a hot key's
+  // remaining budget. In (0, 1].
+  double lease_max_share = 0.5;
   // --redis_caller_writes: a request thread writes its commands itself onto an idle
   // connection (false: the I/O thread writes every command).
   bool caller_writes = true;

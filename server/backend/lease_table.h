@@ -1,0 +1,178 @@
+// Leases for hot keys (RedisBackend, --redis_lease_rate): a replica that decides one key often
+// takes units of that key's limit from Redis ahead of time, in one ordinary script call, and
+// admits from them in process until they are spent or the lease ends. The units are taken
+// before they are admitted, so the limit's upper bound holds across replicas exactly as it does
+// per request; what a lease does not use is given back when it ends, so under-admission is
+// bounded by the units the replicas hold.
+//
+// This table is the replica's side of it, with no I/O: the backend asks it first (Admit), sends
+// the lease calls and give-backs it names, and tells it what Redis answered (Granted, Refused,
+// Observed).
+//   - Hotness. Every check's key is counted, lock-free, in a fixed array of kSlots slots (the
+//     key's hash picks the slot; a key that finds another in its slot takes it over): decisions
+//     in the current tick of kTickUs. A key whose count in one tick reaches
+//     hot_rate x kTickUs becomes hot: it gets an entry (a map in kShards shards, each under its
+//     own mutex), which counts its own rate from then on. A key that has not been seen for
+//     kForgetUs and holds no units is forgotten.
+//   - Which checks: token buckets and GCRA, alone in their request's group, not refunds. A
+//     request is decided from leases only when every one of its checks is, so that a request is
+//     decided in one place; otherwise it goes to Redis whole (its keys' leases are untouched,
+//     their units stay taken).
+//   - Size. A lease is `window` of the key's rate on this replica, at most `max_share` of the
+//     key's remaining budget (the last thing Redis said of it: a decision, a grant or a
+//     refusal) divided by the replicas (`replicas`), so that the replicas together hold at most
+//     that share. Under 2 units it is not worth a call: the key is decided per request, and its
+//     next Redis answer sizes the next try. A lease is topped up when it falls under half its
+//     size, one call in flight per key.
+//   - End. A lease's units are given back `life` after its last grant (the first decision of
+//     this replica after that time ends it: the table has no thread), or when a config reload
+//     changes the key's rule.
+//   - Answers from a lease: allowed, remaining = what Redis said remained after the grant plus
+//     the units still held here (other replicas' use since is not seen), reset = Redis' reset
+//     at the grant less the time since (approximate: the lease's units are already counted in
+//     it).
+//
+// Thread-safe: Admit may run on any thread at once; the hotness slots are atomics, each entry
+// is under its shard's mutex.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "server/algorithm/algorithm.h"
+#include "server/backend/backend.h"
+#include "server/common/mutex.h"
+
+namespace sluice {
+
+struct LeaseOptions {
+  // Decisions a second of one key on this replica that make it hot. 0: no leases.
+  double hot_rate = 0;
+  // A lease is this long of the key's rate on this replica.
+  absl::Duration window = absl::Milliseconds(20);
+  // Units unused this long after a lease's last grant are given back.
+  absl::Duration life = absl::Milliseconds(100);
+  // The replicas together hold at most this share of a key's remaining budget.
+  double max_share = 0.5;
+  // Sluice replicas sharing the Redis (--replicas_hint).
+  int replicas = 1;
+};
+
+// A lease call to send: decide `hits` of `params` on `key` (a token bucket or GCRA check that
+// charges only if admitted), and report the answer with Granted or Refused.
+struct LeaseAsk {
+  std::string key;
+  LimitParams params;
+  uint64_t hits = 0;
+};
+
+// Units to give back to `key` (a refund check of `hits`), unused by a lease that ended.
+struct LeaseReturn {
+  std::string key;
+  LimitParams params;
+  uint64_t hits = 0;
+};
+
+struct LeaseCounters {
+  uint64_t taken = 0;          // grants
+  uint64_t refused = 0;        // lease calls denied (the budget was short)
+  uint64_t units_granted = 0;
+  uint64_t units_returned = 0;  // given back, Redis said OK
+  uint64_t units_expired = 0;   // given back, Redis failed or was not asked: lost to the limit
+  uint64_t decisions = 0;       // checks decided from a lease
+};
+
+class LeaseTable {
+ public:
+  static constexpr size_t kSlots = 4096;
+  static constexpr size_t kShards = 16;
+  static constexpr int64_t kTickUs = 100'000;
+  static constexpr int64_t kForgetUs = 2'000'000;
+
+  explicit LeaseTable(LeaseOptions options);
+  LeaseTable(const LeaseTable&) = delete;
+  LeaseTable& operator=(const LeaseTable&) = delete;
+
+  bool enabled() const { return options_.hot_rate > 0; }
+
+  // Counts `checks` at `now_us` (the decision clock) and, when every one is leasable and its
+  // key holds the units it asks for, takes them and writes `decisions`: true. Otherwise takes
+  // nothing and writes nothing: false. Either way appends the lease calls now due for these
+  // checks' keys to `asks` (each then in flight until Granted or Refused) and the units of
+  // ended leases to `returns`. When it returns false, `tracked` lists the checks (indexes) whose
+  // keys are hot, for Observed.
+  bool Admit(absl::Span<const LimitCheck> checks, int64_t now_us, absl::Span<Decision> decisions,
+             std::vector<LeaseAsk>* asks, std::vector<LeaseReturn>* returns,
+             std::vector<size_t>* tracked);
+
+  // What Redis decided for a check that went to Redis (the request was not decided here): a
+  // hot key's remaining budget sizes its next lease.
+  void Observed(const LimitCheck& check, const Decision& decision);
+  // The answer to a lease call: admitted (the units are this replica's now) or not (none
+  // taken; its remaining sizes the next). A failed call: Refused with nullptr.
+  void Granted(const LeaseAsk& ask, const Decision& decision, int64_t now_us);
+  void Refused(const LeaseAsk& ask, const Decision* decision);
+  // The outcome of a give-back.
+  void Returned(const LeaseReturn& give_back, bool ok);
+  // Ends every lease now (a config reload, shutdown): their units to give back.
+  void EndAll(std::vector<LeaseReturn>* returns);
+
+  LeaseCounters counters() const;
+  // Units held now, in all.
+  uint64_t units_held() const;
+  void AppendMetrics(std::string* out) const;
+
+ private:
+  struct Entry {
+    LimitParams params;
+    uint64_t units = 0;
+    int64_t ends_us = 0;
+    uint64_t size = 0;  // of the last ask
+    bool asking = false;
+    // Redis' remaining after the last grant, refusal or decision seen, and its reset then.
+    int64_t remaining = -1;
+    int64_t reset_after_us = 0;
+    int64_t told_at_us = 0;
+    // The key's rate here: decisions in the current tick, and in the last whole one.
+    int64_t tick = 0;
+    uint64_t tick_count = 0;
+    uint64_t last_tick_count = 0;
+    int64_t last_seen_us = 0;
+  };
+  struct Shard {
+    mutable Mutex mu;
+    absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
+  };
+
+  static bool Leasable(const LimitCheck& check, absl::Span<const LimitCheck> checks, size_t i);
+  // Counts one decision of the key of hash `hash`: its count in the current tick so far.
+  uint64_t CountHot(size_t hash, int64_t now_us);
+  Shard& ShardOf(size_t hash) { return shards_[hash % kShards]; }
+  // The lease to ask for `entry` now, if any (marks it asking).
+  bool DueAsk(Entry& entry, int64_t now_us, uint64_t* size) const;
+  // Ends leases past their time in every shard, at most every kTickUs.
+  void Sweep(int64_t now_us, std::vector<LeaseReturn>* returns);
+
+  const LeaseOptions options_;
+  const uint64_t hot_per_tick_;
+  std::array<std::atomic<uint64_t>, kSlots> slots_{};
+  std::array<Shard, kShards> shards_;
+  std::atomic<int64_t> next_sweep_us_{0};
+  std::atomic<uint64_t> taken_{0};
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> units_granted_{0};
+  std::atomic<uint64_t> units_returned_{0};
+  std::atomic<uint64_t> units_expired_{0};
+  std::atomic<uint64_t> decisions_{0};
+  std::atomic<int64_t> units_held_{0};
+};
+
+}  // namespace sluice

@@ -1,0 +1,227 @@
+#include "server/backend/lease_table.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+constexpr int64_t kStart = 1'700'000'000'000'000;
+
+LimitParams TokenBucket(uint64_t limit = 100'000, uint64_t burst = 100'000) {
+  LimitParams params;
+  params.algorithm = Algorithm::kTokenBucket;
+  params.limit = limit;
+  params.period_us = 1'000'000;
+  params.burst = burst;
+  return params;
+}
+
+LimitCheck Check(absl::string_view key, LimitParams params, uint64_t hits = 1) {
+  LimitCheck check;
+  check.key = key;
+  check.params = params;
+  check.hits = hits;
+  return check;
+}
+
+Decision Said(uint64_t remaining, int64_t at_us) {
+  Decision decision;
+  decision.allowed = true;
+  decision.remaining = remaining;
+  decision.reset_after_us = 1'000;
+  decision.at_us = at_us;
+  return decision;
+}
+
+class LeaseTableTest : public ::testing::Test {
+ protected:
+  LeaseOptions Options() {
+    LeaseOptions options;
+    options.hot_rate = 1'000;  // 100 a tick of 100 ms
+    options.window = absl::Milliseconds(20);
+    options.life = absl::Milliseconds(100);
+    options.max_share = 0.5;
+    options.replicas = 2;
+    return options;
+  }
+
+  // Admits `checks` once at `now`; the asks, returns and tracked checks it named.
+  bool Admit(LeaseTable& table, const std::vector<LimitCheck>& checks, int64_t now) {
+    decisions.assign(checks.size(), Decision{});
+    asks.clear();
+    returns.clear();
+    tracked.clear();
+    return table.Admit(checks, now, absl::MakeSpan(decisions), &asks, &returns, &tracked);
+  }
+
+  // Drives `key` at 1 decision per 100 us (10,000/s) for `n` decisions from `now`, telling the
+  // table what Redis said of each one that went to Redis; returns the time after.
+  int64_t Drive(LeaseTable& table, const LimitCheck& check, int n, int64_t now,
+                uint64_t redis_remaining = 50'000) {
+    for (int i = 0; i < n; ++i, now += 100) {
+      if (!Admit(table, {check}, now) && !tracked.empty()) {
+        table.Observed(check, Said(redis_remaining, now));
+      }
+      pending.insert(pending.end(), asks.begin(), asks.end());
+    }
+    return now;
+  }
+
+  std::vector<Decision> decisions;
+  std::vector<LeaseAsk> asks;
+  std::vector<LeaseReturn> returns;
+  std::vector<size_t> tracked;
+  // The asks Drive saw.
+  std::vector<LeaseAsk> pending;
+};
+
+// Verifies a cold key is never tracked nor leased, and that leases are off at rate 0.
+TEST_F(LeaseTableTest, ColdKeysAndRateZeroTakeNoLease) {
+  LeaseTable off(LeaseOptions{});
+  EXPECT_FALSE(off.enabled());
+  LeaseTable table(Options());
+  const LimitCheck check = Check("cold", TokenBucket());
+  // 99 decisions in one tick: under the 100 that make it hot.
+  for (int i = 0; i < 99; ++i) {
+    EXPECT_FALSE(Admit(table, {check}, kStart + i * 1'000));
+    EXPECT_TRUE(tracked.empty());
+    EXPECT_TRUE(asks.empty());
+  }
+}
+
+// Verifies a key becomes hot at its 100th decision in a tick, asks for a lease only once Redis
+// has said what remains, sized to the window of its rate and capped by its share of what
+// remains, one ask in flight; once granted, requests are decided from it without Redis.
+TEST_F(LeaseTableTest, HotKeyLeasesItsRateAndDecidesFromTheLease) {
+  LeaseTable table(Options());
+  const LimitCheck check = Check("hot", TokenBucket());
+  const int64_t tick = kStart / LeaseTable::kTickUs * LeaseTable::kTickUs;
+  int64_t now = tick;
+  for (int i = 0; i < 99; ++i, now += 100) Admit(table, {check}, now);
+  EXPECT_FALSE(Admit(table, {check}, now));
+  ASSERT_EQ(tracked, std::vector<size_t>{0});
+  EXPECT_TRUE(asks.empty()) << "no lease before Redis has said what remains";
+  table.Observed(check, Said(50'000, now));
+  now += 100;
+  EXPECT_FALSE(Admit(table, {check}, now));
+  ASSERT_EQ(asks.size(), 1u);
+  // 101 decisions so far in this tick (10 ms at 1e6/s per tick count... read as 1,010/s):
+  // 20 ms of it is 21 units (the cap, 50,000 x 0.5 / 2, is far above).
+  EXPECT_EQ(asks[0].hits, 21u);
+  EXPECT_EQ(asks[0].params.charge, Charge::kIfAdmitted);
+  const LeaseAsk ask = asks[0];
+  now += 100;
+  EXPECT_FALSE(Admit(table, {check}, now));
+  EXPECT_TRUE(asks.empty()) << "one ask in flight";
+  table.Granted(ask, Said(40'000, now), now);
+  EXPECT_EQ(table.units_held(), 21u);
+  now += 100;
+  ASSERT_TRUE(Admit(table, {check}, now));
+  EXPECT_TRUE(decisions[0].allowed);
+  EXPECT_EQ(decisions[0].remaining, 40'000u + 20u);
+  EXPECT_EQ(decisions[0].at_us, now);
+  EXPECT_EQ(table.units_held(), 20u);
+  EXPECT_EQ(table.counters().decisions, 1u);
+}
+
+// Verifies the cap: the replicas together hold at most max_share of what Redis said remains,
+// and under 2 units no lease is asked for (the key is decided per request).
+TEST_F(LeaseTableTest, LeasesShrinkToTheShareOfWhatRemains) {
+  LeaseTable table(Options());
+  const LimitCheck check = Check("near", TokenBucket());
+  int64_t now = Drive(table, check, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs, 40);
+  // 40 remaining x 0.5 / 2 replicas = 10.
+  ASSERT_FALSE(pending.empty());
+  EXPECT_EQ(pending.back().hits, 10u);
+  table.Refused(pending.back(), nullptr);
+  table.Observed(check, Said(3, now));
+  EXPECT_FALSE(Admit(table, {check}, now));
+  EXPECT_TRUE(asks.empty()) << "3 x 0.5 / 2 is under 2 units";
+}
+
+// Verifies a lease's unused units are given back once its life is over (at the first decision
+// after), and a key not seen for a while is forgotten.
+TEST_F(LeaseTableTest, UnusedUnitsGoBackAtTheLeasesEnd) {
+  LeaseTable table(Options());
+  const LimitCheck check = Check("ends", TokenBucket());
+  int64_t now = Drive(table, check, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+  ASSERT_FALSE(pending.empty());
+  table.Granted(pending.back(), Said(1'000, now), now);
+  const uint64_t granted = pending.back().hits;
+  ASSERT_TRUE(Admit(table, {check}, now + 1'000));
+  // 100 ms after the grant: the rest goes back.
+  EXPECT_FALSE(Admit(table, {Check("other", TokenBucket())}, now + 100'000 + LeaseTable::kTickUs));
+  ASSERT_EQ(returns.size(), 1u);
+  EXPECT_EQ(returns[0].key, "ends");
+  EXPECT_EQ(returns[0].hits, granted - 1);
+  EXPECT_EQ(table.units_held(), 0u);
+  table.Returned(returns[0], true);
+  EXPECT_EQ(table.counters().units_returned, granted - 1);
+}
+
+// Verifies a request is decided from leases only when every check is: a second check without a
+// lease sends the whole request to Redis and leaves the first lease's units where they were.
+TEST_F(LeaseTableTest, ARequestIsDecidedWhollyHereOrWhollyInRedis) {
+  LeaseTable table(Options());
+  const LimitCheck hot = Check("hot", TokenBucket());
+  int64_t now = Drive(table, hot, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+  ASSERT_FALSE(pending.empty());
+  table.Granted(pending.back(), Said(1'000, now), now);
+  const uint64_t held = table.units_held();
+  LimitCheck cold = Check("cold", TokenBucket());
+  cold.group = 1;  // another descriptor's
+  EXPECT_FALSE(Admit(table, {hot, cold}, now + 100));
+  EXPECT_EQ(table.units_held(), held);
+  EXPECT_EQ(tracked, std::vector<size_t>{0});
+  // A refund and a fixed window are never leased.
+  LimitCheck refund = hot;
+  refund.refund = true;
+  EXPECT_FALSE(Admit(table, {refund}, now + 200));
+  LimitParams window = TokenBucket();
+  window.algorithm = Algorithm::kFixedWindow;
+  EXPECT_FALSE(Admit(table, {Check("hot", window)}, now + 300));
+  // Alone, the hot check is decided here.
+  EXPECT_TRUE(Admit(table, {hot}, now + 400));
+  EXPECT_EQ(table.units_held(), held - 1);
+}
+
+// Verifies a reload that changes the key's rule ends its lease: the units go back under the old
+// rule, and the key starts again under the new one.
+TEST_F(LeaseTableTest, AChangedRuleEndsTheLease) {
+  LeaseTable table(Options());
+  const LimitCheck old_rule = Check("k", TokenBucket(100'000));
+  int64_t now = Drive(table, old_rule, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+  ASSERT_FALSE(pending.empty());
+  table.Granted(pending.back(), Said(1'000, now), now);
+  const uint64_t held = table.units_held();
+  ASSERT_GT(held, 0u);
+  EXPECT_FALSE(Admit(table, {Check("k", TokenBucket(50'000))}, now + 100));
+  ASSERT_EQ(returns.size(), 1u);
+  EXPECT_EQ(returns[0].params.limit, 100'000u);
+  EXPECT_EQ(returns[0].hits, held);
+  EXPECT_EQ(table.units_held(), 0u);
+}
+
+// Verifies the units a lease admits never exceed what was granted, whatever the requests' hits.
+TEST_F(LeaseTableTest, NeverAdmitsMoreThanGranted) {
+  LeaseTable table(Options());
+  const LimitCheck check = Check("k", TokenBucket());
+  int64_t now = Drive(table, check, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+  ASSERT_FALSE(pending.empty());
+  const LeaseAsk ask = pending.back();
+  table.Granted(ask, Said(1'000, now), now);
+  uint64_t admitted = 0;
+  for (int i = 0; i < 100; ++i) {
+    const LimitCheck three = Check("k", TokenBucket(), 3);
+    if (Admit(table, {three}, now + 10 + i)) admitted += 3;
+    for (const LeaseAsk& more : asks) table.Refused(more, nullptr);
+  }
+  EXPECT_LE(admitted, ask.hits);
+  EXPECT_GT(admitted + 3, ask.hits);
+}
+
+}  // namespace
+}  // namespace sluice
