@@ -239,8 +239,8 @@ ABSL_FLAG(int32_t, redis_max_batch, Defaults().backend.shared.max_batch,
           "call (1: each request's checks on their own); ignored by redis_cluster");
 ABSL_FLAG(double, redis_lease_rate, Defaults().backend.shared.lease_rate,
           "decisions a second of one key on this replica that make it hot: the replica then takes "
-          "leases of the key's units from Redis and admits from them in process (token bucket "
-          "and GCRA); 0: no leases");
+          "leases of the key's units from Redis and admits from them in process (token bucket, "
+          "GCRA, fixed window); 0: no leases");
 ABSL_FLAG(absl::Duration, redis_lease_window, Defaults().backend.shared.lease_window,
           "a lease is this long of the key's rate on this replica");
 ABSL_FLAG(absl::Duration, redis_lease_life, Defaults().backend.shared.lease_life,

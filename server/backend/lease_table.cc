@@ -5,6 +5,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "server/algorithm/fixed_window.h"
 
 namespace sluice {
 namespace {
@@ -34,7 +35,8 @@ bool LeaseTable::Leasable(const LimitCheck& check, absl::Span<const LimitCheck> 
                           size_t i) {
   if (check.refund) return false;
   if (check.params.algorithm != Algorithm::kTokenBucket &&
-      check.params.algorithm != Algorithm::kGcra) {
+      check.params.algorithm != Algorithm::kGcra &&
+      check.params.algorithm != Algorithm::kFixedWindow) {
     return false;
   }
   // Alone in its group: a group is decided all-or-nothing in one script call.
@@ -83,7 +85,7 @@ void LeaseTable::Sweep(int64_t now_us, std::vector<LeaseReturn>* returns) {
     for (auto it = shard.entries.begin(); it != shard.entries.end();) {
       Entry& entry = it->second;
       if (entry.units > 0 && now_us >= entry.ends_us) {
-        returns->push_back(LeaseReturn{it->first, entry.params, entry.units});
+        returns->push_back(LeaseReturn{it->first, entry.params, entry.units, entry.granted_at_us});
         units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
         entry.units = 0;
       }
@@ -98,7 +100,7 @@ void LeaseTable::Sweep(int64_t now_us, std::vector<LeaseReturn>* returns) {
 
 bool LeaseTable::Admit(absl::Span<const LimitCheck> checks, int64_t now_us,
                        absl::Span<Decision> decisions, std::vector<LeaseAsk>* asks,
-                       std::vector<LeaseReturn>* returns, std::vector<size_t>* tracked) {
+                       std::vector<LeaseReturn>* returns, Tracked* tracked) {
   if (!enabled()) return false;
   Sweep(now_us, returns);
   const int64_t tick = now_us / kTickUs;
@@ -130,7 +132,7 @@ bool LeaseTable::Admit(absl::Span<const LimitCheck> checks, int64_t now_us,
     if (!SameRule(entry.params, check.params)) {
       // The rule changed (a reload): the old lease ends, its units go back.
       if (entry.units > 0) {
-        returns->push_back(LeaseReturn{it->first, entry.params, entry.units});
+        returns->push_back(LeaseReturn{it->first, entry.params, entry.units, entry.granted_at_us});
         units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
       }
       const int64_t seen = entry.last_seen_us;
@@ -146,7 +148,7 @@ bool LeaseTable::Admit(absl::Span<const LimitCheck> checks, int64_t now_us,
     ++entry.tick_count;
     entry.last_seen_us = now_us;
     if (entry.units > 0 && now_us >= entry.ends_us) {
-      returns->push_back(LeaseReturn{it->first, entry.params, entry.units});
+      returns->push_back(LeaseReturn{it->first, entry.params, entry.units, entry.granted_at_us});
       units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
       entry.units = 0;
     }
@@ -216,8 +218,22 @@ void LeaseTable::Granted(const LeaseAsk& ask, const Decision& decision, int64_t 
     entry.last_seen_us = now_us;
   }
   entry.asking = false;
+  // When the call was planned: a fixed window's units count in that window.
+  const int64_t at_us = decision.at_us != 0 ? decision.at_us : now_us;
+  int64_t ends_us = now_us + absl::ToInt64Microseconds(options_.life);
+  if (ask.params.algorithm == Algorithm::kFixedWindow) {
+    const int64_t window_end = FixedWindowAt(ask.params, at_us).end_us;
+    ends_us = std::min(ends_us, window_end);
+    if (entry.units > 0 && FixedWindowAt(ask.params, entry.granted_at_us).end_us != window_end) {
+      // Units of another window: theirs is over (or this grant's is), they cannot mix.
+      units_expired_.fetch_add(entry.units, std::memory_order_relaxed);
+      units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
+      entry.units = 0;
+    }
+  }
   entry.units += ask.hits;
-  entry.ends_us = now_us + absl::ToInt64Microseconds(options_.life);
+  entry.ends_us = ends_us;
+  entry.granted_at_us = at_us;
   entry.remaining = static_cast<int64_t>(decision.remaining);
   entry.reset_after_us = decision.reset_after_us;
   entry.told_at_us = now_us;
@@ -246,7 +262,7 @@ void LeaseTable::EndAll(std::vector<LeaseReturn>* returns) {
     MutexLock lock(shard.mu);
     for (auto& [key, entry] : shard.entries) {
       if (entry.units > 0) {
-        returns->push_back(LeaseReturn{key, entry.params, entry.units});
+        returns->push_back(LeaseReturn{key, entry.params, entry.units, entry.granted_at_us});
         units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
       }
     }

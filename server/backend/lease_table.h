@@ -14,7 +14,8 @@
 //     hot_rate x kTickUs becomes hot: it gets an entry (a map in kShards shards, each under its
 //     own mutex), which counts its own rate from then on. A key that has not been seen for
 //     kForgetUs and holds no units is forgotten.
-//   - Which checks: token buckets and GCRA, alone in their request's group, not refunds. A
+//   - Which checks: token buckets, GCRA and fixed windows, alone in their request's group, not
+//     refunds. A
 //     request is decided from leases only when every one of its checks is, so that a request is
 //     decided in one place; otherwise it goes to Redis whole (its keys' leases are untouched,
 //     their units stay taken).
@@ -26,7 +27,10 @@
 //     size, one call in flight per key.
 //   - End. A lease's units are given back `life` after its last grant (the first decision of
 //     this replica after that time ends it: the table has no thread), or when a config reload
-//     changes the key's rule.
+//     changes the key's rule. A fixed window's lease also ends with the window it was taken in
+//     (the grant's Decision::at_us, when its call was planned): its units count in that
+//     window's key only, and a give-back to an ended window does nothing
+//     (RefundsAnEndedWindow). A grant for a later window than the units held drops those.
 //   - Answers from a lease: allowed, remaining = what Redis said remained after the grant plus
 //     the units still held here (other replicas' use since is not seen), reset = Redis' reset
 //     at the grant less the time since (approximate: the lease's units are already counted in
@@ -44,6 +48,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -74,11 +79,13 @@ struct LeaseAsk {
   uint64_t hits = 0;
 };
 
-// Units to give back to `key` (a refund check of `hits`), unused by a lease that ended.
+// Units to give back to `key` (a refund check of `hits`), unused by a lease that ended; `at_us`
+// is its last grant's time (LimitCheck::at_us: a fixed window's units go back to their window).
 struct LeaseReturn {
   std::string key;
   LimitParams params;
   uint64_t hits = 0;
+  int64_t at_us = 0;
 };
 
 struct LeaseCounters {
@@ -86,12 +93,17 @@ struct LeaseCounters {
   uint64_t refused = 0;        // lease calls denied (the budget was short)
   uint64_t units_granted = 0;
   uint64_t units_returned = 0;  // given back, Redis said OK
-  uint64_t units_expired = 0;   // given back, Redis failed or was not asked: lost to the limit
+  // Given back, Redis failed: lost to the limit until they refill; or a fixed window's units
+  // that a grant for a later window dropped (their window is over).
+  uint64_t units_expired = 0;
   uint64_t decisions = 0;       // checks decided from a lease
 };
 
 class LeaseTable {
  public:
+  // Indexes of a request's checks whose keys are hot (inline: no allocation per request).
+  using Tracked = absl::InlinedVector<size_t, 4>;
+
   static constexpr size_t kSlots = 4096;
   static constexpr size_t kShards = 16;
   static constexpr int64_t kTickUs = 100'000;
@@ -111,7 +123,7 @@ class LeaseTable {
   // keys are hot, for Observed.
   bool Admit(absl::Span<const LimitCheck> checks, int64_t now_us, absl::Span<Decision> decisions,
              std::vector<LeaseAsk>* asks, std::vector<LeaseReturn>* returns,
-             std::vector<size_t>* tracked);
+             Tracked* tracked);
 
   // What Redis decided for a check that went to Redis (the request was not decided here): a
   // hot key's remaining budget sizes its next lease.
@@ -135,6 +147,7 @@ class LeaseTable {
     LimitParams params;
     uint64_t units = 0;
     int64_t ends_us = 0;
+    int64_t granted_at_us = 0;  // the last grant's Decision::at_us
     uint64_t size = 0;  // of the last ask
     bool asking = false;
     // Redis' remaining after the last grant, refusal or decision seen, and its reset then.

@@ -144,7 +144,7 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, const TracePare
   if (leases_.enabled()) {
     std::vector<LeaseAsk> asks;
     std::vector<LeaseReturn> returns;
-    std::vector<size_t> tracked;
+    LeaseTable::Tracked tracked;
     absl::InlinedVector<Decision, 2> decisions(checks.size());
     const bool decided =
         leases_.Admit(checks, now, absl::MakeSpan(decisions), &asks, &returns, &tracked);
@@ -207,6 +207,7 @@ void RedisBackend::SendLeaseCalls(std::vector<LeaseAsk> asks, std::vector<LeaseR
     check.params = give_back.params;
     check.hits = give_back.hits;
     check.refund = true;
+    check.at_us = give_back.at_us;
     const LimitCheck checks[1] = {check};
     EvaluateInRedis(checks, redis_clock_.NowMicros(), TraceParent{},
                     [this, give_back = std::move(give_back)](

@@ -302,7 +302,8 @@ struct RedisSettings {
   // decides (1: each request's checks alone). >= 1.
   int32_t max_batch = 16;
   // --redis_lease_rate: decisions a second of one key on one replica that make it hot, so that
-  // the replica takes leases of its units (server/backend/lease_table.h). 0: no leases. >= 0.
+  // the replica takes leases of its units (server/backend/lease_table.h): token buckets, GCRA,
+  // fixed windows. 0: no leases. >= 0.
   double lease_rate = 0;
   // --redis_lease_window: a lease is this long of the key's rate on the replica. > 0.
   absl::Duration lease_window = absl::Milliseconds(20);

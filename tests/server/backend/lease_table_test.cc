@@ -73,7 +73,7 @@ class LeaseTableTest : public ::testing::Test {
   std::vector<Decision> decisions;
   std::vector<LeaseAsk> asks;
   std::vector<LeaseReturn> returns;
-  std::vector<size_t> tracked;
+  LeaseTable::Tracked tracked;
   // The asks Drive saw.
   std::vector<LeaseAsk> pending;
 };
@@ -102,7 +102,7 @@ TEST_F(LeaseTableTest, HotKeyLeasesItsRateAndDecidesFromTheLease) {
   int64_t now = tick;
   for (int i = 0; i < 99; ++i, now += 100) Admit(table, {check}, now);
   EXPECT_FALSE(Admit(table, {check}, now));
-  ASSERT_EQ(tracked, std::vector<size_t>{0});
+  ASSERT_EQ(tracked, LeaseTable::Tracked{0});
   EXPECT_TRUE(asks.empty()) << "no lease before Redis has said what remains";
   table.Observed(check, Said(50'000, now));
   now += 100;
@@ -175,14 +175,15 @@ TEST_F(LeaseTableTest, ARequestIsDecidedWhollyHereOrWhollyInRedis) {
   cold.group = 1;  // another descriptor's
   EXPECT_FALSE(Admit(table, {hot, cold}, now + 100));
   EXPECT_EQ(table.units_held(), held);
-  EXPECT_EQ(tracked, std::vector<size_t>{0});
-  // A refund and a fixed window are never leased.
+  EXPECT_EQ(tracked, LeaseTable::Tracked{0});
+  // A refund and a sliding window log are never leased.
   LimitCheck refund = hot;
   refund.refund = true;
   EXPECT_FALSE(Admit(table, {refund}, now + 200));
-  LimitParams window = TokenBucket();
-  window.algorithm = Algorithm::kFixedWindow;
-  EXPECT_FALSE(Admit(table, {Check("hot", window)}, now + 300));
+  LimitParams log = TokenBucket();
+  log.algorithm = Algorithm::kSlidingWindowLog;
+  EXPECT_FALSE(Admit(table, {Check("log", log)}, now + 300));
+  EXPECT_TRUE(tracked.empty());
   // Alone, the hot check is decided here.
   EXPECT_TRUE(Admit(table, {hot}, now + 400));
   EXPECT_EQ(table.units_held(), held - 1);
@@ -221,6 +222,44 @@ TEST_F(LeaseTableTest, NeverAdmitsMoreThanGranted) {
   }
   EXPECT_LE(admitted, ask.hits);
   EXPECT_GT(admitted + 3, ask.hits);
+}
+
+// Verifies a fixed window's lease ends with the window it was taken in: its units are never
+// admitted in the next window, go back stamped with their window (a give-back that does nothing
+// once the window is over), and a grant for the next window drops units of the last.
+TEST_F(LeaseTableTest, AFixedWindowsLeaseEndsWithItsWindow) {
+  LeaseTable table(Options());
+  LimitParams window = TokenBucket();
+  window.algorithm = Algorithm::kFixedWindow;
+  window.period_us = 1'000'000;
+  const LimitCheck check = Check("fw", window);
+  // 20 ms before a window's end.
+  const int64_t end = (kStart / 1'000'000 + 1) * 1'000'000;
+  int64_t now = Drive(table, check, 150, end - 35'000);
+  ASSERT_FALSE(pending.empty());
+  Decision said = Said(1'000, now);
+  table.Granted(pending.back(), said, now);
+  const uint64_t granted = pending.back().hits;
+  ASSERT_TRUE(Admit(table, {check}, end - 1));
+  // The next window: not from the lease, which is over.
+  EXPECT_FALSE(Admit(table, {check}, end + 10));
+  ASSERT_EQ(returns.size(), 1u);
+  EXPECT_EQ(returns[0].hits, granted - 1);
+  EXPECT_EQ(returns[0].at_us, now);
+  EXPECT_EQ(table.units_held(), 0u);
+
+  // A grant planned in one window and arriving with units of the last still held drops them.
+  LeaseTable other(Options());
+  pending.clear();
+  now = Drive(other, check, 150, end - 35'000);
+  ASSERT_FALSE(pending.empty());
+  other.Granted(pending.back(), Said(1'000, now), now);
+  const uint64_t first = pending.back().hits;
+  LeaseAsk next = pending.back();
+  next.hits = 7;
+  other.Granted(next, Said(1'000, end + 5), end + 6);
+  EXPECT_EQ(other.counters().units_expired, first);
+  EXPECT_EQ(other.units_held(), 7u);
 }
 
 }  // namespace
