@@ -2,10 +2,11 @@
 // under load, a token bucket and a GCRA of 100/s with a burst of 50 each admit what they owe in
 // the 2 s after the restart: the restarted Redis is empty, so each starts full (50) and refills
 // 100/s, 250 in all, less at most 5 for the load's own edges (its first call lands a few
-// milliseconds into the interval). A decision clock that jumped forward would admit more than
-// 250; one that lost time, fewer. One Sluice replica at 1,000 requests/s on each rule (one key
-// each; 300/s under sanitizers), failure_mode deny, the default budget (10 ms); five runs of the fault in a row. Each
-// run prints Redis' clock offset before the restart and after the interval.
+// milliseconds into the interval), and at most 275 (its last calls decided a little late). A
+// decision clock that jumped forward would admit more; one that lost time, fewer. One Sluice
+// replica at 1,000 requests/s on each rule (one key each; 300/s under sanitizers), failure_mode
+// deny, the default budget (10 ms); five runs of the fault in a row. Each run prints Redis'
+// clock offset before the restart and after the interval.
 //
 // A decision the failure policy answers in the interval (the breaker still open for a few tens
 // of milliseconds after the restart, until the client has its connection back) is a denial that
@@ -61,6 +62,10 @@ constexpr absl::Duration kMeasured = absl::Seconds(2);
 constexpr int kRuns = 5;
 // 50 + 100/s x 2 s.
 constexpr uint64_t kDue = 250;
+// The most a run may admit: the interval's last calls are decided up to a budget or a stalled
+// moment later, when the bucket has refilled a little more (as chaos_test's bound, 250 ms of
+// it: a sanitized build under the suite's load decided some 80 ms late and admitted 258).
+constexpr uint64_t kMost = 275;
 // What the load's edges may cost: its first call lands a few milliseconds into the interval and
 // its last one a few before the end (open loop at 1,000/s: a call a millisecond).
 constexpr uint64_t kEdges = 5;
@@ -141,9 +146,9 @@ TEST(DecisionClockTest, PausedThenKilledAndRestartedRedisOwesEveryToken) {
     const uint64_t policy_answers = static_cast<uint64_t>(policy.policy_decisions);
     const uint64_t least = kDue - kEdges - std::min<uint64_t>(policy_answers, kDue - kEdges);
     EXPECT_GE(measured.tb, least) << "run " << run << ": token bucket";
-    EXPECT_LE(measured.tb, kDue) << "run " << run << ": token bucket";
+    EXPECT_LE(measured.tb, kMost) << "run " << run << ": token bucket";
     EXPECT_GE(measured.gcra, least) << "run " << run << ": GCRA";
-    EXPECT_LE(measured.gcra, kDue) << "run " << run << ": GCRA";
+    EXPECT_LE(measured.gcra, kMost) << "run " << run << ": GCRA";
   }
 }
 

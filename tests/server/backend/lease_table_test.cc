@@ -70,6 +70,16 @@ class LeaseTableTest : public ::testing::Test {
     return now;
   }
 
+  // Makes `check`'s key hot, from the start of a tick, and grants the lease it asks for (the last
+  // in `pending`); the time after.
+  int64_t Leased(LeaseTable& table, const LimitCheck& check) {
+    const int64_t now =
+        Drive(table, check, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+    EXPECT_FALSE(pending.empty());
+    if (!pending.empty()) table.Granted(pending.back(), Said(1'000, now), now);
+    return now;
+  }
+
   std::vector<Decision> decisions;
   std::vector<LeaseAsk> asks;
   std::vector<LeaseReturn> returns;
@@ -143,13 +153,12 @@ TEST_F(LeaseTableTest, LeasesShrinkToTheShareOfWhatRemains) {
 }
 
 // Verifies a lease's unused units are given back once its life is over (at the first decision
-// after), and a key not seen for a while is forgotten.
+// after, whatever its key).
 TEST_F(LeaseTableTest, UnusedUnitsGoBackAtTheLeasesEnd) {
   LeaseTable table(Options());
   const LimitCheck check = Check("ends", TokenBucket());
-  int64_t now = Drive(table, check, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+  const int64_t now = Leased(table, check);
   ASSERT_FALSE(pending.empty());
-  table.Granted(pending.back(), Said(1'000, now), now);
   const uint64_t granted = pending.back().hits;
   ASSERT_TRUE(Admit(table, {check}, now + 1'000));
   // 100 ms after the grant: the rest goes back.
@@ -167,9 +176,8 @@ TEST_F(LeaseTableTest, UnusedUnitsGoBackAtTheLeasesEnd) {
 TEST_F(LeaseTableTest, ARequestIsDecidedWhollyHereOrWhollyInRedis) {
   LeaseTable table(Options());
   const LimitCheck hot = Check("hot", TokenBucket());
-  int64_t now = Drive(table, hot, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+  const int64_t now = Leased(table, hot);
   ASSERT_FALSE(pending.empty());
-  table.Granted(pending.back(), Said(1'000, now), now);
   const uint64_t held = table.units_held();
   LimitCheck cold = Check("cold", TokenBucket());
   cold.group = 1;  // another descriptor's
@@ -194,9 +202,8 @@ TEST_F(LeaseTableTest, ARequestIsDecidedWhollyHereOrWhollyInRedis) {
 TEST_F(LeaseTableTest, AChangedRuleEndsTheLease) {
   LeaseTable table(Options());
   const LimitCheck old_rule = Check("k", TokenBucket(100'000));
-  int64_t now = Drive(table, old_rule, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+  const int64_t now = Leased(table, old_rule);
   ASSERT_FALSE(pending.empty());
-  table.Granted(pending.back(), Said(1'000, now), now);
   const uint64_t held = table.units_held();
   ASSERT_GT(held, 0u);
   EXPECT_FALSE(Admit(table, {Check("k", TokenBucket(50'000))}, now + 100));
