@@ -86,7 +86,6 @@ void LeaseTable::Sweep(int64_t now_us, std::vector<LeaseReturn>* returns) {
       Entry& entry = it->second;
       if (entry.units > 0 && now_us >= entry.ends_us) {
         returns->push_back(LeaseReturn{it->first, entry.params, entry.units, entry.granted_at_us});
-        units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
         entry.units = 0;
       }
       if (entry.units == 0 && !entry.asking && now_us - entry.last_seen_us > kForgetUs) {
@@ -108,13 +107,13 @@ bool LeaseTable::Admit(absl::Span<const LimitCheck> checks, int64_t now_us,
   size_t taken = 0;  // checks whose units are taken, from the first
   for (size_t i = 0; i < checks.size(); ++i) {
     const LimitCheck& check = checks[i];
-    const size_t hash = absl::HashOf(check.key);
-    const uint64_t count = CountHot(hash, now_us);
-    const bool leasable = Leasable(check, checks, i);
-    if (!leasable) {
+    if (!Leasable(check, checks, i)) {
+      // Never leased, so not counted either.
       all = false;
       continue;
     }
+    const size_t hash = absl::HashOf(check.key);
+    const uint64_t count = CountHot(hash, now_us);
     Shard& shard = ShardOf(hash);
     MutexLock lock(shard.mu);
     auto it = shard.entries.find(check.key);
@@ -133,7 +132,6 @@ bool LeaseTable::Admit(absl::Span<const LimitCheck> checks, int64_t now_us,
       // The rule changed (a reload): the old lease ends, its units go back.
       if (entry.units > 0) {
         returns->push_back(LeaseReturn{it->first, entry.params, entry.units, entry.granted_at_us});
-        units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
       }
       const int64_t seen = entry.last_seen_us;
       entry = Entry{};
@@ -149,12 +147,10 @@ bool LeaseTable::Admit(absl::Span<const LimitCheck> checks, int64_t now_us,
     entry.last_seen_us = now_us;
     if (entry.units > 0 && now_us >= entry.ends_us) {
       returns->push_back(LeaseReturn{it->first, entry.params, entry.units, entry.granted_at_us});
-      units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
       entry.units = 0;
     }
     if (all && i == taken && entry.units >= check.hits) {
       entry.units -= check.hits;
-      units_held_.fetch_sub(static_cast<int64_t>(check.hits), std::memory_order_relaxed);
       Decision& decision = decisions[i];
       decision = Decision{};
       decision.allowed = true;
@@ -188,17 +184,17 @@ bool LeaseTable::Admit(absl::Span<const LimitCheck> checks, int64_t now_us,
     auto it = shard.entries.find(checks[i].key);
     if (it != shard.entries.end()) {
       it->second.units += checks[i].hits;
-      units_held_.fetch_add(static_cast<int64_t>(checks[i].hits), std::memory_order_relaxed);
     }
   }
   return false;
 }
 
-void LeaseTable::Observed(const LimitCheck& check, const Decision& decision) {
-  Shard& shard = ShardOf(absl::HashOf(check.key));
+void LeaseTable::Observed(absl::string_view key, const LimitParams& params,
+                          const Decision& decision) {
+  Shard& shard = ShardOf(absl::HashOf(key));
   MutexLock lock(shard.mu);
-  auto it = shard.entries.find(check.key);
-  if (it == shard.entries.end() || !SameRule(it->second.params, check.params)) return;
+  auto it = shard.entries.find(key);
+  if (it == shard.entries.end() || !SameRule(it->second.params, params)) return;
   it->second.remaining = static_cast<int64_t>(decision.remaining);
   it->second.reset_after_us = decision.reset_after_us;
   it->second.told_at_us = decision.at_us;
@@ -207,7 +203,6 @@ void LeaseTable::Observed(const LimitCheck& check, const Decision& decision) {
 void LeaseTable::Granted(const LeaseAsk& ask, const Decision& decision, int64_t now_us) {
   taken_.fetch_add(1, std::memory_order_relaxed);
   units_granted_.fetch_add(ask.hits, std::memory_order_relaxed);
-  units_held_.fetch_add(static_cast<int64_t>(ask.hits), std::memory_order_relaxed);
   Shard& shard = ShardOf(absl::HashOf(ask.key));
   MutexLock lock(shard.mu);
   auto [it, inserted] = shard.entries.try_emplace(ask.key);
@@ -227,7 +222,6 @@ void LeaseTable::Granted(const LeaseAsk& ask, const Decision& decision, int64_t 
     if (entry.units > 0 && FixedWindowAt(ask.params, entry.granted_at_us).end_us != window_end) {
       // Units of another window: theirs is over (or this grant's is), they cannot mix.
       units_expired_.fetch_add(entry.units, std::memory_order_relaxed);
-      units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
       entry.units = 0;
     }
   }
@@ -257,19 +251,6 @@ void LeaseTable::Returned(const LeaseReturn& give_back, bool ok) {
   (ok ? units_returned_ : units_expired_).fetch_add(give_back.hits, std::memory_order_relaxed);
 }
 
-void LeaseTable::EndAll(std::vector<LeaseReturn>* returns) {
-  for (Shard& shard : shards_) {
-    MutexLock lock(shard.mu);
-    for (auto& [key, entry] : shard.entries) {
-      if (entry.units > 0) {
-        returns->push_back(LeaseReturn{key, entry.params, entry.units, entry.granted_at_us});
-        units_held_.fetch_sub(static_cast<int64_t>(entry.units), std::memory_order_relaxed);
-      }
-    }
-    shard.entries.clear();
-  }
-}
-
 LeaseCounters LeaseTable::counters() const {
   return LeaseCounters{taken_.load(std::memory_order_relaxed),
                        refused_.load(std::memory_order_relaxed),
@@ -280,7 +261,14 @@ LeaseCounters LeaseTable::counters() const {
 }
 
 uint64_t LeaseTable::units_held() const {
-  return static_cast<uint64_t>(std::max<int64_t>(0, units_held_.load(std::memory_order_relaxed)));
+  uint64_t held = 0;
+  for (const Shard& shard : shards_) {
+    MutexLock lock(shard.mu);
+    for (const auto& [unused_key, entry] : shard.entries) {
+      held += entry.units;
+    }
+  }
+  return held;
 }
 
 void LeaseTable::AppendMetrics(std::string* out) const {

@@ -125,20 +125,18 @@ class LeaseTable {
              std::vector<LeaseAsk>* asks, std::vector<LeaseReturn>* returns,
              Tracked* tracked);
 
-  // What Redis decided for a check that went to Redis (the request was not decided here): a
-  // hot key's remaining budget sizes its next lease.
-  void Observed(const LimitCheck& check, const Decision& decision);
+  // What Redis decided for a hot key's check (rule `params`) that went to Redis (the request
+  // was not decided here): its remaining budget sizes the key's next lease.
+  void Observed(absl::string_view key, const LimitParams& params, const Decision& decision);
   // The answer to a lease call: admitted (the units are this replica's now) or not (none
   // taken; its remaining sizes the next). A failed call: Refused with nullptr.
   void Granted(const LeaseAsk& ask, const Decision& decision, int64_t now_us);
   void Refused(const LeaseAsk& ask, const Decision* decision);
   // The outcome of a give-back.
   void Returned(const LeaseReturn& give_back, bool ok);
-  // Ends every lease now (a config reload, shutdown): their units to give back.
-  void EndAll(std::vector<LeaseReturn>* returns);
 
   LeaseCounters counters() const;
-  // Units held now, in all.
+  // Units held now, in all (walks every shard: for metrics and tests).
   uint64_t units_held() const;
   void AppendMetrics(std::string* out) const;
 
@@ -185,7 +183,6 @@ class LeaseTable {
   std::atomic<uint64_t> units_returned_{0};
   std::atomic<uint64_t> units_expired_{0};
   std::atomic<uint64_t> decisions_{0};
-  std::atomic<int64_t> units_held_{0};
 };
 
 }  // namespace sluice

@@ -156,26 +156,26 @@ void RedisBackend::Evaluate(absl::Span<const LimitCheck> checks, const TracePare
       return;
     }
     // Redis' answers for hot keys size their next leases.
-    std::vector<std::pair<size_t, LimitCheck>> hot;
-    std::vector<std::string> hot_keys;
-    for (const size_t i : tracked) {
-      hot_keys.emplace_back(checks[i].key);
-      hot.emplace_back(i, checks[i]);
-    }
-    if (!hot.empty()) {
-      EvaluateInRedis(
-          checks, now, trace,
-          [this, hot = std::move(hot), hot_keys = std::move(hot_keys), done = std::move(done)](
-              absl::Status status, absl::Span<const Decision> decisions) mutable {
-            if (status.ok()) {
-              for (size_t h = 0; h < hot.size(); ++h) {
-                LimitCheck check = hot[h].second;
-                check.key = hot_keys[h];
-                leases_.Observed(check, decisions[hot[h].first]);
-              }
-            }
-            std::move(done)(std::move(status), decisions);
-          });
+    if (!tracked.empty()) {
+      struct HotCheck {
+        size_t index;
+        std::string key;
+        LimitParams params;
+      };
+      absl::InlinedVector<HotCheck, 2> hot;
+      for (const size_t i : tracked) {
+        hot.push_back(HotCheck{i, std::string(checks[i].key), checks[i].params});
+      }
+      EvaluateInRedis(checks, now, trace,
+                      [this, hot = std::move(hot), done = std::move(done)](
+                          absl::Status status, absl::Span<const Decision> decisions) mutable {
+                        if (status.ok()) {
+                          for (const HotCheck& check : hot) {
+                            leases_.Observed(check.key, check.params, decisions[check.index]);
+                          }
+                        }
+                        std::move(done)(std::move(status), decisions);
+                      });
       return;
     }
   }

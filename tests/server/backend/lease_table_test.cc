@@ -63,7 +63,7 @@ class LeaseTableTest : public ::testing::Test {
                 uint64_t redis_remaining = 50'000) {
     for (int i = 0; i < n; ++i, now += 100) {
       if (!Admit(table, {check}, now) && !tracked.empty()) {
-        table.Observed(check, Said(redis_remaining, now));
+        table.Observed(check.key, check.params, Said(redis_remaining, now));
       }
       pending.insert(pending.end(), asks.begin(), asks.end());
     }
@@ -114,7 +114,7 @@ TEST_F(LeaseTableTest, HotKeyLeasesItsRateAndDecidesFromTheLease) {
   EXPECT_FALSE(Admit(table, {check}, now));
   ASSERT_EQ(tracked, LeaseTable::Tracked{0});
   EXPECT_TRUE(asks.empty()) << "no lease before Redis has said what remains";
-  table.Observed(check, Said(50'000, now));
+  table.Observed(check.key, check.params, Said(50'000, now));
   now += 100;
   EXPECT_FALSE(Admit(table, {check}, now));
   ASSERT_EQ(asks.size(), 1u);
@@ -147,7 +147,7 @@ TEST_F(LeaseTableTest, LeasesShrinkToTheShareOfWhatRemains) {
   ASSERT_FALSE(pending.empty());
   EXPECT_EQ(pending.back().hits, 10u);
   table.Refused(pending.back(), nullptr);
-  table.Observed(check, Said(3, now));
+  table.Observed(check.key, check.params, Said(3, now));
   EXPECT_FALSE(Admit(table, {check}, now));
   EXPECT_TRUE(asks.empty()) << "3 x 0.5 / 2 is under 2 units";
 }
