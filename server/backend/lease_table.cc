@@ -29,7 +29,8 @@ bool SameRule(const LimitParams& a, const LimitParams& b) {
 LeaseTable::LeaseTable(LeaseOptions options)
     : options_(options),
       hot_per_tick_(static_cast<uint64_t>(
-          std::max(1.0, std::ceil(options.hot_rate * static_cast<double>(kTickUs) / 1e6)))) {}
+          std::max(1.0, std::ceil(options.hot_rate * static_cast<double>(kTickUs) / 1e6)))),
+      max_keys_per_shard_(std::max<size_t>(1, options.max_keys / kShards)) {}
 
 bool LeaseTable::Leasable(const LimitCheck& check, absl::Span<const LimitCheck> checks,
                           size_t i) {
@@ -119,7 +120,7 @@ bool LeaseTable::Admit(absl::Span<const LimitCheck> checks, int64_t now_us,
     auto it = shard.entries.find(check.key);
     if (it == shard.entries.end()) {
       all = false;
-      if (count < hot_per_tick_) continue;
+      if (count < hot_per_tick_ || shard.entries.size() >= max_keys_per_shard_) continue;
       it = shard.entries.emplace(std::string(check.key), Entry{}).first;
       it->second.params = check.params;
       // Its rate so far in this tick, this decision counted below.
@@ -260,6 +261,15 @@ LeaseCounters LeaseTable::counters() const {
                        decisions_.load(std::memory_order_relaxed)};
 }
 
+size_t LeaseTable::keys() const {
+  size_t keys = 0;
+  for (const Shard& shard : shards_) {
+    MutexLock lock(shard.mu);
+    keys += shard.entries.size();
+  }
+  return keys;
+}
+
 uint64_t LeaseTable::units_held() const {
   uint64_t held = 0;
   for (const Shard& shard : shards_) {
@@ -291,6 +301,9 @@ void LeaseTable::AppendMetrics(std::string* out) const {
       "\n# HELP sluice_lease_units_held Units this replica's leases hold now\n"
       "# TYPE sluice_lease_units_held gauge\n"
       "sluice_lease_units_held ", units_held(),
+      "\n# HELP sluice_lease_keys Hot keys this replica tracks (at most 16,384)\n"
+      "# TYPE sluice_lease_keys gauge\n"
+      "sluice_lease_keys ", keys(),
       "\n# HELP sluice_lease_decisions_total Checks decided from a lease, without a Redis call\n"
       "# TYPE sluice_lease_decisions_total counter\n"
       "sluice_lease_decisions_total ", c.decisions, "\n");

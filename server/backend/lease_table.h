@@ -12,8 +12,9 @@
 //     key's hash picks the slot; a key that finds another in its slot takes it over): decisions
 //     in the current tick of kTickUs. A key whose count in one tick reaches
 //     hot_rate x kTickUs becomes hot: it gets an entry (a map in kShards shards, each under its
-//     own mutex), which counts its own rate from then on. A key that has not been seen for
-//     kForgetUs and holds no units is forgotten.
+//     own mutex), which counts its own rate from then on, unless its shard holds its part of
+//     `max_keys` already. A key that has not been seen for kForgetUs and holds no units is
+//     forgotten.
 //   - Which checks: token buckets, GCRA and fixed windows, alone in their request's group, not
 //     refunds. A
 //     request is decided from leases only when every one of its checks is, so that a request is
@@ -69,6 +70,11 @@ struct LeaseOptions {
   double max_share = 0.5;
   // Sluice replicas sharing the Redis (--replicas_hint).
   int replicas = 1;
+  // Hot keys tracked at most (entries, each a key and its lease), kShards shards of an equal
+  // part: clients choose the keys, so the table is bounded whatever they send. A key that finds
+  // its shard full is decided per request. 16,384 keys each at least `hot_rate` is several
+  // million decisions a second on one replica: far past what one replica serves.
+  size_t max_keys = 16384;
 };
 
 // A lease call to send: decide `hits` of `params` on `key` (a token bucket or GCRA check that
@@ -136,8 +142,9 @@ class LeaseTable {
   void Returned(const LeaseReturn& give_back, bool ok);
 
   LeaseCounters counters() const;
-  // Units held now, in all (walks every shard: for metrics and tests).
+  // Units held now, in all, and hot keys tracked (walk every shard: for metrics and tests).
   uint64_t units_held() const;
+  size_t keys() const;
   void AppendMetrics(std::string* out) const;
 
  private:
@@ -174,6 +181,7 @@ class LeaseTable {
 
   const LeaseOptions options_;
   const uint64_t hot_per_tick_;
+  const size_t max_keys_per_shard_;
   std::array<std::atomic<uint64_t>, kSlots> slots_{};
   std::array<Shard, kShards> shards_;
   std::atomic<int64_t> next_sweep_us_{0};

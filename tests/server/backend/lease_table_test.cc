@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace sluice {
@@ -267,6 +268,25 @@ TEST_F(LeaseTableTest, AFixedWindowsLeaseEndsWithItsWindow) {
   other.Granted(next, Said(1'000, end + 5), end + 6);
   EXPECT_EQ(other.counters().units_expired, first);
   EXPECT_EQ(other.units_held(), 7u);
+}
+
+// Verifies the table is bounded whatever keys clients send: past max_keys (here 16, one a
+// shard), a key as hot as the others is decided per request and never tracked.
+TEST_F(LeaseTableTest, HotKeysPastTheBoundAreDecidedPerRequest) {
+  LeaseOptions options = Options();
+  options.max_keys = 16;
+  LeaseTable table(options);
+  const int64_t tick = kStart / LeaseTable::kTickUs * LeaseTable::kTickUs;
+  std::vector<std::string> keys;
+  for (int k = 0; k < 200; ++k) keys.push_back(absl::StrCat("k", k));
+  size_t untracked = 0;
+  for (const std::string& key : keys) {
+    const LimitCheck check = Check(key, TokenBucket());
+    for (int i = 0; i < 100; ++i) Admit(table, {check}, tick + i);
+    untracked += tracked.empty() ? 1 : 0;
+  }
+  EXPECT_EQ(table.keys(), 16u);
+  EXPECT_EQ(untracked, 200u - 16u);
 }
 
 }  // namespace
