@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/host_stalls.h"
 #include "tests/support/process.h"
+#include "tests/support/sanitizers.h"
 #include "tests/support/sluice_server.h"
 
 namespace sluice::chaos {
@@ -59,11 +60,7 @@ struct PolicyCounters {
   }
 };
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
+inline constexpr bool kSanitized = SLUICE_TEST_SANITIZED;
 
 // Checks that the replicas did not stall in a run of `decisions` decisions, `unsent` of whose
 // calls the generator never got to send before the run ended. A stall leaves hundreds unsent (a

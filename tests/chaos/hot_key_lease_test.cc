@@ -235,11 +235,16 @@ TEST_F(HotKeyLeaseTest, AKilledReplicaLosesTheUnitsItHeld) {
   EXPECT_EQ(result->descriptor_ok, result->requests);
   EXPECT_GT(decided_here, 0.5 * admitted);
   // Exactly what it held, unless a window ended under the run with units left (dropped, not
-  // lost to a later window). A lease is topped up at half its size: at most 1.5 leases held.
-  const double most_held = 1.5 * 0.1 * options.rate + 1;
+  // lost to a later window). A lease is 100 ms of the busiest 100 ms tick the replica saw, topped
+  // up at half its size: at most 1.5 leases held. The generator sends on schedule on average, but
+  // late on a loaded machine it sends its late calls at once, so a tick may see up to twice the
+  // offered rate (the unit test sizes leases exactly, lease_table_test).
+  const double most_held = 1.5 * 0.1 * 2 * options.rate + 1;
   EXPECT_GE(lost, held);
   EXPECT_LE(lost, held + most_held);
-  EXPECT_LE(held, most_held) << "more than a lease and a half of 100 ms";
+  EXPECT_LE(held, most_held) << "more than a lease and a half of 100 ms at twice the rate; "
+                             << "calls sent up to " << result->send_lag.max() / 1000000
+                             << " ms late";
 }
 
 }  // namespace

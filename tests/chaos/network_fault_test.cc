@@ -30,6 +30,7 @@
 #include "tests/support/net_namespace.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/sanitizers.h"
 #include "tests/support/sluice_server.h"
 
 namespace sluice {
@@ -236,7 +237,7 @@ void NetworkFaultTest::ExpectAnsweredWithinBudgetThenHealed(const std::string& w
     // 120 ms over the budget. Both on top of the reference run's, and both of the decisions no
     // stall of the host exposed (chaos_support.h). Latency is not judged under sanitizers, which
     // slow everything several times.
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !SLUICE_TEST_SANITIZED
     EXPECT_LE(run->QuantileMsOfUnexposed(0.99, budget),
               absl::ToDoubleMilliseconds(budget + absl::Milliseconds(2 + 30)) + reference_p99_ms);
     EXPECT_LE(run->QuantileMsOfUnexposed(1.0, budget),

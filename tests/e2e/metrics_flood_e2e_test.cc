@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process.h"
+#include "tests/support/sanitizers.h"
 #include "tests/support/sluice_server.h"
 
 namespace sluice {
@@ -43,17 +44,7 @@ constexpr int kStalledScrapers = 40;  // on each listener
 // The bound on the server's peak RSS. Under AddressSanitizer (the server is built like
 // this test) freed memory waits in a 256 MB quarantine and every allocation has red zones: the
 // bound there still tells 1.2 GB of page copies from a shared page.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int64_t kMaxPeakMb = 1024;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr int64_t kMaxPeakMb = 1024;
-#else
-constexpr int64_t kMaxPeakMb = 256;
-#endif
-#else
-constexpr int64_t kMaxPeakMb = 256;
-#endif
+constexpr int64_t kMaxPeakMb = SLUICE_TEST_ASAN ? 1024 : 256;
 
 int Connect(int port) { return testing::ConnectToLoopback(port); }
 

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <optional>
 
+#include "tests/support/sanitizers.h"
+
 namespace sluice {
 
 // Bytes in use in the heap (arena blocks plus separately mapped ones), or nullopt when malloc is
@@ -19,12 +21,8 @@ namespace sluice {
 // reading first fills every size's cache (7 blocks allocated, then freed): the cache then holds
 // the same blocks' worth at every reading.
 inline std::optional<int64_t> HeapInUse() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if SLUICE_TEST_SANITIZED
   return std::nullopt;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return std::nullopt;
-#endif
 #endif
   constexpr int kCachedPerSize = 7;
   constexpr int kCachedSizes = 64;  // blocks of 32, 48, ... 1040 bytes
