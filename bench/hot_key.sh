@@ -6,13 +6,17 @@
 #   memory     the embedded memory backend (no Redis): the ceiling
 #   redis      Redis, leases off (--redis_lease_rate=0)
 #   leases     Redis, leases on (--redis_lease_rate=$LEASE_RATE, 500 by default)
-# Usage: bench/hot_key.sh [replicas (1)] [seconds (5)]
+# The modes run interleaved, ROUNDS times (3 by default: memory, redis, leases, memory, ...), so
+# that the machine's drift falls on each alike; the last lines give each mode's median and the
+# ratios of the medians (decisions/s against memory and against leases off).
+# Usage: bench/hot_key.sh [replicas (1)] [seconds (5)]      ROUNDS=N LEASE_RATE=N
 # Needs build/bin/sluice and build/bin/sluice-bench (scripts/build or ninja -C build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 replicas="${1:-1}"
 seconds="${2:-5}"
 lease_rate="${LEASE_RATE:-500}"
+rounds="${ROUNDS:-3}"
 bin=build/bin
 work="$(mktemp -d)"
 redis_port=$((20000 + RANDOM % 10000))
@@ -91,9 +95,9 @@ run_mode() {
   done
   # The measured interval plus the warm-up: Redis' counters ran through both.
   python3 - "$mode" "$replicas" "$decisions" "$seconds" "$cpu0" "$cpu1" "$commands0" "$commands1" \
-    "$from_leases" "$granted" <<'EOF'
+    "$from_leases" "$granted" "$work/results" <<'EOF'
 import sys
-mode, replicas, decisions, seconds, cpu0, cpu1, c0, c1, from_leases, granted = sys.argv[1:]
+mode, replicas, decisions, seconds, cpu0, cpu1, c0, c1, from_leases, granted, results = sys.argv[1:]
 decisions, seconds = int(decisions), float(seconds)
 # Redis' counters ran through the warm-up too: scale the decisions to the whole span.
 span_decisions = decisions * (seconds + 1) / seconds
@@ -102,13 +106,33 @@ commands = int(c1) - int(c0)
 print(f"{mode:7s} replicas {replicas}  decisions/s {decisions / seconds:9.0f}  "
       f"redis commands/decision {commands / span_decisions:7.4f}  "
       f"redis cpu us/decision {cpu_us / span_decisions:7.3f}  "
-      f"leases granted {granted}  decided from leases {from_leases}")
+      f"leases granted {granted}  decided from leases {from_leases}", flush=True)
+with open(results, "a") as out:
+    out.write(f"{mode} {decisions / seconds} {commands / span_decisions} {cpu_us / span_decisions}\n")
 EOF
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait "${pids[@]}" 2>/dev/null || true
   pids=()
 }
 
-for mode in memory redis leases; do
-  run_mode "$mode"
+for ((round = 1; round <= rounds; round++)); do
+  for mode in memory redis leases; do
+    run_mode "$mode"
+  done
 done
+python3 - "$work/results" "$replicas" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    mode, rate, commands, cpu = line.split()
+    rows.setdefault(mode, []).append((float(rate), float(commands), float(cpu)))
+median = {m: [statistics.median(r[i] for r in v) for i in range(3)] for m, v in rows.items()}
+for m in ("memory", "redis", "leases"):
+    rate, commands, cpu = median[m]
+    print(f"median {m:7s} replicas {sys.argv[2]}  decisions/s {rate:9.0f}  "
+          f"redis commands/decision {commands:7.4f}  redis cpu us/decision {cpu:7.3f}")
+print(f"leases/memory decisions/s {median['leases'][0] / median['memory'][0]:.2f}x  "
+      f"leases/redis {median['leases'][0] / median['redis'][0]:.2f}x  "
+      f"(rounds {len(rows['leases'])}; each round's ratio: " +
+      ", ".join(f"{l[0] / m[0]:.2f}" for l, m in zip(rows["leases"], rows["memory"])) + ")")
+EOF

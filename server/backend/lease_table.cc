@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/hash/hash.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/algorithm/fixed_window.h"
 
@@ -214,6 +215,11 @@ void LeaseTable::Granted(const LeaseAsk& ask, const Decision& decision, int64_t 
     entry.last_seen_us = now_us;
   }
   entry.asking = false;
+  if (entry.drop_grant) {
+    entry.drop_grant = false;
+    units_expired_.fetch_add(ask.hits, std::memory_order_relaxed);
+    return;
+  }
   // When the call was planned: a fixed window's units count in that window.
   const int64_t at_us = decision.at_us != 0 ? decision.at_us : now_us;
   int64_t ends_us = now_us + absl::ToInt64Microseconds(options_.life);
@@ -241,6 +247,7 @@ void LeaseTable::Refused(const LeaseAsk& ask, const Decision* decision) {
   auto it = shard.entries.find(ask.key);
   if (it == shard.entries.end()) return;
   it->second.asking = false;
+  it->second.drop_grant = false;
   if (decision != nullptr) {
     it->second.remaining = static_cast<int64_t>(decision->remaining);
     it->second.reset_after_us = decision->reset_after_us;
@@ -250,6 +257,28 @@ void LeaseTable::Refused(const LeaseAsk& ask, const Decision* decision) {
 
 void LeaseTable::Returned(const LeaseReturn& give_back, bool ok) {
   (ok ? units_returned_ : units_expired_).fetch_add(give_back.hits, std::memory_order_relaxed);
+}
+
+void LeaseTable::Forget(absl::string_view storage_key) {
+  // Reset keys are storage keys; a fixed window's are its check's key and a window suffix.
+  Drop([storage_key](absl::string_view key) { return absl::StartsWith(storage_key, key); });
+}
+
+void LeaseTable::ForgetAll() {
+  Drop([](absl::string_view) { return true; });
+}
+
+void LeaseTable::Drop(const std::function<bool(absl::string_view key)>& match) {
+  if (!enabled()) return;
+  for (Shard& shard : shards_) {
+    MutexLock lock(shard.mu);
+    for (auto& [key, entry] : shard.entries) {
+      if (!match(key)) continue;
+      units_expired_.fetch_add(entry.units, std::memory_order_relaxed);
+      entry.units = 0;
+      entry.drop_grant = entry.asking;
+    }
+  }
 }
 
 LeaseCounters LeaseTable::counters() const {

@@ -44,6 +44,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,14 @@ class LeaseTable {
   void Refused(const LeaseAsk& ask, const Decision* decision);
   // The outcome of a give-back.
   void Returned(const LeaseReturn& give_back, bool ok);
+  // The state behind `storage_key` was reset (the admin API, here or through the reset log):
+  // the leases of every key it is, or begins with (a fixed window's window keys), drop their
+  // units without giving them back, and so does a grant in flight for them. A give-back would
+  // count against the fresh state what was taken from the old one (a window's count could fall
+  // below what it has admitted since the reset). ForgetAll: every key (a reset log that lost
+  // entries, or one that reset everything).
+  void Forget(absl::string_view storage_key);
+  void ForgetAll();
 
   LeaseCounters counters() const;
   // Units held now, in all, and hot keys tracked (walk every shard: for metrics and tests).
@@ -155,6 +164,8 @@ class LeaseTable {
     int64_t granted_at_us = 0;  // the last grant's Decision::at_us
     uint64_t size = 0;  // of the last ask
     bool asking = false;
+    // The state was reset while a lease call was in flight: its grant is dropped.
+    bool drop_grant = false;
     // Redis' remaining after the last grant, refusal or decision seen, and its reset then.
     int64_t remaining = -1;
     int64_t reset_after_us = 0;
@@ -176,6 +187,8 @@ class LeaseTable {
   Shard& ShardOf(size_t hash) { return shards_[hash % kShards]; }
   // The lease to ask for `entry` now, if any (marks it asking).
   bool DueAsk(Entry& entry, int64_t now_us, uint64_t* size) const;
+  // Drops the units of every entry `match` selects (Forget, ForgetAll).
+  void Drop(const std::function<bool(absl::string_view key)>& match);
   // Ends leases past their time in every shard, at most every kTickUs.
   void Sweep(int64_t now_us, std::vector<LeaseReturn>* returns);
 

@@ -839,8 +839,13 @@ void RedisBackend::Reset(absl::Span<const LimitCheck> checks, ResetCallback done
     return;
   }
   client_->Execute(std::move(batch), AdminDeadline(),
-                   [keys = std::move(keys), done = std::move(done)](
+                   [this, keys = std::move(keys), done = std::move(done)](
                        absl::Status status, absl::Span<RedisReply> replies) mutable {
+                     // Whatever the DELs did, this replica's leases of the keys are of the
+                     // old state (LeaseTable::Forget).
+                     for (const std::string& key : keys) {
+                       leases_.Forget(key);
+                     }
                      std::vector<std::string> deleted;
                      for (size_t i = 0; status.ok() && i < replies.size(); ++i) {
                        if (replies[i].is_error()) {
@@ -891,8 +896,8 @@ void RedisBackend::ReadResets(const std::string& cursor, ResetLogCallback done) 
   }
   client_->Execute(
       std::move(batch), AdminDeadline(),
-      [cursor, done = std::move(done)](absl::Status status,
-                                       absl::Span<RedisReply> replies) mutable {
+      [this, cursor, done = std::move(done)](absl::Status status,
+                                             absl::Span<RedisReply> replies) mutable {
         if (!status.ok()) {
           std::move(done)(std::move(status), {});
           return;
@@ -939,6 +944,13 @@ void RedisBackend::ReadResets(const std::string& cursor, ResetLogCallback done) 
             ReadLogEntry(entry.elements()[1], &page);
           }
           page.cursor = id;
+        }
+        // Resets made through any replica end this one's leases of those keys.
+        if (page.lost) {
+          leases_.ForgetAll();
+        }
+        for (const std::string& key : page.keys) {
+          leases_.Forget(key);
         }
         std::move(done)(absl::OkStatus(), std::move(page));
       });

@@ -172,6 +172,46 @@ TEST_F(LeaseTableTest, UnusedUnitsGoBackAtTheLeasesEnd) {
   EXPECT_EQ(table.counters().units_returned, granted - 1);
 }
 
+// Verifies a reset of a leased key (its storage key, or a window key that begins with it) drops
+// the lease's units without a give-back, and drops a grant that was in flight at the reset: the
+// units were taken from the state the reset deleted, and giving them back would count them
+// against the fresh one.
+TEST_F(LeaseTableTest, AResetDropsTheLeaseWithoutAGiveBack) {
+  LeaseTable table(Options());
+  LimitParams window = TokenBucket();
+  window.algorithm = Algorithm::kFixedWindow;
+  const LimitCheck reset = Check("sluice:{d|k=v}fw:1", window);
+  const LimitCheck kept = Check("sluice:{d|k=w}tb:1", TokenBucket());
+  const int64_t now = Leased(table, reset);
+  const uint64_t granted = pending.back().hits;
+  pending.clear();
+  Leased(table, kept);
+  ASSERT_EQ(table.units_held(), granted + pending.back().hits);
+  table.Forget("sluice:{d|k=v}fw:1:w29588962");
+  EXPECT_EQ(table.units_held(), pending.back().hits);
+  EXPECT_EQ(table.counters().units_expired, granted);
+  EXPECT_FALSE(Admit(table, {reset}, now + 1'000));
+  // Past every lease's life: only the kept key's units go back.
+  EXPECT_FALSE(Admit(table, {Check("other", TokenBucket())}, now + 200'000 + LeaseTable::kTickUs));
+  ASSERT_EQ(returns.size(), 1u);
+  EXPECT_EQ(returns[0].key, kept.key);
+
+  // A lease call in flight at a reset: its grant is dropped when it comes, the next one is not.
+  LeaseTable fresh(Options());
+  pending.clear();
+  const int64_t then = Drive(fresh, reset, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+  ASSERT_FALSE(pending.empty());
+  fresh.ForgetAll();
+  fresh.Granted(pending.back(), Said(1'000, then), then);
+  EXPECT_EQ(fresh.units_held(), 0u);
+  EXPECT_EQ(fresh.counters().units_expired, pending.back().hits);
+  pending.clear();
+  Drive(fresh, reset, 10, then + 1);
+  ASSERT_FALSE(pending.empty());
+  fresh.Granted(pending.back(), Said(1'000, then), then);
+  EXPECT_EQ(fresh.units_held(), pending.back().hits);
+}
+
 // Verifies a request is decided from leases only when every check is: a second check without a
 // lease sends the whole request to Redis and leaves the first lease's units where they were.
 TEST_F(LeaseTableTest, ARequestIsDecidedWhollyHereOrWhollyInRedis) {
