@@ -27,6 +27,17 @@ bool SameRule(const LimitParams& a, const LimitParams& b) {
 
 }  // namespace
 
+bool LeaseTable::Windowed(const LimitParams& params) {
+  return params.algorithm == Algorithm::kFixedWindow ||
+         params.algorithm == Algorithm::kSlidingWindowCounter;
+}
+
+bool LeaseTable::WindowEnded(const LeaseReturn& give_back, int64_t now_us) {
+  return Windowed(give_back.params) &&
+         FixedWindowAt(give_back.params, give_back.at_us).start_us !=
+             FixedWindowAt(give_back.params, now_us).start_us;
+}
+
 LeaseTable::LeaseTable(LeaseOptions options)
     : options_(options),
       hot_per_tick_(static_cast<uint64_t>(
@@ -36,10 +47,17 @@ LeaseTable::LeaseTable(LeaseOptions options)
 bool LeaseTable::Leasable(const LimitCheck& check, absl::Span<const LimitCheck> checks,
                           size_t i) {
   if (check.refund) return false;
-  if (check.params.algorithm != Algorithm::kTokenBucket &&
-      check.params.algorithm != Algorithm::kGcra &&
-      check.params.algorithm != Algorithm::kFixedWindow) {
-    return false;
+  switch (check.params.algorithm) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kGcra:
+    case Algorithm::kFixedWindow:
+      break;
+    case Algorithm::kSlidingWindowCounter:
+      // Its windows are whole periods from the epoch (WindowEnded).
+      if (check.params.calendar_months) return false;
+      break;
+    default:
+      return false;
   }
   // Alone in its group: a group is decided all-or-nothing in one script call.
   return (i == 0 || checks[i - 1].group != check.group) &&
@@ -223,7 +241,7 @@ void LeaseTable::Granted(const LeaseAsk& ask, const Decision& decision, int64_t 
   // When the call was planned: a fixed window's units count in that window.
   const int64_t at_us = decision.at_us != 0 ? decision.at_us : now_us;
   int64_t ends_us = now_us + absl::ToInt64Microseconds(options_.life);
-  if (ask.params.algorithm == Algorithm::kFixedWindow) {
+  if (Windowed(ask.params)) {
     const int64_t window_end = FixedWindowAt(ask.params, at_us).end_us;
     ends_us = std::min(ends_us, window_end);
     if (entry.units > 0 && FixedWindowAt(ask.params, entry.granted_at_us).end_us != window_end) {

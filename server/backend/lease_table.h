@@ -15,10 +15,9 @@
 //     own mutex), which counts its own rate from then on, unless its shard holds its part of
 //     `max_keys` already. A key that has not been seen for kForgetUs and holds no units is
 //     forgotten.
-//   - Which checks: token buckets, GCRA and fixed windows, alone in their request's group, not
-//     refunds. A
-//     request is decided from leases only when every one of its checks is, so that a request is
-//     decided in one place; otherwise it goes to Redis whole (its keys' leases are untouched,
+//   - Which checks: token buckets, GCRA, fixed windows and sliding-window counters (periods
+//     from the epoch), alone in their request's group, not refunds. A request is decided from
+//     leases only when every one of its checks is, so that a request is decided in one place; otherwise it goes to Redis whole (its keys' leases are untouched,
 //     their units stay taken).
 //   - Size. A lease is `window` of the key's rate on this replica, at most `max_share` of the
 //     key's remaining budget (the last thing Redis said of it: a decision, a grant or a
@@ -28,10 +27,11 @@
 //     size, one call in flight per key.
 //   - End. A lease's units are given back `life` after its last grant (the first decision of
 //     this replica after that time ends it: the table has no thread), or when a config reload
-//     changes the key's rule. A fixed window's lease also ends with the window it was taken in
-//     (the grant's Decision::at_us, when its call was planned): its units count in that
-//     window's key only, and a give-back to an ended window does nothing
-//     (RefundsAnEndedWindow). A grant for a later window than the units held drops those.
+//     changes the key's rule, or a reset deletes its state (Forget). A fixed window's or
+//     sliding-window counter's lease also ends with the window it was taken in (the grant's
+//     Decision::at_us, when its call was planned): its units count in that window only, and
+//     what is left when the window is over is not given back (WindowEnded). A grant for a
+//     later window than the units held drops those.
 //   - Answers from a lease: allowed, remaining = what Redis said remained after the grant plus
 //     the units still held here (other replicas' use since is not seen), reset = Redis' reset
 //     at the grant less the time since (approximate: the lease's units are already counted in
@@ -78,7 +78,7 @@ struct LeaseOptions {
   size_t max_keys = 16384;
 };
 
-// A lease call to send: decide `hits` of `params` on `key` (a token bucket or GCRA check that
+// A lease call to send: decide `hits` of `params` on `key` (a check of the key's rule that
 // charges only if admitted), and report the answer with Granted or Refused.
 struct LeaseAsk {
   std::string key;
@@ -141,6 +141,12 @@ class LeaseTable {
   void Refused(const LeaseAsk& ask, const Decision* decision);
   // The outcome of a give-back.
   void Returned(const LeaseReturn& give_back, bool ok);
+  // Whether `give_back`'s units were granted in a window that is over at `now_us` (a fixed
+  // window's or a sliding-window counter's): they cannot go back, a later window never held them.
+  // A sliding-window counter's give-back is applied to the window of the script's now, so one
+  // sent then would take them from the wrong window; they weigh in the next window's estimate
+  // as the previous window's count, as admissions would have. Counted as expired (Returned).
+  static bool WindowEnded(const LeaseReturn& give_back, int64_t now_us);
   // The state behind `storage_key` was reset (the admin API, here or through the reset log):
   // the leases of every key it is, or begins with (a fixed window's window keys), drop their
   // units without giving them back, and so does a grant in flight for them. A give-back would
@@ -182,6 +188,9 @@ class LeaseTable {
   };
 
   static bool Leasable(const LimitCheck& check, absl::Span<const LimitCheck> checks, size_t i);
+  // A fixed window or a sliding-window counter: a lease's units are its window's, and the lease
+  // ends with the window.
+  static bool Windowed(const LimitParams& params);
   // Counts one decision of the key of hash `hash`: its count in the current tick so far.
   uint64_t CountHot(size_t hash, int64_t now_us);
   Shard& ShardOf(size_t hash) { return shards_[hash % kShards]; }

@@ -201,7 +201,12 @@ void RedisBackend::SendLeaseCalls(std::vector<LeaseAsk> asks, std::vector<LeaseR
                       }
                     });
   }
+  const int64_t now = redis_clock_.NowMicros();
   for (LeaseReturn& give_back : returns) {
+    if (LeaseTable::WindowEnded(give_back, now)) {
+      leases_.Returned(give_back, false);
+      continue;
+    }
     LimitCheck check;
     check.key = give_back.key;
     check.params = give_back.params;
@@ -209,7 +214,7 @@ void RedisBackend::SendLeaseCalls(std::vector<LeaseAsk> asks, std::vector<LeaseR
     check.refund = true;
     check.at_us = give_back.at_us;
     const LimitCheck checks[1] = {check};
-    EvaluateInRedis(checks, redis_clock_.NowMicros(), TraceParent{},
+    EvaluateInRedis(checks, now, TraceParent{},
                     [this, give_back = std::move(give_back)](
                         absl::Status status, absl::Span<const Decision>) {
                       leases_.Returned(give_back, status.ok());

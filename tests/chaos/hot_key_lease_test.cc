@@ -12,6 +12,8 @@
 //   - A fixed window the same: under its limit decided from leases, over it never past 300 in a
 //     window (at most 300 for every window the run touched) and at least 97% of what its windows
 //     owed (each min(offered in it, 300)); a lease never outlives its window.
+//   - A sliding-window counter the same: under its limit decided from leases, over it never past
+//     300 in a window, and nearly 300 in every whole one.
 // Then every lease ends: the units held go back to Redis (sluice_lease_units_total).
 // And a replica killed while it holds a lease loses exactly the units it held, no more than its
 // last lease: they stay counted in Redis (a fixed window's count, until the window ends; a
@@ -71,6 +73,16 @@ descriptors:
     rate_limit:
       unit: second
       requests_per_unit: 300
+  - key: wide_swc
+    rate_limit:
+      algorithm: sliding_window_counter
+      unit: second
+      requests_per_unit: 100000
+  - key: tight_swc
+    rate_limit:
+      algorithm: sliding_window_counter
+      unit: second
+      requests_per_unit: 300
   - key: killed_fw
     rate_limit:
       unit: minute
@@ -126,7 +138,7 @@ class HotKeyLeaseTest : public ::testing::Test {
 TEST_F(HotKeyLeaseTest, HotKeysAreLeasedAndTheLimitHolds) {
   // Under the limit: 1,500/s over three replicas, 500/s each, five times the hot rate (under
   // sanitizers, which slow everything several times, 600/s).
-  for (const char* key : {"wide", "wide_fw"}) {
+  for (const char* key : {"wide", "wide_fw", "wide_swc"}) {
     const double commands_before = RedisCommands();
     const double from_leases_before = Metric("sluice_lease_decisions_total");
     const double granted_before = Metric("sluice_lease_taken_total{result=\"granted\"}");
@@ -187,6 +199,28 @@ TEST_F(HotKeyLeaseTest, HotKeysAreLeasedAndTheLimitHolds) {
     EXPECT_EQ(over.errors, 0u);
     EXPECT_LE(over.admitted, static_cast<uint64_t>(300 * windows));
     EXPECT_GE(static_cast<double>(over.admitted), 0.97 * owed);
+  }
+
+  {
+    // A sliding-window counter over its limit: each epoch second's count never passes 300 (the
+    // estimate adds the last second's weighted count to it), and by each second's end the
+    // weight is gone, so every whole second the run covers admits nearly 300.
+    const absl::Duration span = absl::Seconds(4);
+    const absl::Time start = absl::Now();
+    const LoadSummary over = Drive("tight_swc", chaos::kSanitized ? 600 : 900, span);
+    int windows = 0;
+    for (absl::Time w = absl::FromUnixSeconds(absl::ToUnixSeconds(start)); w < start + span;
+         w += absl::Seconds(1)) {
+      ++windows;
+    }
+    const int whole = windows - 2;  // at least: the first and last may be partial
+    std::printf("tight_swc over the limit: %llu decisions, %llu admitted, at most %d, whole "
+                "seconds %d\n",
+                static_cast<unsigned long long>(over.decisions),
+                static_cast<unsigned long long>(over.admitted), 300 * windows, whole);
+    EXPECT_EQ(over.errors, 0u);
+    EXPECT_LE(over.admitted, static_cast<uint64_t>(300 * windows));
+    EXPECT_GE(static_cast<double>(over.admitted), 0.97 * 300 * whole);
   }
 
   // Every lease ends within its life (500 ms) of its last grant, at the next decision.

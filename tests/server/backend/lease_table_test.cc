@@ -272,42 +272,50 @@ TEST_F(LeaseTableTest, NeverAdmitsMoreThanGranted) {
   EXPECT_GT(admitted + 3, ask.hits);
 }
 
-// Verifies a fixed window's lease ends with the window it was taken in: its units are never
-// admitted in the next window, go back stamped with their window (a give-back that does nothing
-// once the window is over), and a grant for the next window drops units of the last.
-TEST_F(LeaseTableTest, AFixedWindowsLeaseEndsWithItsWindow) {
-  LeaseTable table(Options());
-  LimitParams window = TokenBucket();
-  window.algorithm = Algorithm::kFixedWindow;
-  window.period_us = 1'000'000;
-  const LimitCheck check = Check("fw", window);
-  // 20 ms before a window's end.
-  const int64_t end = (kStart / 1'000'000 + 1) * 1'000'000;
-  int64_t now = Drive(table, check, 150, end - 35'000);
-  ASSERT_FALSE(pending.empty());
-  Decision said = Said(1'000, now);
-  table.Granted(pending.back(), said, now);
-  const uint64_t granted = pending.back().hits;
-  ASSERT_TRUE(Admit(table, {check}, end - 1));
-  // The next window: not from the lease, which is over.
-  EXPECT_FALSE(Admit(table, {check}, end + 10));
-  ASSERT_EQ(returns.size(), 1u);
-  EXPECT_EQ(returns[0].hits, granted - 1);
-  EXPECT_EQ(returns[0].at_us, now);
-  EXPECT_EQ(table.units_held(), 0u);
+// Verifies a fixed window's or sliding-window counter's lease ends with the window it was taken
+// in: its units are never admitted in the next window, come back stamped with their window (and
+// are not given back once it is over), and a grant for the next window drops units of the last.
+TEST_F(LeaseTableTest, AWindowsLeaseEndsWithItsWindow) {
+  for (const Algorithm algorithm : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowCounter}) {
+    SCOPED_TRACE(static_cast<int>(algorithm));
+    pending.clear();
+    LeaseTable table(Options());
+    LimitParams window = TokenBucket();
+    window.algorithm = algorithm;
+    window.period_us = 1'000'000;
+    const LimitCheck check = Check("fw", window);
+    // 20 ms before a window's end.
+    const int64_t end = (kStart / 1'000'000 + 1) * 1'000'000;
+    int64_t now = Drive(table, check, 150, end - 35'000);
+    ASSERT_FALSE(pending.empty());
+    Decision said = Said(1'000, now);
+    table.Granted(pending.back(), said, now);
+    const uint64_t granted = pending.back().hits;
+    ASSERT_TRUE(Admit(table, {check}, end - 1));
+    // The next window: not from the lease, which is over.
+    EXPECT_FALSE(Admit(table, {check}, end + 10));
+    ASSERT_EQ(returns.size(), 1u);
+    EXPECT_EQ(returns[0].hits, granted - 1);
+    EXPECT_EQ(returns[0].at_us, now);
+    EXPECT_EQ(table.units_held(), 0u);
+    // Not given back: the window is over (a sliding-window counter would take them from the
+    // next one).
+    EXPECT_TRUE(LeaseTable::WindowEnded(returns[0], end + 10));
+    EXPECT_FALSE(LeaseTable::WindowEnded(returns[0], end - 1));
 
-  // A grant planned in one window and arriving with units of the last still held drops them.
-  LeaseTable other(Options());
-  pending.clear();
-  now = Drive(other, check, 150, end - 35'000);
-  ASSERT_FALSE(pending.empty());
-  other.Granted(pending.back(), Said(1'000, now), now);
-  const uint64_t first = pending.back().hits;
-  LeaseAsk next = pending.back();
-  next.hits = 7;
-  other.Granted(next, Said(1'000, end + 5), end + 6);
-  EXPECT_EQ(other.counters().units_expired, first);
-  EXPECT_EQ(other.units_held(), 7u);
+    // A grant planned in one window and arriving with units of the last still held drops them.
+    LeaseTable other(Options());
+    pending.clear();
+    now = Drive(other, check, 150, end - 35'000);
+    ASSERT_FALSE(pending.empty());
+    other.Granted(pending.back(), Said(1'000, now), now);
+    const uint64_t first = pending.back().hits;
+    LeaseAsk next = pending.back();
+    next.hits = 7;
+    other.Granted(next, Said(1'000, end + 5), end + 6);
+    EXPECT_EQ(other.counters().units_expired, first);
+    EXPECT_EQ(other.units_held(), 7u);
+  }
 }
 
 // Verifies the table is bounded whatever keys clients send: past max_keys (here 16, one a
