@@ -339,8 +339,8 @@ void LeaseTable::AppendMetrics(std::string* out) const {
       "sluice_lease_taken_total{result=\"granted\"} ", c.taken,
       "\nsluice_lease_taken_total{result=\"refused\"} ", c.refused,
       "\n# HELP sluice_lease_units_total Units of hot keys' limits: granted to this replica's "
-      "leases, given back unused (returned), lost to the limit until they refill (expired: the "
-      "give-back failed)\n"
+      "leases, given back unused (returned), not given back (expired: the give-back failed, the "
+      "window they were granted in ended first, or a reset deleted their state)\n"
       "# TYPE sluice_lease_units_total counter\n"
       "sluice_lease_units_total{event=\"granted\"} ", c.units_granted,
       "\nsluice_lease_units_total{event=\"returned\"} ", c.units_returned,

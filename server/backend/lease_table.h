@@ -100,8 +100,9 @@ struct LeaseCounters {
   uint64_t refused = 0;        // lease calls denied (the budget was short)
   uint64_t units_granted = 0;
   uint64_t units_returned = 0;  // given back, Redis said OK
-  // Given back, Redis failed: lost to the limit until they refill; or a fixed window's units
-  // that a grant for a later window dropped (their window is over).
+  // Not given back: the give-back failed (lost to the limit until they refill); a window's
+  // units left when it ended (WindowEnded), or that a grant for a later window dropped; units
+  // of a reset key (Forget).
   uint64_t units_expired = 0;
   uint64_t decisions = 0;       // checks decided from a lease
 };
