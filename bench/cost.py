@@ -64,11 +64,12 @@ SCENARIOS = collections.OrderedDict([
     ("memcached_fw_1", ("memcached", "grpc", "cost_fw", 1, 1000)),
     ("redis_hot_1", ("redis", "grpc", "cost", 1, 1)),
     ("redis_lease_hot_1", ("redis_lease", "grpc", "cost", 1, 1)),
+    ("redis_lease_cold_1", ("redis_lease_cold", "grpc", "cost", 1, 1000)),
 ])
 # Measured when asked for (--scenarios), not guarded: a comparison of backends on the one
 # algorithm they all keep.
 UNGUARDED = ("redis_fw_1", "redis_fw_upstream_1", "memcached_fw_1", "redis_hot_1",
-             "redis_lease_hot_1")
+             "redis_lease_hot_1", "redis_lease_cold_1")
 SCENARIO_HELP = """\
   floor                   sluice-floor (gRPC alone, answers OK): what gRPC costs by itself
   memory_1                Sluice, memory backend, 1 token-bucket descriptor, admitted
@@ -91,7 +92,10 @@ SCENARIO_HELP = """\
   redis_hot_1             (when asked for, unguarded) redis_1 on one key (keyspace 1)
   redis_lease_hot_1       (when asked for, unguarded) redis_hot_1 with leases
                           (--redis_lease_rate=10: hot at callgrind's pace): decided from the
-                          replica's lease, a lease call every few hundred requests"""
+                          replica's lease, a lease call every few hundred requests
+  redis_lease_cold_1      (when asked for, unguarded) redis_1 with leases on
+                          (--redis_lease_rate=1000): 1,000 keys, none hot; what counting
+                          their hotness costs a cold key"""
 
 CATEGORIES = ("sluice", "grpc", "protobuf", "alloc", "other", "lock")
 GRPC_OBJECTS = ("libgrpc", "libgpr", "libupb", "libaddress_sorting", "libre2", "libcares",
@@ -306,11 +310,14 @@ def start_server(children, build_bin, workdir, kind, redis_port=None, tls=None, 
                      "--redis_expiration_jitter=300s"]
         if kind == "redis_lease":
             argv += ["--redis_lease_rate=10"]
-        if kind in ("redis", "redis_tls", "redis_traced", "redis_upstream", "redis_lease"):
+        if kind == "redis_lease_cold":
+            argv += ["--redis_lease_rate=1000"]
+        if kind in ("redis", "redis_tls", "redis_traced", "redis_upstream", "redis_lease",
+                    "redis_lease_cold"):
             # Under callgrind Sluice runs ~50 times slower: give each decision time enough that
             # no failure policy ever answers.
             argv += ["--redis_timeout=10s", "--redis_breaker_failures=1000000"]
-            if kind in ("redis", "redis_traced", "redis_upstream", "redis_lease"):
+            if kind != "redis_tls":
                 argv.append(f"--redis_addresses={HOST}:{redis_port}")
             else:
                 tls_port, tls_dir = tls
@@ -462,7 +469,8 @@ def main():
     started = time.monotonic()
     try:
         redis = redis_port = tls = collector = None
-        redis_kinds = ("redis", "redis_tls", "redis_traced", "redis_upstream", "redis_lease")
+        redis_kinds = ("redis", "redis_tls", "redis_traced", "redis_upstream", "redis_lease",
+                       "redis_lease_cold")
         if any(SCENARIOS[n][0] == "redis_traced" for n in names):
             collector = Collector()
         if any(SCENARIOS[n][0] in redis_kinds for n in names):
@@ -473,7 +481,7 @@ def main():
         if any(SCENARIOS[n][0] == "memcached" for n in names):
             memcached_port = start_memcached(children)
         for kind in ("floor", "memory", "redis", "redis_tls", "redis_traced", "redis_upstream",
-                     "redis_lease", "memcached"):
+                     "redis_lease", "redis_lease_cold", "memcached"):
             mine = [n for n in names if SCENARIOS[n][0] == kind]
             if not mine:
                 continue
