@@ -154,6 +154,8 @@ struct Decision {
   // algorithms and the
   // backends leave it false (their own answer to such a request is described below).
   bool never = false;
+  // Allowed for part of its hits only (LimitCheck::partial): how many. 0: all or none.
+  uint64_t granted = 0;
 };
 
 // When a request can never be admitted (hits above Capacity), each algorithm's own decision is

@@ -38,6 +38,10 @@ struct LimitCheck {
   // once that window is over (a later window never holds them). 0: a refund made now (Envoy's).
   // The other algorithms give back at now whatever it says.
   int64_t at_us = 0;
+  // A lease call (server/backend/lease_table.h): on the Redis backend a lone fixed window, whose
+  // INCRBY of `hits` may pass the limit, admits the part that fits (Decision::granted) and gives
+  // back only the rest. Otherwise all or none, as for any check.
+  bool partial = false;
 };
 
 // Whether a refund of `check` finds the window its hits were charged in over at now_us: a fixed

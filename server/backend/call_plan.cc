@@ -48,6 +48,7 @@ CallPlan PlanCalls(absl::Span<const LimitCheck> checks, int64_t now_us, CallPlan
           first.refund ? PlannedCall::Kind::kFixedWindowRefund : PlannedCall::Kind::kFixedWindow;
       call.checks.push_back(static_cast<uint32_t>(i));
       call.params = first.params;
+      call.partial = first.partial && !first.refund;
       // A give-back of a charge whose window is over gives nothing (LimitCheck::at_us).
       call.hits = RefundsAnEndedWindow(first, now_us) ? 0
                   : first.refund                      ? std::min(first.hits, kMaxChargedHits)

@@ -48,6 +48,8 @@ struct PlannedCall {
   std::string window_key;
   // window_key is envoyproxy/ratelimit's: INCRBY is followed by EXPIRE of upstream's TTL.
   bool upstream_key = false;
+  // kFixedWindow: LimitCheck::partial (a lease call admits the part of its hits that fits).
+  bool partial = false;
 };
 
 struct CallPlan {

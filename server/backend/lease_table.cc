@@ -85,7 +85,13 @@ bool LeaseTable::DueAsk(Entry& entry, int64_t now_us, uint64_t* size) const {
   // The rate here: the last whole tick's, or the current one's if it is already higher.
   const double per_second = static_cast<double>(std::max(entry.last_tick_count, entry.tick_count)) *
                             (1e6 / static_cast<double>(kTickUs));
-  const double wanted = std::ceil(per_second * absl::ToDoubleSeconds(options_.window));
+  double wanted = std::ceil(per_second * absl::ToDoubleSeconds(options_.window));
+  if (Windowed(entry.params)) {
+    // No more than this replica can use before the window ends: what is left then is lost to
+    // the window (WindowEnded).
+    const int64_t left_us = FixedWindowAt(entry.params, now_us).end_us - now_us;
+    wanted = std::min(wanted, std::ceil(per_second * static_cast<double>(left_us) / 1e6));
+  }
   const double cap = std::floor(static_cast<double>(entry.remaining) * options_.max_share /
                                 static_cast<double>(std::max(1, options_.replicas)));
   const double units = std::min(wanted, cap);
@@ -221,8 +227,10 @@ void LeaseTable::Observed(absl::string_view key, const LimitParams& params,
 }
 
 void LeaseTable::Granted(const LeaseAsk& ask, const Decision& decision, int64_t now_us) {
+  // A fixed window may grant the part of the ask that fit (LimitCheck::partial).
+  const uint64_t units = decision.granted != 0 ? std::min(decision.granted, ask.hits) : ask.hits;
   taken_.fetch_add(1, std::memory_order_relaxed);
-  units_granted_.fetch_add(ask.hits, std::memory_order_relaxed);
+  units_granted_.fetch_add(units, std::memory_order_relaxed);
   Shard& shard = ShardOf(absl::HashOf(ask.key));
   MutexLock lock(shard.mu);
   auto [it, inserted] = shard.entries.try_emplace(ask.key);
@@ -235,7 +243,7 @@ void LeaseTable::Granted(const LeaseAsk& ask, const Decision& decision, int64_t 
   entry.asking = false;
   if (entry.drop_grant) {
     entry.drop_grant = false;
-    units_expired_.fetch_add(ask.hits, std::memory_order_relaxed);
+    units_expired_.fetch_add(units, std::memory_order_relaxed);
     return;
   }
   // When the call was planned: a fixed window's units count in that window.
@@ -250,7 +258,7 @@ void LeaseTable::Granted(const LeaseAsk& ask, const Decision& decision, int64_t 
       entry.units = 0;
     }
   }
-  entry.units += ask.hits;
+  entry.units += units;
   entry.ends_us = ends_us;
   entry.granted_at_us = at_us;
   entry.remaining = static_cast<int64_t>(decision.remaining);

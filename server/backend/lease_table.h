@@ -22,9 +22,10 @@
 //   - Size. A lease is `window` of the key's rate on this replica, at most `max_share` of the
 //     key's remaining budget (the last thing Redis said of it: a decision, a grant or a
 //     refusal) divided by the replicas (`replicas`), so that the replicas together hold at most
-//     that share. Under 2 units it is not worth a call: the key is decided per request, and its
-//     next Redis answer sizes the next try. A lease is topped up when it falls under half its
-//     size, one call in flight per key.
+//     that share; a fixed window's or sliding-window counter's, at most what this rate uses
+//     before the window ends. Under 2 units it is not worth a call: the key is decided per
+//     request, and its next Redis answer sizes the next try. A lease is topped up when it falls
+//     under half its size, one call in flight per key.
 //   - End. A lease's units are given back `life` after its last grant (the first decision of
 //     this replica after that time ends it: the table has no thread), or when a config reload
 //     changes the key's rule, or a reset deletes its state (Forget). A fixed window's or
@@ -136,8 +137,9 @@ class LeaseTable {
   // What Redis decided for a hot key's check (rule `params`) that went to Redis (the request
   // was not decided here): its remaining budget sizes the key's next lease.
   void Observed(absl::string_view key, const LimitParams& params, const Decision& decision);
-  // The answer to a lease call: admitted (the units are this replica's now) or not (none
-  // taken; its remaining sizes the next). A failed call: Refused with nullptr.
+  // The answer to a lease call: admitted (the units are this replica's now: all it asked for,
+  // or Decision::granted of them) or not (none taken; its remaining sizes the next). A failed
+  // call: Refused with nullptr.
   void Granted(const LeaseAsk& ask, const Decision& decision, int64_t now_us);
   void Refused(const LeaseAsk& ask, const Decision* decision);
   // The outcome of a give-back.

@@ -188,6 +188,7 @@ void RedisBackend::SendLeaseCalls(std::vector<LeaseAsk> asks, std::vector<LeaseR
     check.key = ask.key;
     check.params = ask.params;
     check.hits = ask.hits;
+    check.partial = true;
     const LimitCheck checks[1] = {check};
     EvaluateInRedis(checks, redis_clock_.NowMicros(), TraceParent{},
                     [this, ask = std::move(ask)](absl::Status status,
@@ -438,16 +439,29 @@ absl::Status RedisBackend::DecodeReplies(absl::Span<const PlannedCall> calls, in
           return absl::InternalError(
               absl::StrCat("redis: unexpected INCRBY reply ", count.LogString()));
         }
-        const Decision decision = FixedWindowDecision(
-            call.params, now, call.hits,
+        const int64_t count_after =
             saturated ? std::numeric_limits<int64_t>::max()
-                      : give_backs.Adjusted(call.window_key, count.integer()));
+                      : give_backs.Adjusted(call.window_key, count.integer());
+        Decision decision = FixedWindowDecision(call.params, now, call.hits, count_after);
+        uint64_t returned = call.hits;
+        if (!decision.allowed && call.partial && !saturated) {
+          // A lease call: the part that fits under the limit is granted, the rest goes back, so
+          // that the count settles at the limit and no unit is stranded by this call.
+          const int64_t before = count_after - static_cast<int64_t>(call.hits);
+          const int64_t limit = static_cast<int64_t>(call.params.limit);
+          if (before < limit && call.hits <= kMaxChargedHits) {
+            const uint64_t fit = static_cast<uint64_t>(limit - std::max<int64_t>(0, before));
+            decision = FixedWindowDecision(call.params, now, fit, limit);
+            decision.granted = fit;
+            returned = call.hits - fit;
+          }
+        }
         // INCRBY counted the hits; a denial gives them back unless the rule charges always
         // (envoyproxy/ratelimit's increment-first).
-        if (!decision.allowed && call.hits > 0 && !ChargesWhenDenied(call.params, call.hits) &&
-            !saturated) {
-          GiveBack(call.window_key, call.hits);
-          give_backs.Add(call.window_key, call.hits);
+        if ((!decision.allowed || returned < call.hits) && returned > 0 &&
+            !ChargesWhenDenied(call.params, call.hits) && !saturated) {
+          GiveBack(call.window_key, returned);
+          give_backs.Add(call.window_key, returned);
         }
         decisions[call.checks[0]] = decision;
         continue;

@@ -9,9 +9,8 @@
 //   migration: the key's slot is moved to another master under the load (its keys migrated
 //     between MIGRATING and IMPORTING, so the replicas meet ASK, then MOVED);
 //   after migration.
-// One run of the test for a token bucket (burst 50), one for GCRA (the same), and with
-// SLUICE_HOT_KEY_ALGORITHMS=tb,gcra,fw one for a fixed window. Each phase prints what was
-// admitted against the algorithm's bound over the phase:
+// One run of the test for a token bucket (burst 50), one for GCRA (the same), one for a fixed
+// window. Each phase prints what was admitted against the algorithm's bound over the phase:
 //   token bucket, GCRA: burst + rate x span, the span widened by 250 ms for the generators'
 //     starts and the last decisions' replies; at least rate x span owed (the bucket may be
 //     empty when a phase starts);
@@ -233,14 +232,10 @@ TEST_P(HotKeyClusterTest, ThreeTimesTheLimitThroughFailoverAndMigration) {
   }
 }
 
-// Fixed windows are left out for now: a lease call's INCRBY of many units can push the window's
-// count past the limit for an instant before it is taken back, and another replica's request
-// denied in that instant is cached as over the limit until the window ends (docs/backends.md,
-// "Leases for hot keys": measured 75-93% of the limit after a slot migration, where per request
-// admits 100%). SLUICE_HOT_KEY_ALGORITHMS=tb,gcra,fw runs them all.
+// SLUICE_HOT_KEY_ALGORITHMS picks some (tb,gcra,fw by default).
 std::vector<std::string> Algorithms() {
   const char* set = std::getenv("SLUICE_HOT_KEY_ALGORITHMS");
-  return absl::StrSplit(set != nullptr ? set : "tb,gcra", ',', absl::SkipEmpty());
+  return absl::StrSplit(set != nullptr ? set : "tb,gcra,fw", ',', absl::SkipEmpty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, HotKeyClusterTest, ::testing::ValuesIn(Algorithms()));

@@ -318,6 +318,26 @@ TEST_F(LeaseTableTest, AWindowsLeaseEndsWithItsWindow) {
   }
 }
 
+// Verifies a lease call granted for part of its units (a fixed window near its limit) holds
+// what was granted, counts that as granted, and admits no more than it.
+TEST_F(LeaseTableTest, APartialGrantHoldsWhatWasGranted) {
+  LeaseTable table(Options());
+  LimitParams window = TokenBucket();
+  window.algorithm = Algorithm::kFixedWindow;
+  const LimitCheck check = Check("fw", window);
+  const int64_t now = Drive(table, check, 150, kStart / LeaseTable::kTickUs * LeaseTable::kTickUs);
+  ASSERT_FALSE(pending.empty());
+  ASSERT_GT(pending.back().hits, 3u);
+  Decision said = Said(0, now);
+  said.granted = 3;
+  table.Granted(pending.back(), said, now);
+  EXPECT_EQ(table.units_held(), 3u);
+  EXPECT_EQ(table.counters().units_granted, 3u);
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) admitted += Admit(table, {check}, now + 1 + i) ? 1 : 0;
+  EXPECT_EQ(admitted, 3);
+}
+
 // Verifies the table is bounded whatever keys clients send: past max_keys (here 16, one a
 // shard), a key as hot as the others is decided per request and never tracked.
 TEST_F(LeaseTableTest, HotKeysPastTheBoundAreDecidedPerRequest) {

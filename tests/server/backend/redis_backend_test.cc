@@ -469,6 +469,45 @@ TEST_F(RedisBackendTest, DeniedLoneFixedWindowGivesHitsBack) {
   EXPECT_EQ(small.decisions[0].remaining, 0u);
 }
 
+// Verifies a partial check (a lease call) of a lone fixed window: when its hits do not all fit,
+// the part that does is granted (Decision::granted) and only the rest given back, so that the
+// count settles at the limit; an ordinary check of the same size is denied whole, and a partial
+// check of a full window is denied and leaves the count where it was.
+TEST_F(RedisBackendTest, PartialLoneFixedWindowTakesWhatFits) {
+  const LimitParams window = Params(Algorithm::kFixedWindow, 10, 60'000'000);
+  std::string key;
+  AppendFixedWindowKey("{p}fw", window, clock_.NowMicros(), &key);
+  const auto count_settles_at = [&](const std::string& want) {
+    std::string count;
+    for (int i = 0; i < 200 && count != want; ++i) {
+      absl::StatusOr<std::string> value = redis_->Command({"GET", key});
+      count = value.ok() ? *value : "";
+      if (count != want) absl::SleepFor(absl::Milliseconds(5));
+    }
+    return count;
+  };
+  ASSERT_TRUE(Run(*backend_, {{"{p}fw", window, 7, 0}}).decisions[0].allowed);
+  Outcome whole = Run(*backend_, {{"{p}fw", window, 5, 0}});
+  EXPECT_FALSE(whole.decisions[0].allowed);
+  EXPECT_EQ(whole.decisions[0].granted, 0u);
+  EXPECT_EQ(count_settles_at("7"), "7");
+
+  LimitCheck partial{"{p}fw", window, 5, 0};
+  partial.partial = true;
+  Outcome part = Run(*backend_, {partial});
+  ASSERT_TRUE(part.status.ok()) << part.status;
+  EXPECT_TRUE(part.decisions[0].allowed);
+  EXPECT_EQ(part.decisions[0].granted, 3u);
+  EXPECT_EQ(part.decisions[0].remaining, 0u);
+  EXPECT_EQ(count_settles_at("10"), "10");
+
+  Outcome full = Run(*backend_, {partial});
+  EXPECT_FALSE(full.decisions[0].allowed);
+  EXPECT_EQ(full.decisions[0].granted, 0u);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(count_settles_at("10"), "10");
+}
+
 // Verifies Charge::kAlways on a lone fixed window: a denied request keeps its hits counted, as
 // envoyproxy/ratelimit's increment-first does, and so does memory.
 TEST_F(RedisBackendTest, ChargeAlwaysLoneFixedWindowKeepsHits) {
