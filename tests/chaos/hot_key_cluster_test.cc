@@ -19,8 +19,9 @@
 // The test fails on any phase admitting more than its bound (the limit holds through every
 // fault: a lease is one call to the key's slot, and a lease taken before a move is honoured,
 // never granted twice), and on any phase but the failover admitting less than 97% of what it
-// owed. In the failover phase the key's slot has no master for a second or two: those requests
-// are answered by the failure policy (deny), so only the bound is judged there.
+// owed (95% under sanitizers). In the failover phase the key's slot has no master for a second
+// or two: those requests are answered by the failure policy (deny), so only the bound is
+// judged there.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -173,7 +174,10 @@ class HotKeyClusterTest : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(load.errors, 0u) << name;
     EXPECT_LE(static_cast<double>(load.admitted), bound) << name << ": over-admission";
     if (judge_owed) {
-      EXPECT_GE(static_cast<double>(load.admitted), 0.97 * owed) << name;
+      // Under sanitizers, which slow every replica several times, a window's last lease call
+      // lands later in it, and what it granted is more often left when the window ends: 95%.
+      EXPECT_GE(static_cast<double>(load.admitted), (chaos::kSanitized ? 0.95 : 0.97) * owed)
+          << name;
     }
     return static_cast<double>(load.admitted) / owed;
   }
